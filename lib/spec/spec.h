@@ -1,0 +1,302 @@
+/* spec.h: every YAML object lathe reads, as typed C structs.
+ *
+ *   LoRATrainingJob  (apiVersion lathe/v1 or training.example.com/v1)
+ *   LoRAExperiment   a job template plus a matrix, expanded into jobs
+ *   Cluster          GPU types, nodes, NVLink groups, racks, teams, priority classes
+ *
+ * One parser (libyaml, see spec_yaml.c) owns all YAML. Loading checks types,
+ * ranges and unknown keys and reports every problem in the file through a
+ * diag_list with file:line:col, the field path, expected / found and a
+ * suggestion. Checks that need a model (does the model have this target
+ * module?) belong to the planner, which uses the positions kept here.
+ *
+ * Ownership: every pointer in these structs is owned by the struct; free a
+ * file with spec_file_free, a lone job with spec_job_free.
+ */
+#ifndef LATHE_SPEC_H
+#define LATHE_SPEC_H
+
+#include "base/base.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Limits that keep hostile input from costing more than it should. */
+#define SPEC_MAX_FILE_BYTES (4u << 20)   /* 4 MiB per file */
+#define SPEC_MAX_NODES 200000            /* YAML nodes after alias expansion */
+#define SPEC_MAX_DEPTH 64                /* nesting of mappings / sequences */
+#define SPEC_MAX_MATRIX_JOBS 10000       /* jobs one experiment may expand into */
+
+/* ---- enumerations shared with the planner and estimator ---- */
+typedef enum { METHOD_AUTO, METHOD_LORA, METHOD_QLORA, METHOD_DORA, METHOD_FULL } spec_method;
+typedef enum { QUANT_AUTO, QUANT_NONE, QUANT_NF4, QUANT_NF4_DQ, QUANT_INT8, QUANT_GPTQ4, QUANT_AWQ4 } spec_quant;
+typedef enum { PREC_AUTO, PREC_BF16, PREC_FP16, PREC_AMP, PREC_FP32 } spec_precision;
+typedef enum { OPT_AUTO, OPT_ADAMW, OPT_ADAMW8BIT, OPT_PAGED_ADAMW, OPT_PAGED_ADAMW8BIT, OPT_SGD } spec_optimizer;
+typedef enum { STRAT_AUTO, STRAT_SINGLE, STRAT_DDP, STRAT_FSDP, STRAT_ZERO2, STRAT_ZERO3 } spec_strategy;
+typedef enum { TOGGLE_AUTO, TOGGLE_OFF, TOGGLE_ON } spec_toggle;
+typedef enum { DATA_AUTO, DATA_ALPACA, DATA_MESSAGES, DATA_TEXT } spec_data_format;
+typedef enum { TRAINER_BUILTIN, TRAINER_COMMAND } spec_trainer_kind;
+typedef enum { NODE_READY, NODE_DRAINING, NODE_DOWN } spec_node_state;
+
+/* Names as written in YAML ("qlora", "nf4-dq", "bf16", "paged_adamw8bit",
+ * "zero3", ...). *_name returns the canonical spelling; *_parse returns false
+ * for an unknown name. */
+const char *spec_method_name(spec_method m);
+bool spec_method_parse(const char *s, spec_method *out);
+const char *spec_quant_name(spec_quant q);
+bool spec_quant_parse(const char *s, spec_quant *out);
+const char *spec_precision_name(spec_precision p);
+bool spec_precision_parse(const char *s, spec_precision *out);
+const char *spec_optimizer_name(spec_optimizer o);
+bool spec_optimizer_parse(const char *s, spec_optimizer *out);
+const char *spec_strategy_name(spec_strategy s);
+bool spec_strategy_parse(const char *s, spec_strategy *out);
+
+/* Where a value stood in its file, so later stages can point at it. */
+typedef struct spec_pos {
+    int line, col; /* 1-based; 0 when the value was not written (a default) */
+} spec_pos;
+
+typedef struct spec_kv {
+    char *key, *value;
+} spec_kv;
+
+/* ---- LoRATrainingJob ---- */
+typedef struct spec_job {
+    char *file;        /* the file it came from (for messages); may be NULL */
+    char *api_version; /* "lathe/v1" or "training.example.com/v1" */
+    spec_pos pos;      /* the document's start */
+
+    /* metadata */
+    char *name;      /* DNS-1123 label: [a-z0-9-], at most 63 */
+    char *namespace_; /* metadata.namespace; NULL when absent */
+    spec_kv *labels;
+    size_t n_labels;
+
+    /* who and how urgent */
+    char *team;           /* spec.team, else metadata.namespace, else "default" */
+    char *priority_class; /* spec.priorityClassName; NULL = the cluster default */
+    char *experiment;     /* set on jobs expanded from a LoRAExperiment */
+
+    spec_method method; /* spec.method; default lora (qlora when quantization.bits is 4 or 8) */
+
+    struct {
+        char *name;        /* "Qwen2-7B-Instruct"; may be NULL when path is given */
+        char *path;        /* a folder with config.json; may be NULL */
+        double parameters; /* "7B" -> 7e9; 0 when absent */
+        spec_pos pos_name, pos_path, pos_parameters;
+    } base_model;
+
+    struct {
+        int rank;      /* 1..1024; default 16 */
+        double alpha;  /* > 0; default 2 * rank */
+        char **target_modules; /* as written: "q_proj", ..., or "all-linear" */
+        size_t n_target_modules;
+        spec_pos *pos_target_modules; /* one per entry */
+        double dropout; /* [0, 1); default 0.05 */
+        bool use_rslora; /* scaling alpha / sqrt(r) instead of alpha / r */
+        spec_pos pos_rank;
+    } lora;
+
+    struct {
+        int bits;         /* 4, 8 or 16; 16 = not quantised (default) */
+        spec_quant quant; /* QUANT_AUTO: nf4-dq for 4 bits, int8 for 8 */
+    } quantization;
+
+    struct {
+        char *dataset_path; /* required */
+        char *eval_path;    /* may be NULL */
+        spec_data_format format;
+        long samples;             /* 0 = unknown (count the file) */
+        int batch_size;           /* the per-device micro batch; default 1 */
+        int gradient_accumulation; /* >= 1; default 1 */
+        bool packing;
+        spec_pos pos_dataset_path;
+    } training_data;
+
+    struct {
+        int epochs;           /* default 1 */
+        long max_steps;       /* 0 = from epochs */
+        double learning_rate; /* default 2e-4 */
+        int warmup_steps;
+        int max_seq_length;   /* default 2048 */
+        double weight_decay;
+        char *lr_scheduler;   /* "cosine" (default), "linear", "constant" */
+        double max_grad_norm; /* default 1.0; 0 = no clipping */
+        uint64_t seed;        /* default 42 */
+        spec_precision precision;
+        spec_optimizer optimizer;
+        spec_toggle gradient_checkpointing;
+        spec_toggle flash_attention;
+    } hyperparams;
+
+    struct {
+        bool given;          /* the file had a resources section */
+        int gpu_count;       /* 0 = not given */
+        char *gpu_type;      /* NULL = not given */
+        double gpu_memory_estimate; /* bytes; 0 = not given */
+        double cpu;          /* cores; 0 = not given */
+        double memory;       /* bytes; 0 = not given */
+        int nodes;           /* 0 = not given */
+        spec_strategy strategy;
+        spec_pos pos_gpu_count, pos_gpu_type, pos_gpu_memory_estimate;
+    } resources;
+
+    struct {
+        bool enabled;       /* default true */
+        int interval_steps; /* default 500 */
+        int keep_last;      /* default 3 */
+        char *storage_type; /* "PVC", "local", "hostPath"...; may be NULL */
+        char *pvc_name;
+        char *path;
+        double size;        /* bytes; 0 = not given */
+    } checkpoint;
+
+    struct {
+        int max_retries;         /* default 3 */
+        bool retry_on_failure;   /* default true */
+        double backoff_seconds;  /* default 60 */
+        double max_backoff_seconds; /* default 3600 */
+    } retry_policy;
+
+    struct {
+        double max_duration;  /* seconds; 0 = none */
+        double grace_period;  /* seconds; default 120 */
+    } timeout;
+
+    struct {
+        spec_trainer_kind kind; /* builtin unless command is given */
+        char **command;         /* argv; never passed to a shell */
+        size_t n_command;
+        char *image;            /* container image for cluster executors */
+        spec_kv *env;
+        size_t n_env;
+    } trainer;
+} spec_job;
+
+/* ---- LoRAExperiment ---- */
+typedef struct spec_matrix_axis {
+    char *path;     /* dotted field path inside spec, e.g. "lora.rank" */
+    size_t n_values;
+    char **values;  /* each value as YAML text, for naming and reports */
+} spec_matrix_axis;
+
+typedef struct spec_experiment {
+    char *file;
+    char *name;
+    char *namespace_;
+    int max_concurrent; /* 0 = no limit */
+    spec_matrix_axis *axes;
+    size_t n_axes;
+    spec_job **jobs; /* the expansion, in matrix order (last axis fastest) */
+    size_t n_jobs;
+} spec_experiment;
+
+/* ---- Cluster ---- */
+typedef struct spec_gpu_type {
+    char *name;            /* "A100-80GB" */
+    double memory;         /* bytes */
+    double price_per_hour; /* money units per GPU-hour; 0 = free / unknown */
+    double tflops;         /* dense bf16 TFLOP/s; 0 = take the catalogue's */
+} spec_gpu_type;
+
+typedef struct spec_node {
+    char *name;
+    char *rack;      /* may be NULL */
+    char *gpu_type;  /* a name from gpu_types; NULL for CPU-only nodes */
+    int gpus;
+    int *nvlink_group; /* per GPU index: its NVLink group id (0..); n = gpus */
+    int n_nvlink_groups;
+    spec_kv *labels;
+    size_t n_labels;
+    spec_node_state state;
+    double cpus;     /* 0 = unknown */
+    double memory;   /* bytes; 0 = unknown */
+} spec_node;
+
+typedef struct spec_quota {
+    char *gpu_type; /* a GPU type name, or "*" for any type ("nvidia.com/gpu") */
+    int count;
+} spec_quota;
+
+typedef struct spec_team {
+    char *name;
+    spec_quota *quota;
+    size_t n_quota;
+    spec_quota *borrowing_limit; /* may borrow this many beyond quota; absent = unlimited */
+    size_t n_borrowing_limit;
+    spec_quota *lending_limit;   /* may lend at most this many of its idle quota; absent = all */
+    size_t n_lending_limit;
+    double weight;          /* fair-share weight; default 1 */
+    double budget_per_month; /* money; 0 = no budget */
+    int max_concurrent_jobs; /* 0 = no limit */
+} spec_team;
+
+typedef struct spec_priority_class {
+    char *name;
+    int64_t value;
+    bool preempt_lower; /* preemptionPolicy: PreemptLowerPriority (default) vs Never */
+    bool global_default;
+    char *description;
+} spec_priority_class;
+
+typedef struct spec_cluster {
+    char *file;
+    char *name;
+    spec_gpu_type *gpu_types;
+    size_t n_gpu_types;
+    spec_node *nodes; /* nodeGroups expanded, then nodes, in file order */
+    size_t n_nodes;
+    spec_team *teams;
+    size_t n_teams;
+    spec_priority_class *priority_classes;
+    size_t n_priority_classes;
+} spec_cluster;
+
+/* ---- files ---- */
+typedef enum { SPEC_KIND_JOB, SPEC_KIND_EXPERIMENT, SPEC_KIND_CLUSTER } spec_kind;
+
+typedef struct spec_doc {
+    spec_kind kind;
+    spec_job *job;               /* kind == SPEC_KIND_JOB */
+    spec_experiment *experiment; /* kind == SPEC_KIND_EXPERIMENT */
+    spec_cluster *cluster;       /* kind == SPEC_KIND_CLUSTER */
+} spec_doc;
+
+typedef struct spec_file {
+    char *path;
+    spec_doc *docs; /* one per YAML document ("---") */
+    size_t n_docs;
+} spec_file;
+
+/* Loads every document of a file. Returns the number of errors added to d
+ * (0 = the file is valid; warnings do not count). On errors, out holds the
+ * documents that loaded cleanly. */
+size_t spec_load_file(const char *path, spec_file *out, diag_list *d);
+/* The same for text in memory; name is used in messages. */
+size_t spec_load_string(const char *name, const char *text, size_t len, spec_file *out,
+                        diag_list *d);
+void spec_file_free(spec_file *f);
+
+/* Convenience: the first document of the given kind, or NULL. */
+spec_job *spec_file_job(const spec_file *f);
+spec_cluster *spec_file_cluster(const spec_file *f);
+
+/* A job with every default filled in (name "job"). */
+spec_job *spec_job_new_default(void);
+spec_job *spec_job_clone(const spec_job *j);
+void spec_job_free(spec_job *j);
+
+/* Serialisers: the resolved spec as lathe/v1 YAML (libyaml emitter) or JSON
+ * (jansson). Caller frees. */
+char *spec_job_to_yaml(const spec_job *j);
+char *spec_job_to_json(const spec_job *j);
+
+/* Cluster lookups. */
+const spec_gpu_type *spec_cluster_gpu_type(const spec_cluster *c, const char *name);
+const spec_team *spec_cluster_team(const spec_cluster *c, const char *name);
+const spec_priority_class *spec_cluster_priority_class(const spec_cluster *c, const char *name);
+const spec_priority_class *spec_cluster_default_priority(const spec_cluster *c);
+
+#endif

@@ -1,0 +1,44 @@
+#!/bin/sh
+# install-deps.sh: installs the Debian 12 packages lathe needs to build and test.
+# Idempotent: packages already present are left alone. As root it runs apt-get;
+# otherwise it prints the exact command to run.
+#
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --torch    also python3-torch (PyTorch reference tests)
+set -eu
+
+PKGS="build-essential cmake pkg-config git
+libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
+libopenblas-openmp-dev libcmocka-dev
+clang libclang-rt-14-dev python3"
+
+for arg in "$@"; do
+  case "$arg" in
+    --torch) PKGS="$PKGS python3-torch python3-numpy" ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "install-deps.sh: unknown option '$arg' (try --help)" >&2; exit 1 ;;
+  esac
+done
+
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -z "$missing" ]; then
+  echo "install-deps.sh: all packages present"
+  exit 0
+fi
+
+cmd="apt-get install -y --no-install-recommends$missing"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: missing:$missing"
+  echo "run as root:  apt-get update && $cmd"
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+$cmd

@@ -1,0 +1,13 @@
+/* commands.c: the table of `lathe` subcommands, in the order `lathe --help`
+ * lists them. A new subcommand adds its cmd_<name>.c and one line in each
+ * of the two lists below. */
+#include "cli.h"
+
+#include <stddef.h>
+
+/* extern const cli_command cli_cmd_NAME; one line per command */
+
+const cli_command *const cli_commands[] = {
+    /* &cli_cmd_NAME, one line per command */
+    NULL,
+};
