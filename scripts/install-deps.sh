@@ -9,7 +9,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config git
 libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
-libopenblas-openmp-dev libcmocka-dev
+libopenblas-openmp-dev libcmocka-dev libutf8proc-dev
 clang libclang-rt-14-dev python3"
 
 for arg in "$@"; do
