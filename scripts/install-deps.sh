@@ -7,7 +7,7 @@
 #   scripts/install-deps.sh --torch    also python3-torch (PyTorch reference tests)
 set -eu
 
-PKGS="build-essential cmake pkg-config git
+PKGS="build-essential cmake pkg-config git ca-certificates
 libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
 libopenblas-openmp-dev libcmocka-dev libutf8proc-dev
 clang libclang-rt-14-dev python3"
