@@ -1,0 +1,130 @@
+/* backend_cpu.c: the CPU backend. Matrix products go to OpenBLAS sgemm;
+ * weights stored as BF16 or F16 are converted to fp32 one tile of rows at a
+ * time into a reusable workspace (about 4 MiB), so the frozen base model
+ * never exists as a full fp32 copy. F32 weights are used in place. */
+#include "train.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_impl {
+    float *tile;
+    size_t cap; /* floats */
+} cpu_impl;
+
+#define TILE_FLOATS ((size_t)1 << 20)
+
+/* Rows of a tile of a weight with `in` columns. */
+static int tile_rows(int in)
+{
+    size_t r = TILE_FLOATS / (size_t)in;
+    return r < 16 ? 16 : (int)r;
+}
+
+static float *cpu_workspace(tr_backend *self, size_t floats)
+{
+    cpu_impl *c = self->impl;
+    if (floats > c->cap) {
+        free(c->tile);
+        c->tile = xmalloc(floats * sizeof(float));
+        c->cap = floats;
+    }
+    return c->tile;
+}
+
+/* buf[rows,in] = rows r0.. of W[out,in] (dtype wt) as fp32 */
+static void convert_rows(float *buf, const void *w, tr_dtype wt, int r0, int rows, int in)
+{
+    const char *base = (const char *)w + (size_t)r0 * in * tr_dtype_size(wt);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++)
+        tr_to_f32(buf + (size_t)r * in, base + (size_t)r * in * tr_dtype_size(wt), wt, (size_t)in);
+}
+
+static void cpu_linear_fwd(tr_backend *self, float *y, const float *x, const void *w,
+                           tr_dtype wt, const float *bias, int n, int in, int out, float beta)
+{
+    if (wt == TR_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in,
+                    beta, y, out);
+    } else {
+        int tr = tile_rows(in);
+        float *buf = cpu_workspace(self, (size_t)tr * in);
+        for (int r0 = 0; r0 < out; r0 += tr) {
+            int rows = out - r0 < tr ? out - r0 : tr;
+            convert_rows(buf, w, wt, r0, rows, in);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, in, 1.0f, x, in, buf,
+                        in, beta, y + r0, out);
+        }
+    }
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < n; i++)
+            for (int o = 0; o < out; o++) y[(size_t)i * out + o] += bias[o];
+    }
+}
+
+static void cpu_linear_bwd_x(tr_backend *self, float *dx, const float *dy, const void *w,
+                             tr_dtype wt, int n, int in, int out, float beta)
+{
+    if (wt == TR_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
+                    beta, dx, in);
+        return;
+    }
+    int tr = tile_rows(in);
+    float *buf = cpu_workspace(self, (size_t)tr * in);
+    for (int r0 = 0; r0 < out; r0 += tr) {
+        int rows = out - r0 < tr ? out - r0 : tr;
+        convert_rows(buf, w, wt, r0, rows, in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, rows, 1.0f, dy + r0, out,
+                    buf, in, r0 == 0 ? beta : 1.0f, dx, in);
+    }
+}
+
+static void cpu_linear_bwd_w(tr_backend *self, float *dw, const float *dy, const float *x,
+                             int n, int in, int out)
+{
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f,
+                dw, in);
+}
+
+static void cpu_gemm(tr_backend *self, bool ta, bool tb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void cpu_destroy(tr_backend *self)
+{
+    cpu_impl *c = self->impl;
+    free(c->tile);
+    free(c);
+    free(self);
+}
+
+void tr_set_threads(int threads)
+{
+    if (threads <= 0) return;
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+}
+
+tr_backend *tr_backend_cpu_create(int threads)
+{
+    tr_backend *b = xcalloc(1, sizeof *b);
+    b->name = "cpu";
+    b->linear_fwd = cpu_linear_fwd;
+    b->linear_bwd_x = cpu_linear_bwd_x;
+    b->linear_bwd_w = cpu_linear_bwd_w;
+    b->gemm = cpu_gemm;
+    b->destroy = cpu_destroy;
+    b->impl = xcalloc(1, sizeof(cpu_impl));
+    tr_set_threads(threads);
+    b->threads = threads > 0 ? threads : omp_get_max_threads();
+    return b;
+}

@@ -1,0 +1,232 @@
+/* ops.c: the layers of a Llama-family model as plain forward / backward
+ * function pairs (llm.c style). Shapes are in the comments; all tensors are
+ * fp32 and row-major, T is the number of tokens. Backward functions add into
+ * their gradient outputs unless they say "overwritten". Loops are parallel
+ * over independent rows with a static schedule and no reductions across
+ * threads, so results do not depend on timing (exact resume needs that). */
+#include "train.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- embedding ---- */
+
+void embedding_forward(float *out, const int32_t *ids, int T, const void *table, tr_dtype dt,
+                       int D)
+{
+    size_t es = tr_dtype_size(dt);
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++)
+        tr_to_f32(out + (size_t)t * D, (const char *)table + (size_t)ids[t] * D * es, dt, (size_t)D);
+}
+
+void embedding_backward(float *dtable, const float *dout, const int32_t *ids, int T, int D)
+{
+    for (int t = 0; t < T; t++) { /* serial: two tokens may share a row */
+        float *row = dtable + (size_t)ids[t] * D;
+        const float *g = dout + (size_t)t * D;
+        for (int i = 0; i < D; i++) row[i] += g[i];
+    }
+}
+
+/* ---- RMSNorm: out = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) ---- */
+
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int D,
+                     float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * D;
+        float *ot = out + (size_t)t * D;
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)xt[i] * xt[i];
+        float r = (float)(1.0 / sqrt(ss / D + eps));
+        for (int i = 0; i < D; i++) ot[i] = xt[i] * r * w[i];
+        rstd[t] = r;
+    }
+}
+
+void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                      const float *rstd, int T, int D)
+{
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * D, *gt = dout + (size_t)t * D;
+        float *dxt = dx + (size_t)t * D;
+        float r = rstd[t];
+        double dot = 0; /* sum of dxhat * xhat */
+        for (int i = 0; i < D; i++) dot += (double)gt[i] * w[i] * xt[i] * r;
+        float mean = (float)(dot / D);
+        for (int i = 0; i < D; i++) dxt[i] += r * (gt[i] * w[i] - xt[i] * r * mean);
+    }
+    if (!dw) return;
+    /* parallel over features; each thread sums over t in order */
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < D; i++) {
+        float s = 0;
+        for (int t = 0; t < T; t++) s += dout[(size_t)t * D + i] * x[(size_t)t * D + i] * rstd[t];
+        dw[i] += s;
+    }
+}
+
+/* ---- RoPE (rotate_half layout), with Llama 3 and linear scaling ---- */
+
+/* Inverse frequency of pair i (transformers' _compute_default_rope_parameters
+ * and _compute_llama3_parameters, computed here in double). */
+static double rope_inv_freq(const tr_config *c, int i)
+{
+    double inv = 1.0 / pow(c->rope_theta, (2.0 * i) / c->head_dim);
+    if (c->rope_kind == TR_ROPE_LINEAR) return inv / c->rope_factor;
+    if (c->rope_kind != TR_ROPE_LLAMA3) return inv;
+    double old_len = c->rope_orig_max;
+    double low_wl = old_len / c->rope_low_freq, high_wl = old_len / c->rope_high_freq;
+    double wl = 2.0 * M_PI / inv;
+    if (wl < high_wl) return inv;                  /* high frequency: unchanged */
+    if (wl > low_wl) return inv / c->rope_factor;  /* low frequency: scaled */
+    double smooth = (old_len / wl - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
+    return (1.0 - smooth) * inv / c->rope_factor + smooth * inv;
+}
+
+void rope_tables(float *cosv, float *sinv, const tr_config *c, int start, int T)
+{
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        double inv = rope_inv_freq(c, i);
+        for (int t = 0; t < T; t++) {
+            double a = (double)(start + t) * inv;
+            cosv[(size_t)t * half + i] = (float)cos(a);
+            sinv[(size_t)t * half + i] = (float)sin(a);
+        }
+    }
+}
+
+/* Rotates pairs (i, i + hd/2) of x[T,H,hd] by +angle (dir 1) or -angle (-1). */
+static void rope_rotate(float *x, const float *cosv, const float *sinv, int T, int H, int hd,
+                        float dir)
+{
+    int half = hd / 2;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        const float *c = cosv + (size_t)t * half, *s = sinv + (size_t)t * half;
+        for (int h = 0; h < H; h++) {
+            float *v = x + ((size_t)t * H + h) * hd;
+            for (int i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half], sn = dir * s[i];
+                v[i] = a * c[i] - b * sn;
+                v[i + half] = b * c[i] + a * sn;
+            }
+        }
+    }
+}
+
+void rope_forward(float *x, const float *cosv, const float *sinv, int T, int H, int hd)
+{
+    rope_rotate(x, cosv, sinv, T, H, hd, 1.0f);
+}
+
+void rope_backward(float *dx, const float *cosv, const float *sinv, int T, int H, int hd)
+{
+    rope_rotate(dx, cosv, sinv, T, H, hd, -1.0f); /* the transpose of a rotation */
+}
+
+/* ---- attention ---- */
+
+/* Softmax of row i of scores[T, L] in place, masking keys j outside
+ * (pos - window, pos] where pos = start + i. */
+static void softmax_causal_row(float *row, int L, int pos, int window)
+{
+    int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    float mx = -FLT_MAX;
+    for (int j = lo; j <= pos; j++) mx = row[j] > mx ? row[j] : mx;
+    double sum = 0;
+    for (int j = lo; j <= pos; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < L; j++) row[j] = j >= lo && j <= pos ? row[j] * inv : 0.0f;
+}
+
+void attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
+                       const float *v, int T, int start, int Hq, int Hkv, int hd, int window)
+{
+    int L = start + T, qd = Hq * hd, kvd = Hkv * hd, group = Hq / Hkv;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < Hq; h++) {
+        const float *qh = q + (size_t)h * hd, *kh = k + (size_t)(h / group) * hd;
+        float *ah = att + (size_t)h * T * L;
+        /* scores[T,L] = scale * q_h[T,hd] . k_h[L,hd]^T */
+        be->gemm(be, false, true, T, L, hd, scale, qh, qd, kh, kvd, 0.0f, ah, L);
+    }
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < Hq * T; r++) softmax_causal_row(att + (size_t)r * L, L, start + r % T, window);
+    for (int h = 0; h < Hq; h++) {
+        const float *vh = v + (size_t)(h / group) * hd;
+        /* out_h[T,hd] = att_h[T,L] . v_h[L,hd] */
+        be->gemm(be, false, false, T, hd, L, 1.0f, att + (size_t)h * T * L, L, vh, kvd, 0.0f,
+                 out + (size_t)h * hd, qd);
+    }
+}
+
+void attention_backward(tr_backend *be, float *dq, float *dk, float *dv, float *datt,
+                        const float *dout, const float *att, const float *q, const float *k,
+                        const float *v, int T, int Hq, int Hkv, int hd)
+{
+    int qd = Hq * hd, kvd = Hkv * hd, group = Hq / Hkv;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < Hq; h++) {
+        const float *ah = att + (size_t)h * T * T, *doh = dout + (size_t)h * hd;
+        size_t ko = (size_t)(h / group) * hd;
+        /* dv_h[T,hd] += att_h^T . dout_h ; datt[T,T] = dout_h . v_h^T */
+        be->gemm(be, true, false, T, hd, T, 1.0f, ah, T, doh, qd, 1.0f, dv + ko, kvd);
+        be->gemm(be, false, true, T, T, hd, 1.0f, doh, qd, v + ko, kvd, 0.0f, datt, T);
+        /* softmax backward: ds = p * (dp - sum(dp * p)) */
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < T; i++) {
+            const float *p = ah + (size_t)i * T;
+            float *d = datt + (size_t)i * T;
+            double dot = 0;
+            for (int j = 0; j <= i; j++) dot += (double)d[j] * p[j];
+            for (int j = 0; j < T; j++) d[j] = p[j] * (d[j] - (float)dot);
+        }
+        /* dq_h += scale ds . k_h ; dk_h += scale ds^T . q_h */
+        be->gemm(be, false, false, T, hd, T, scale, datt, T, k + ko, kvd, 1.0f, dq + (size_t)h * hd, qd);
+        be->gemm(be, true, false, T, hd, T, scale, datt, T, q + (size_t)h * hd, qd, 1.0f, dk + ko, kvd);
+    }
+}
+
+/* ---- SwiGLU: h = silu(g) * u ---- */
+
+void swiglu_forward(float *h, const float *g, const float *u, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
+                     size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float s = 1.0f / (1.0f + expf(-g[i]));
+        float d = dh[i];
+        du[i] = d * g[i] * s;
+        dg[i] = d * u[i] * s * (1.0f + g[i] * (1.0f - s));
+    }
+}
+
+/* ---- cross-entropy ---- */
+
+float crossentropy_row(float *logits, int V, int target, float scale)
+{
+    float mx = -FLT_MAX;
+    for (int j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < V; j++) sum += exp((double)logits[j] - mx);
+    double lse = mx + log(sum);
+    float loss = (float)(lse - logits[target]);
+    for (int j = 0; j < V; j++) logits[j] = (float)(exp((double)logits[j] - lse)) * scale;
+    logits[target] -= scale;
+    return loss;
+}

@@ -1,0 +1,536 @@
+/* train.h: the built-in trainer, what the `train` part offers.
+ *
+ *   - dtypes:       F32 / F16 / BF16 and conversion to fp32 (dtype.c)
+ *   - safetensors:  memory-mapped reader (one file or shards with an index)
+ *                   and an atomic writer (safetensors.c)
+ *   - config:       Hugging Face config.json of Llama 2/3, Mistral, Qwen2/2.5,
+ *                   Qwen3 (config.c)
+ *   - backend:      the heavy ops (matmuls) behind one struct of function
+ *                   pointers; the CPU one uses OpenBLAS (backend_cpu.c)
+ *   - layers:       *_forward / *_backward pairs in the llm.c style (ops.c)
+ *   - model:        a Llama-family model over a memory-mapped base, LoRA or
+ *                   full fine-tuning parameters, forward, loss + backward with
+ *                   optional gradient checkpointing, KV-cache decoding
+ *                   (model.c, model_fwd.c)
+ *   - rng:          one explicit xoshiro256** state (rng.c)
+ *   - optimizer:    AdamW, learning-rate schedule, clipping (optim.c)
+ *   - data:         the trainer's view of a dataset (tr_data) and a built-in
+ *                   plain-text byte source (text_source.c)
+ *   - checkpoints:  PEFT adapter folders, trainer state, resume (checkpoint.c)
+ *   - trainer:      the training loop and its progress line (trainer.c)
+ *   - init-model:   random Hugging Face models (init_model.c)
+ *   - generate:     sampling with a KV cache (generate.c)
+ *
+ * Errors: functions that can fail return false (or NULL) and write a message
+ * naming the file, the field and the fix into err[errsz].
+ * Nothing here keeps global mutable state; every buffer belongs to a struct
+ * its caller owns and frees with the matching *_free.
+ */
+#ifndef LATHE_TRAIN_H
+#define LATHE_TRAIN_H
+
+#include "base/base.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ======================================================================
+ * dtypes
+ * ====================================================================== */
+typedef enum {
+    TR_F32, TR_F16, TR_BF16, TR_F64, TR_I64, TR_I32, TR_I16, TR_I8, TR_U8, TR_BOOL,
+    TR_DTYPE_COUNT
+} tr_dtype;
+
+/* "F32", "BF16", ... as safetensors spells them. */
+const char *tr_dtype_name(tr_dtype t);
+/* Parses a safetensors dtype name; false when unknown. */
+bool tr_dtype_parse(const char *s, tr_dtype *out);
+/* Bytes per element. */
+size_t tr_dtype_size(tr_dtype t);
+/* True for the dtypes a model's weights may have (F32, F16, BF16). */
+bool tr_dtype_is_float(tr_dtype t);
+/* Scalar conversions (round to nearest even on the way down). */
+float tr_bf16_to_f32(uint16_t h);
+uint16_t tr_f32_to_bf16(float f);
+float tr_f16_to_f32(uint16_t h);
+uint16_t tr_f32_to_f16(float f);
+/* dst[0..n) = src converted to fp32; src may be unaligned. t is a float dtype. */
+void tr_to_f32(float *dst, const void *src, tr_dtype t, size_t n);
+/* dst (of dtype t) = src; t is a float dtype. */
+void tr_from_f32(void *dst, const float *src, tr_dtype t, size_t n);
+
+/* ======================================================================
+ * safetensors
+ * ====================================================================== */
+#define ST_MAX_DIMS 8
+#define ST_MAX_HEADER (100u << 20) /* the reference implementation's limit */
+
+typedef struct st_tensor {
+    char *name;
+    tr_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    int64_t numel;
+    const void *data; /* inside the mapping; aligned to the element size */
+    size_t nbytes;
+    int file;         /* index into the archive's files */
+} st_tensor;
+
+typedef struct st_archive {
+    st_tensor *tensors; /* sorted by name */
+    size_t n;
+    struct st_mapping {
+        char *path;
+        void *base;   /* mmap'd file, or a heap copy when the data was unaligned */
+        void *alloc;  /* the heap block holding the copy (NULL when mapped) */
+        size_t len;
+        bool mapped;
+    } *files;
+    size_t n_files;
+    char *metadata_json; /* "__metadata__" of the first file as JSON, or NULL */
+} st_archive;
+
+/* Opens a .safetensors file, or a model folder (model.safetensors.index.json
+ * with its shards, else model.safetensors). Validates every header strictly:
+ * JSON object, known dtypes, shapes, contiguous in-bounds offsets without
+ * holes or overlaps, no duplicate names. */
+bool st_open(st_archive *a, const char *path, char *err, size_t errsz);
+/* Parses one safetensors file held in memory (for tests and the fuzzer).
+ * The archive borrows buf; st_close does not free it. */
+bool st_parse_buffer(st_archive *a, const void *buf, size_t len, const char *label,
+                     char *err, size_t errsz);
+void st_close(st_archive *a);
+/* The tensor of that name, or NULL. */
+const st_tensor *st_find(const st_archive *a, const char *name);
+
+/* Writer: collect tensors (data is copied), then write atomically. Tensors
+ * are written in name order after "__metadata__" ({"format":"pt"}), compact
+ * JSON, header padded with spaces to a multiple of 8, as PEFT writes them. */
+typedef struct st_writer {
+    struct st_wtensor {
+        char *name;
+        tr_dtype dtype;
+        int ndim;
+        int64_t shape[ST_MAX_DIMS];
+        void *data;
+        size_t nbytes;
+    } *items;
+    size_t n, cap;
+} st_writer;
+
+void st_writer_init(st_writer *w);
+void st_writer_free(st_writer *w);
+/* Adds a tensor; data holds numel * dtype size bytes. */
+void st_writer_add(st_writer *w, const char *name, tr_dtype dtype, int ndim,
+                   const int64_t *shape, const void *data);
+/* Adds an fp32 tensor converted to dtype. */
+void st_writer_add_f32(st_writer *w, const char *name, tr_dtype dtype, int ndim,
+                       const int64_t *shape, const float *data);
+/* Writes the file (temp file, fsync, rename). Returns 0 or an errno. */
+int st_writer_save(const st_writer *w, const char *path);
+/* The serialised bytes (header + data); caller frees. */
+void *st_writer_serialize(const st_writer *w, size_t *len);
+
+/* ======================================================================
+ * model configuration (Hugging Face config.json)
+ * ====================================================================== */
+typedef enum { TR_ARCH_LLAMA, TR_ARCH_MISTRAL, TR_ARCH_QWEN2, TR_ARCH_QWEN3 } tr_arch;
+typedef enum { TR_ROPE_NONE, TR_ROPE_LLAMA3, TR_ROPE_LINEAR } tr_rope_kind;
+
+typedef struct tr_config {
+    tr_arch arch;
+    char model_type[16];   /* "llama", "mistral", "qwen2", "qwen3" */
+    char architecture[48]; /* "LlamaForCausalLM", ... */
+    int vocab;             /* vocab_size */
+    int dim;               /* hidden_size */
+    int hidden;            /* intermediate_size */
+    int n_layers, n_heads, n_kv_heads, head_dim;
+    int max_pos;           /* max_position_embeddings */
+    double rms_eps, rope_theta;
+    tr_rope_kind rope_kind;
+    double rope_factor, rope_low_freq, rope_high_freq; /* llama3 / linear */
+    int rope_orig_max;     /* original_max_position_embeddings (llama3) */
+    bool tie_embeddings;
+    bool qkv_bias;         /* q/k/v projections have a bias (Qwen2, Llama attention_bias) */
+    bool o_bias;           /* o_proj has a bias (Llama attention_bias) */
+    bool mlp_bias;         /* gate/up/down have a bias (Llama mlp_bias) */
+    bool qk_norm;          /* per-head RMSNorm of q and k before RoPE (Qwen3) */
+    int sliding_window;    /* 0 = full causal attention */
+    int bos_id, eos_id;    /* -1 when absent */
+    tr_dtype dtype;        /* torch_dtype (F32 when absent) */
+} tr_config;
+
+/* Parses config.json text; `file` names it in messages. */
+bool tr_config_parse(tr_config *c, const char *json, size_t len, const char *file,
+                     char *err, size_t errsz);
+/* Reads DIR/config.json (or a config.json path). */
+bool tr_config_load(tr_config *c, const char *path, char *err, size_t errsz);
+/* config.json text as Hugging Face writes it for this config; caller frees. */
+char *tr_config_to_json(const tr_config *c);
+/* Number of parameters of the model the config describes. */
+int64_t tr_config_param_count(const tr_config *c);
+
+/* ======================================================================
+ * backend: the heavy operations
+ * ====================================================================== */
+/* A backend implements the matrix products of the model. Weights ("w") may be
+ * F32, F16 or BF16 and are converted to fp32 tile by tile inside the product;
+ * everything else is fp32, row-major. A CUDA backend implements the same
+ * struct. `self` is the backend itself (for its workspace). */
+typedef struct tr_backend tr_backend;
+struct tr_backend {
+    const char *name;
+    /* y[n,out] = beta*y + x[n,in] . W[out,in]^T (+ bias[out] when not NULL) */
+    void (*linear_fwd)(tr_backend *self, float *y, const float *x, const void *w,
+                       tr_dtype wt, const float *bias, int n, int in, int out, float beta);
+    /* dx[n,in] = beta*dx + dy[n,out] . W[out,in] */
+    void (*linear_bwd_x)(tr_backend *self, float *dx, const float *dy, const void *w,
+                         tr_dtype wt, int n, int in, int out, float beta);
+    /* dw[out,in] += dy[n,out]^T . x[n,in] (fp32 weights only) */
+    void (*linear_bwd_w)(tr_backend *self, float *dw, const float *dy, const float *x,
+                         int n, int in, int out);
+    /* c = alpha op(a) op(b) + beta c, fp32, row-major with leading dimensions */
+    void (*gemm)(tr_backend *self, bool trans_a, bool trans_b, int m, int n, int k,
+                 float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc);
+    void (*destroy)(tr_backend *self);
+    int threads;
+    void *impl; /* the backend's own state (workspace) */
+};
+
+/* A CPU backend using `threads` threads (0 = OpenMP's default). */
+tr_backend *tr_backend_cpu_create(int threads);
+/* Sets the thread count of OpenMP and OpenBLAS. */
+void tr_set_threads(int threads);
+
+/* ======================================================================
+ * layers (ops.c): plain functions, shapes in comments, fp32
+ * ====================================================================== */
+/* out[T,D] = table[ids[t]] (table of any float dtype, [V,D]) */
+void embedding_forward(float *out, const int32_t *ids, int T, const void *table,
+                       tr_dtype dt, int D);
+/* dtable[V,D] += scatter of dout[T,D] */
+void embedding_backward(float *dtable, const float *dout, const int32_t *ids, int T, int D);
+/* out[T,D] = x / rms(x) * w; rstd[T] saved for backward */
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int D,
+                     float eps);
+/* dx[T,D] += ..., dw[D] += ... (dw may be NULL) */
+void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                      const float *rstd, int T, int D);
+/* RoPE tables: cos/sin[T, hd/2] for positions start..start+T-1 */
+void rope_tables(float *cosv, float *sinv, const tr_config *c, int start, int T);
+/* x[T,H,hd] rotated in place (rotate_half layout, as Hugging Face) */
+void rope_forward(float *x, const float *cosv, const float *sinv, int T, int H, int hd);
+/* dx[T,H,hd] rotated back in place */
+void rope_backward(float *dx, const float *cosv, const float *sinv, int T, int H, int hd);
+/* Causal attention with grouped-query heads. q[T,Hq*hd] for positions
+ * start..start+T-1, k/v[start+T, Hkv*hd] (the whole context), out[T,Hq*hd],
+ * att[Hq,T,start+T] the probabilities (kept for backward). window 0 = none. */
+void attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
+                       const float *v, int T, int start, int Hq, int Hkv, int hd, int window);
+/* dq[T,Hq*hd], dk/dv[T,Hkv*hd] += ... (start 0, training); scratch[T*T] */
+void attention_backward(tr_backend *be, float *dq, float *dk, float *dv, float *datt,
+                        const float *dout, const float *att, const float *q, const float *k,
+                        const float *v, int T, int Hq, int Hkv, int hd);
+/* h[T,F] = silu(g) * u */
+void swiglu_forward(float *h, const float *g, const float *u, size_t n);
+/* dg, du [T,F] = ... (overwritten) */
+void swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
+                     size_t n);
+/* Cross-entropy of one row of logits[V] against target; returns the loss and
+ * overwrites logits with d loss / d logits * scale. */
+float crossentropy_row(float *logits, int V, int target, float scale);
+
+/* ======================================================================
+ * rng: xoshiro256** with an explicit state
+ * ====================================================================== */
+typedef struct tr_rng {
+    uint64_t s[4];
+} tr_rng;
+
+void tr_rng_seed(tr_rng *r, uint64_t seed);
+uint64_t tr_rng_next(tr_rng *r);
+/* Uniform in [0, 1) with 24 random bits. */
+float tr_rng_uniform(tr_rng *r);
+/* Standard normal (Box-Muller). */
+float tr_rng_normal(tr_rng *r);
+/* A well-mixed 64-bit hash of (a, b) (splitmix64 finaliser): stateless
+ * randomness for dropout masks that recomputation must reproduce. */
+uint64_t tr_hash64(uint64_t a, uint64_t b);
+
+/* ======================================================================
+ * model
+ * ====================================================================== */
+/* The seven projections LoRA may adapt, in PEFT's naming. */
+typedef enum { TR_Q, TR_K, TR_V, TR_O, TR_GATE, TR_UP, TR_DOWN, TR_NPROJ } tr_proj;
+/* "q_proj", ..., "down_proj" */
+const char *tr_proj_name(tr_proj p);
+/* "self_attn" or "mlp" */
+const char *tr_proj_block(tr_proj p);
+/* Parses "q_proj,v_proj" / "all-linear" / "q,k,v,o" into a bitmask of
+ * (1 << tr_proj); false with a message on an unknown name. */
+bool tr_targets_parse(const char *s, unsigned *mask, char *err, size_t errsz);
+
+typedef enum { TR_MODE_LORA, TR_MODE_FULL } tr_mode;
+
+typedef struct tr_lora_opts {
+    int rank;
+    float alpha;
+    float dropout;
+    bool rslora;     /* scaling alpha/sqrt(r) instead of alpha/r */
+    unsigned targets; /* bitmask of 1 << tr_proj */
+} tr_lora_opts;
+
+/* A frozen or trainable weight: a view into the mapping (any float dtype) or
+ * into the trainable parameter buffer (fp32). */
+typedef struct tr_weight {
+    const void *data;
+    tr_dtype dtype;
+    float *grad; /* NULL when frozen */
+} tr_weight;
+
+/* One linear layer y = x W^T + b + scale * B A dropout(x). */
+typedef struct tr_linear {
+    tr_weight w;           /* [out, in] */
+    float *bias, *dbias;   /* [out] or NULL */
+    int in, out;
+    float *lora_a, *lora_b;   /* [r, in], [out, r]; NULL without LoRA */
+    float *dlora_a, *dlora_b;
+    int r;
+    float scale;
+} tr_linear;
+
+typedef struct tr_layer {
+    tr_linear proj[TR_NPROJ];
+    float *ln1, *ln2, *dln1, *dln2; /* [dim] */
+    float *q_norm, *k_norm, *dq_norm, *dk_norm; /* [head_dim] (Qwen3) */
+} tr_layer;
+
+/* One trainable tensor inside the parameter buffer. */
+typedef struct tr_param {
+    char *name;   /* PEFT / Hugging Face name */
+    int ndim;
+    int64_t shape[2];
+    size_t offset; /* in floats */
+    size_t numel;
+    bool decay;    /* weight decay applies (not to norms and biases) */
+} tr_param;
+
+typedef struct tr_model_opts {
+    tr_mode mode;
+    tr_lora_opts lora;
+    bool grad_checkpoint; /* recompute each layer in backward */
+    uint64_t seed;        /* LoRA initialisation */
+} tr_model_opts;
+
+typedef struct tr_model {
+    tr_config cfg;
+    tr_model_opts opts;
+    st_archive st;          /* the memory-mapped base */
+    char *dir;
+    tr_weight embed;        /* [vocab, dim] */
+    tr_weight lm_head;      /* [vocab, dim] (= embed when tied) */
+    float *final_norm, *dfinal_norm;
+    tr_layer *layers;
+    /* small frozen fp32 copies (norms, biases) in LoRA mode */
+    float *frozen;
+    /* trainable parameters, their gradients */
+    tr_param *params;
+    size_t n_params;
+    float *param_data, *grad_data;
+    size_t n_floats;
+    tr_backend *be;
+    struct tr_ws *ws;       /* activation workspace, grown on demand (model_fwd.c) */
+} tr_model;
+
+/* Loads config.json and the safetensors of dir, maps the base weights and
+ * creates the trainable parameters (LoRA A Kaiming-uniform a=sqrt(5) and B
+ * zero as PEFT does, or fp32 copies of everything in full mode). */
+bool tr_model_load(tr_model *m, const char *dir, const tr_model_opts *o, tr_backend *be,
+                   char *err, size_t errsz);
+void tr_model_free(tr_model *m);
+/* Frees the activation workspace (it is regrown when needed). */
+void tr_model_ws_free(tr_model *m);
+/* The parameter of that name, or NULL. */
+const tr_param *tr_model_param(const tr_model *m, const char *name);
+/* Loads trainable values from a safetensors file written by
+ * tr_model_save_params (a PEFT adapter in LoRA mode). */
+bool tr_model_load_params(tr_model *m, const char *path, char *err, size_t errsz);
+/* Writes the trainable parameters: in LoRA mode adapter_model.safetensors
+ * (PEFT names), in full mode model.safetensors (Hugging Face names). */
+int tr_model_save_params(const tr_model *m, const char *path, tr_dtype dtype);
+/* adapter_config.json as PEFT 0.18 writes it; caller frees. */
+char *tr_adapter_config_json(const tr_model *m, const char *base_model_path);
+/* Loads an adapter folder (adapter_config.json + adapter_model.safetensors)
+ * into a model loaded with the same rank and targets; sets them from the
+ * adapter's config when m was loaded without LoRA (for generate). */
+bool tr_model_load_adapter(tr_model *m, const char *dir, char *err, size_t errsz);
+
+/* Logits of a whole sequence: logits[T, vocab]. */
+void tr_model_logits(tr_model *m, const int32_t *ids, int T, float *logits);
+
+/* Loss and gradients of one sequence. The loss is the sum over targets j
+ * (mask[j] != 0, j >= 1) of -log p(ids[j] | ids[<j]); gradients of
+ * loss * scale are added to grad_data. dropout_seed picks the dropout masks.
+ * Returns the summed loss; *n_targets gets the count. */
+double tr_model_loss_backward(tr_model *m, const int32_t *ids, const uint8_t *mask, int T,
+                              float scale, uint64_t dropout_seed, int *n_targets);
+/* The same loss without gradients (evaluation). */
+double tr_model_loss(tr_model *m, const int32_t *ids, const uint8_t *mask, int T,
+                     int *n_targets);
+
+/* KV cache for decoding. */
+typedef struct tr_kv_cache {
+    float *k, *v;  /* [layers, max_len, kv_dim] */
+    int max_len, len;
+} tr_kv_cache;
+
+void tr_kv_cache_init(tr_kv_cache *c, const tr_model *m, int max_len);
+void tr_kv_cache_free(tr_kv_cache *c);
+/* Runs ids[0..T) at positions c->len.. and returns the logits of the last one
+ * (logits[vocab]); appends to the cache. False when the cache is full. */
+bool tr_model_decode(tr_model *m, tr_kv_cache *c, const int32_t *ids, int T, float *logits);
+
+/* ======================================================================
+ * optimizer
+ * ====================================================================== */
+typedef enum { TR_SCHED_COSINE, TR_SCHED_LINEAR, TR_SCHED_CONSTANT } tr_schedule;
+
+typedef struct tr_optim_opts {
+    double lr, weight_decay, beta1, beta2, eps, max_grad_norm;
+    int warmup_steps;
+    tr_schedule schedule;
+} tr_optim_opts;
+
+/* Hugging Face's defaults: lr 2e-4, betas 0.9/0.999, eps 1e-8, no decay,
+ * clipping at 1.0, cosine, no warmup. */
+void tr_optim_defaults(tr_optim_opts *o);
+/* Parses "cosine" / "linear" / "constant". */
+bool tr_schedule_parse(const char *s, tr_schedule *out);
+const char *tr_schedule_name(tr_schedule s);
+/* The learning rate of optimizer step `step` (0-based) of `total`. */
+double tr_lr_at(const tr_optim_opts *o, long step, long total);
+/* Global L2 norm of g[0..n) (double accumulation, fixed order). */
+double tr_grad_norm(const float *g, size_t n);
+/* One AdamW step over the parameters (torch semantics, decoupled decay),
+ * t = 1-based step count for bias correction. */
+void tr_adamw_step(const tr_optim_opts *o, const tr_param *params, size_t n_params,
+                   float *p, const float *g, float *m, float *v, double lr, long t);
+
+/* ======================================================================
+ * data: what the trainer needs from a dataset
+ * ====================================================================== */
+typedef struct tr_example {
+    const int32_t *ids;
+    const uint8_t *mask; /* 1 = predict this token */
+    int len;
+} tr_example;
+
+/* A dataset seen as an endless, epoch-wise shuffled stream of examples whose
+ * position can be saved and restored exactly. */
+typedef struct tr_data {
+    void *ctx;
+    size_t (*epoch_size)(void *ctx);
+    /* The next example (valid until the next call); wraps into the next epoch. */
+    bool (*next)(void *ctx, tr_example *ex, char *err, size_t errsz);
+    void (*get_position)(void *ctx, uint64_t *epoch, uint64_t *index);
+    bool (*set_position)(void *ctx, uint64_t epoch, uint64_t index, char *err, size_t errsz);
+    void (*destroy)(void *ctx);
+} tr_data;
+
+/* The built-in plain-text source: the bytes of a file as token ids
+ * (byte + id_offset), cut into windows of seq_len + 1 tokens, all predicted,
+ * shuffled per epoch with seed. */
+bool tr_text_source_open(tr_data *d, const char *path, int seq_len, int id_offset,
+                         uint64_t seed, char *err, size_t errsz);
+
+/* ======================================================================
+ * trainer
+ * ====================================================================== */
+typedef struct tr_train_opts {
+    const char *model_dir;
+    const char *checkpoint_dir;  /* required */
+    const char *output_dir;      /* the final adapter; NULL = CHECKPOINT_DIR/final */
+    tr_model_opts model;
+    tr_optim_opts optim;
+    int batch_size, grad_accum;
+    int epochs;
+    long max_steps;              /* 0 = from epochs */
+    int checkpoint_interval;     /* steps; 0 = only at the end and on SIGTERM */
+    int keep_last;               /* checkpoints kept (default 3) */
+    uint64_t seed;
+    bool resume;                 /* continue from the newest checkpoint */
+    int threads;
+    /* fault injection for tests: SIGKILL itself at step fault_step, in phase
+     * fault_phase (1 after the update, 2 halfway through a checkpoint write) */
+    long fault_step;
+    int fault_phase;
+} tr_train_opts;
+
+void tr_train_defaults(tr_train_opts *o);
+
+/* Trains; prints one progress line per step to `log` (FILE*). Stops cleanly
+ * (checkpoint, then return) when *stop becomes non-zero. Returns an LT_EXIT_*
+ * code. The data source is used, not owned. */
+int tr_train(const tr_train_opts *o, tr_data *data, volatile sig_atomic_t *stop, void *log);
+
+/* Checkpoint folders (checkpoint.c). */
+typedef struct tr_train_state {
+    long step;          /* optimizer steps done */
+    long total_steps;
+    uint64_t data_epoch, data_index;
+    tr_rng rng;
+    double last_loss;
+    double tokens_seen;
+} tr_train_state;
+
+/* Writes CHECKPOINT_DIR/checkpoint-<step>/ atomically (aside, fsync, rename)
+ * and keeps the newest keep_last. m1/m2 are the AdamW moments. */
+bool tr_checkpoint_save(const char *dir, const tr_model *m, const float *m1, const float *m2,
+                        const tr_train_state *s, const tr_train_opts *o, int keep_last,
+                        char *err, size_t errsz);
+/* The newest complete checkpoint folder in dir (caller frees), or NULL. */
+char *tr_checkpoint_latest(const char *dir);
+/* Restores parameters, moments and state from a checkpoint folder. */
+bool tr_checkpoint_load(const char *ckpt, tr_model *m, float *m1, float *m2,
+                        tr_train_state *s, char *err, size_t errsz);
+/* Writes the adapter folder (adapter_model.safetensors + adapter_config.json,
+ * or model.safetensors + config.json in full mode). */
+bool tr_save_adapter_dir(const char *dir, const tr_model *m, const char *base_model_path,
+                         char *err, size_t errsz);
+
+/* ======================================================================
+ * init-model
+ * ====================================================================== */
+/* Preset configs: "tiny" (~0.1M), "small" (~1M), "base" (~10M), "100m".
+ * false when unknown. */
+bool tr_preset_config(const char *name, tr_arch arch, tr_config *c);
+/* Names of the presets, NULL-terminated. */
+const char *const *tr_preset_names(void);
+/* Writes config.json and model.safetensors with random weights (normal with
+ * std 0.02, norms 1, biases 0) of dtype into dir, created if needed. */
+bool tr_init_model(const char *dir, const tr_config *c, tr_dtype dtype, uint64_t seed,
+                   char *err, size_t errsz);
+
+/* ======================================================================
+ * generate
+ * ====================================================================== */
+typedef struct tr_sample_opts {
+    float temperature; /* 0 = greedy */
+    float top_p;       /* 1 = off */
+    int max_new;
+    uint64_t seed;
+    int eos_id;        /* stop at it; -1 = never */
+} tr_sample_opts;
+
+/* Picks the next token from logits[V] (modified in place). */
+int tr_sample(float *logits, int V, const tr_sample_opts *o, tr_rng *rng);
+/* Runs the prompt and generates up to o->max_new tokens into out (capacity
+ * o->max_new); returns how many. on_token (may be NULL) sees each one. */
+int tr_generate(tr_model *m, const int32_t *prompt, int n_prompt, const tr_sample_opts *o,
+                int32_t *out, void (*on_token)(int32_t id, void *ud), void *ud);
+
+#endif
