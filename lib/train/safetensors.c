@@ -416,7 +416,6 @@ static struct st_wtensor *writer_push(st_writer *w, const char *name, tr_dtype d
         numel *= (size_t)shape[i];
     }
     t->nbytes = numel * tr_dtype_size(dtype);
-    t->data = xmalloc(t->nbytes ? t->nbytes : 1);
     return t;
 }
 
@@ -424,6 +423,7 @@ void st_writer_add(st_writer *w, const char *name, tr_dtype dtype, int ndim,
                    const int64_t *shape, const void *data)
 {
     struct st_wtensor *t = writer_push(w, name, dtype, ndim, shape);
+    t->data = xmalloc(t->nbytes ? t->nbytes : 1);
     memcpy(t->data, data, t->nbytes);
 }
 
@@ -431,7 +431,17 @@ void st_writer_add_f32(st_writer *w, const char *name, tr_dtype dtype, int ndim,
                        const int64_t *shape, const float *data)
 {
     struct st_wtensor *t = writer_push(w, name, dtype, ndim, shape);
+    t->data = xmalloc(t->nbytes ? t->nbytes : 1);
     tr_from_f32(t->data, data, dtype, t->nbytes / tr_dtype_size(dtype));
+}
+
+void st_writer_add_lazy(st_writer *w, const char *name, tr_dtype dtype, int ndim,
+                        const int64_t *shape, void (*fill)(void *ud, const char *name, void *dst),
+                        void *ud)
+{
+    struct st_wtensor *t = writer_push(w, name, dtype, ndim, shape);
+    t->fill = fill;
+    t->fill_ud = ud;
 }
 
 static int wtensor_cmp(const void *a, const void *b)
@@ -439,17 +449,16 @@ static int wtensor_cmp(const void *a, const void *b)
     return strcmp((*(struct st_wtensor *const *)a)->name, (*(struct st_wtensor *const *)b)->name);
 }
 
-void *st_writer_serialize(const st_writer *w, size_t *len)
+/* The header (length prefix + padded JSON) for the tensors in `order`. */
+static unsigned char *writer_header(struct st_wtensor *const *order, size_t n, size_t *hlen,
+                                    uint64_t *data_len)
 {
-    struct st_wtensor **order = xmalloc((w->n + 1) * sizeof *order);
-    for (size_t i = 0; i < w->n; i++) order[i] = &w->items[i];
-    qsort(order, w->n, sizeof *order, wtensor_cmp);
     json_t *root = json_object();
     json_t *meta = json_object();
     json_object_set_new(meta, "format", json_string("pt"));
     json_object_set_new(root, "__metadata__", meta);
     uint64_t at = 0;
-    for (size_t i = 0; i < w->n; i++) {
+    for (size_t i = 0; i < n; i++) {
         json_t *e = json_object(), *sh = json_array();
         json_object_set_new(e, "dtype", json_string(tr_dtype_name(order[i]->dtype)));
         for (int d = 0; d < order[i]->ndim; d++)
@@ -463,26 +472,102 @@ void *st_writer_serialize(const st_writer *w, size_t *len)
     char *hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
-    *len = 8 + padded + (size_t)at;
-    unsigned char *out = xmalloc(*len);
+    unsigned char *out = xmalloc(8 + padded);
     for (int i = 0; i < 8; i++) out[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     memcpy(out + 8, hdr, hl);
     memset(out + 8 + hl, ' ', padded - hl);
-    size_t pos = 8 + padded;
+    free(hdr);
+    *hlen = 8 + padded;
+    *data_len = at;
+    return out;
+}
+
+static struct st_wtensor **writer_order(const st_writer *w)
+{
+    struct st_wtensor **order = xmalloc((w->n + 1) * sizeof *order);
+    for (size_t i = 0; i < w->n; i++) order[i] = &w->items[i];
+    qsort(order, w->n, sizeof *order, wtensor_cmp);
+    return order;
+}
+
+/* The bytes of tensor t: its copy, or filled by its callback into scratch. */
+static const void *wtensor_bytes(const struct st_wtensor *t, void **scratch)
+{
+    if (t->data) return t->data;
+    *scratch = xmalloc(t->nbytes ? t->nbytes : 1);
+    t->fill(t->fill_ud, t->name, *scratch);
+    return *scratch;
+}
+
+void *st_writer_serialize(const st_writer *w, size_t *len)
+{
+    struct st_wtensor **order = writer_order(w);
+    size_t hl;
+    uint64_t dl;
+    unsigned char *hdr = writer_header(order, w->n, &hl, &dl);
+    *len = hl + (size_t)dl;
+    unsigned char *out = xrealloc(hdr, *len ? *len : 1);
+    size_t pos = hl;
     for (size_t i = 0; i < w->n; i++) {
-        memcpy(out + pos, order[i]->data, order[i]->nbytes);
+        void *scratch = NULL;
+        memcpy(out + pos, wtensor_bytes(order[i], &scratch), order[i]->nbytes);
+        free(scratch);
         pos += order[i]->nbytes;
     }
-    free(hdr);
     free(order);
     return out;
 }
 
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t r = write(fd, c, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return errno;
+        c += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Streams the file tensor by tensor into path.tmp, fsync, rename, fsync of
+ * the folder: the file is complete or absent, and at most one tensor is in
+ * memory at a time. */
 int st_writer_save(const st_writer *w, const char *path)
 {
-    size_t len;
-    void *buf = st_writer_serialize(w, &len);
-    int rc = file_write_atomic(path, buf, len);
-    free(buf);
+    struct st_wtensor **order = writer_order(w);
+    size_t hl;
+    uint64_t dl;
+    unsigned char *hdr = writer_header(order, w->n, &hl, &dl);
+    char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? errno : write_all(fd, hdr, hl);
+    for (size_t i = 0; !rc && i < w->n; i++) {
+        void *scratch = NULL;
+        rc = write_all(fd, wtensor_bytes(order[i], &scratch), order[i]->nbytes);
+        free(scratch);
+    }
+    if (fd >= 0) {
+        if (!rc && fsync(fd) != 0) rc = errno;
+        if (close(fd) != 0 && !rc) rc = errno;
+    }
+    if (!rc && rename(tmp, path) != 0) rc = errno;
+    if (rc) {
+        unlink(tmp);
+    } else {
+        char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        int dfd = open(slash ? (slash == dir ? "/" : dir) : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            if (fsync(dfd) != 0) rc = errno;
+            close(dfd);
+        }
+        free(dir);
+    }
+    free(tmp);
+    free(hdr);
+    free(order);
     return rc;
 }

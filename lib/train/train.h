@@ -115,8 +115,10 @@ typedef struct st_writer {
         tr_dtype dtype;
         int ndim;
         int64_t shape[ST_MAX_DIMS];
-        void *data;
+        void *data;   /* a copy, or NULL when fill produces the bytes at save time */
         size_t nbytes;
+        void (*fill)(void *ud, const char *name, void *dst);
+        void *fill_ud;
     } *items;
     size_t n, cap;
 } st_writer;
@@ -129,7 +131,13 @@ void st_writer_add(st_writer *w, const char *name, tr_dtype dtype, int ndim,
 /* Adds an fp32 tensor converted to dtype. */
 void st_writer_add_f32(st_writer *w, const char *name, tr_dtype dtype, int ndim,
                        const int64_t *shape, const float *data);
-/* Writes the file (temp file, fsync, rename). Returns 0 or an errno. */
+/* Adds a tensor whose bytes fill() writes into dst when the file is saved
+ * (so a large model never has to sit in memory whole). */
+void st_writer_add_lazy(st_writer *w, const char *name, tr_dtype dtype, int ndim,
+                        const int64_t *shape, void (*fill)(void *ud, const char *name, void *dst),
+                        void *ud);
+/* Writes the file tensor by tensor (temp file, fsync, rename, fsync of the
+ * folder). Returns 0 or an errno. */
 int st_writer_save(const st_writer *w, const char *path);
 /* The serialised bytes (header + data); caller frees. */
 void *st_writer_serialize(const st_writer *w, size_t *len);
