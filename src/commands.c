@@ -6,8 +6,12 @@
 #include <stddef.h>
 
 /* extern const cli_command cli_cmd_NAME; one line per command */
+extern const cli_command cli_cmd_train;
+extern const cli_command cli_cmd_validate;
 
 const cli_command *const cli_commands[] = {
     /* &cli_cmd_NAME, one line per command */
+    &cli_cmd_train,
+    &cli_cmd_validate,
     NULL,
 };

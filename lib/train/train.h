@@ -444,8 +444,11 @@ typedef struct tr_data {
     size_t (*epoch_size)(void *ctx);
     /* The next example (valid until the next call); wraps into the next epoch. */
     bool (*next)(void *ctx, tr_example *ex, char *err, size_t errsz);
-    void (*get_position)(void *ctx, uint64_t *epoch, uint64_t *index);
-    bool (*set_position)(void *ctx, uint64_t epoch, uint64_t index, char *err, size_t errsz);
+    /* Where the stream stands, as a JSON object (caller frees); fractional
+     * epoch for reports. */
+    char *(*save_position)(void *ctx, double *epoch);
+    /* Moves to a saved position; false when it belongs to other data. */
+    bool (*restore_position)(void *ctx, const char *json, char *err, size_t errsz);
     void (*destroy)(void *ctx);
 } tr_data;
 
@@ -489,9 +492,10 @@ int tr_train(const tr_train_opts *o, tr_data *data, volatile sig_atomic_t *stop,
 typedef struct tr_train_state {
     long step;          /* optimizer steps done */
     long total_steps;
-    uint64_t data_epoch, data_index;
+    char *data_pos;     /* the data source's position (JSON object), owned */
+    double epoch;       /* fractional epoch, for reports */
     tr_rng rng;
-    double last_loss;
+    double last_loss;   /* mean loss of the last step */
     double tokens_seen;
 } tr_train_state;
 
@@ -502,7 +506,8 @@ bool tr_checkpoint_save(const char *dir, const tr_model *m, const float *m1, con
                         char *err, size_t errsz);
 /* The newest complete checkpoint folder in dir (caller frees), or NULL. */
 char *tr_checkpoint_latest(const char *dir);
-/* Restores parameters, moments and state from a checkpoint folder. */
+/* Restores parameters, moments and state (s->data_pos allocated) from a
+ * checkpoint folder. */
 bool tr_checkpoint_load(const char *ckpt, tr_model *m, float *m1, float *m2,
                         tr_train_state *s, char *err, size_t errsz);
 /* Writes the adapter folder (adapter_model.safetensors + adapter_config.json,

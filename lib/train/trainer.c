@@ -1,0 +1,273 @@
+/* trainer.c: the training loop of `lathe train`.
+ *
+ * One optimizer step takes batch_size * grad_accum sequences from the data
+ * source, runs forward + backward on each (one sequence at a time, the loss
+ * normalised by the step's total number of target tokens, so accumulation
+ * equals one big batch), clips the gradients by their global norm, and
+ * applies AdamW at the scheduled learning rate. Randomness (dropout) comes
+ * from one tr_rng whose state is checkpointed; with the data position, the
+ * parameters and the moments that makes a resumed run bit-identical to an
+ * uninterrupted one. Each step prints one progress line (docs/trainer.md).
+ */
+#include "train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+void tr_train_defaults(tr_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model.mode = TR_MODE_LORA;
+    o->model.lora = (tr_lora_opts){.rank = 16, .alpha = 32, .dropout = 0.05f,
+                                   .targets = (1u << TR_Q) | (1u << TR_V)};
+    tr_optim_defaults(&o->optim);
+    o->batch_size = 1;
+    o->grad_accum = 1;
+    o->epochs = 1;
+    o->checkpoint_interval = 500;
+    o->keep_last = 3;
+    o->seed = 42;
+    o->resume = true;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The sequences of one step, copied out of the source. */
+typedef struct step_batch {
+    int n;
+    int32_t **ids;
+    uint8_t **mask;
+    int *len;
+    long targets;
+    long tokens;
+} step_batch;
+
+static void batch_free(step_batch *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        free(b->ids[i]);
+        free(b->mask[i]);
+    }
+    free(b->ids);
+    free(b->mask);
+    free(b->len);
+    memset(b, 0, sizeof *b);
+}
+
+static bool batch_fill(step_batch *b, int n, tr_data *d, int vocab, char *err, size_t errsz)
+{
+    b->n = 0;
+    b->ids = xcalloc((size_t)n, sizeof *b->ids);
+    b->mask = xcalloc((size_t)n, sizeof *b->mask);
+    b->len = xcalloc((size_t)n, sizeof *b->len);
+    b->targets = b->tokens = 0;
+    for (int i = 0; i < n; i++) {
+        tr_example ex;
+        if (!d->next(d->ctx, &ex, err, errsz)) return false;
+        for (int t = 0; t < ex.len; t++)
+            if (ex.ids[t] < 0 || ex.ids[t] >= vocab) {
+                snprintf(err, errsz, "token id %d at position %d is outside the model's "
+                         "vocabulary (0..%d): tokenizer and model do not match", ex.ids[t], t,
+                         vocab - 1);
+                return false;
+            }
+        b->ids[i] = xmalloc((size_t)(ex.len + 1) * sizeof(int32_t));
+        b->mask[i] = xmalloc((size_t)ex.len + 1);
+        memcpy(b->ids[i], ex.ids, (size_t)ex.len * sizeof(int32_t));
+        memcpy(b->mask[i], ex.mask, (size_t)ex.len);
+        b->len[i] = ex.len;
+        b->n++;
+        b->tokens += ex.len;
+        for (int t = 1; t < ex.len; t++) b->targets += ex.mask[t] != 0;
+    }
+    return true;
+}
+
+/* "1h02m" style duration */
+static void fmt_eta(char *out, size_t n, double s)
+{
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(out, n, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+    else if (t >= 60) snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, n, "%lds", t);
+}
+
+typedef struct run {
+    const tr_train_opts *o;
+    tr_model m;
+    tr_backend *be;
+    float *m1, *m2;
+    tr_train_state st;
+    tr_data *data;
+    FILE *log;
+    double t0, tokens_run;
+    long step0;
+    char err[1024];
+} run;
+
+/* One optimizer step; returns false on a data error. */
+static bool train_step(run *r)
+{
+    const tr_train_opts *o = r->o;
+    tr_model *m = &r->m;
+    double t_start = now_s();
+    step_batch b;
+    if (!batch_fill(&b, o->batch_size * o->grad_accum, r->data, m->cfg.vocab, r->err, sizeof r->err)) {
+        batch_free(&b);
+        return false;
+    }
+    memset(m->grad_data, 0, m->n_floats * sizeof(float));
+    double loss = 0;
+    float scale = b.targets > 0 ? 1.0f / (float)b.targets : 0.0f;
+    for (int i = 0; i < b.n; i++) {
+        int nt;
+        uint64_t dseed = tr_rng_next(&r->st.rng);
+        loss += tr_model_loss_backward(m, b.ids[i], b.mask[i], b.len[i], scale, dseed, &nt);
+    }
+    double norm = tr_grad_norm(m->grad_data, m->n_floats);
+    if (o->optim.max_grad_norm > 0 && norm > o->optim.max_grad_norm) {
+        float c = (float)(o->optim.max_grad_norm / (norm + 1e-6));
+        for (size_t i = 0; i < m->n_floats; i++) m->grad_data[i] *= c;
+    }
+    double lr = tr_lr_at(&o->optim, r->st.step, r->st.total_steps);
+    tr_adamw_step(&o->optim, m->params, m->n_params, m->param_data, m->grad_data, r->m1, r->m2, lr,
+                  r->st.step + 1);
+    r->st.step++;
+    r->st.last_loss = b.targets ? loss / (double)b.targets : 0;
+    r->st.tokens_seen += (double)b.tokens;
+    r->tokens_run += (double)b.tokens;
+    free(r->st.data_pos);
+    r->st.data_pos = r->data->save_position(r->data->ctx, &r->st.epoch);
+    double t = now_s(), el = t - r->t0, per_step = el / (double)(r->st.step - r->step0);
+    char eta[32];
+    fmt_eta(eta, sizeof eta, per_step * (double)(r->st.total_steps - r->st.step));
+    fprintf(r->log, "[lathe-train] step=%ld/%ld epoch=%.4f loss=%.6f lr=%.6e grad_norm=%.6f "
+            "tokens_per_s=%.1f step_s=%.3f elapsed_s=%.1f eta_s=%.0f eta=%s\n",
+            r->st.step, r->st.total_steps, r->st.epoch, r->st.last_loss, lr, norm,
+            r->tokens_run / el, t - t_start, el,
+            per_step * (double)(r->st.total_steps - r->st.step), eta);
+    fflush(r->log);
+    batch_free(&b);
+    return true;
+}
+
+static bool save_checkpoint(run *r)
+{
+    const tr_train_opts *o = r->o;
+    if (!tr_checkpoint_save(o->checkpoint_dir, &r->m, r->m1, r->m2, &r->st, o, o->keep_last,
+                            r->err, sizeof r->err))
+        return false;
+    fprintf(r->log, "[lathe-train] checkpoint step=%ld path=%s/checkpoint-%ld\n", r->st.step,
+            o->checkpoint_dir, r->st.step);
+    fflush(r->log);
+    return true;
+}
+
+/* Picks up the newest checkpoint, if any and if asked. */
+static bool maybe_resume(run *r)
+{
+    char *ck = r->o->resume ? tr_checkpoint_latest(r->o->checkpoint_dir) : NULL;
+    if (!ck) {
+        r->st.data_pos = r->data->save_position(r->data->ctx, &r->st.epoch);
+        return true;
+    }
+    long total = r->st.total_steps;
+    free(r->st.data_pos);
+    r->st.data_pos = NULL;
+    bool ok = tr_checkpoint_load(ck, &r->m, r->m1, r->m2, &r->st, r->err, sizeof r->err);
+    if (ok && r->st.data_pos)
+        ok = r->data->restore_position(r->data->ctx, r->st.data_pos, r->err, sizeof r->err);
+    if (ok) {
+        fprintf(r->log, "[lathe-train] resume step=%ld path=%s\n", r->st.step, ck);
+        r->st.total_steps = total;
+    }
+    free(ck);
+    return ok;
+}
+
+static long total_steps(const tr_train_opts *o, tr_data *d)
+{
+    if (o->max_steps > 0) return o->max_steps;
+    long per = o->batch_size * o->grad_accum;
+    long n = (long)d->epoch_size(d->ctx);
+    long steps = (n + per - 1) / per;
+    return (steps > 0 ? steps : 1) * (o->epochs > 0 ? o->epochs : 1);
+}
+
+static int finish(run *r)
+{
+    char *out = r->o->output_dir ? xstrdup(r->o->output_dir) : path_join(r->o->checkpoint_dir, "final");
+    bool ok = tr_save_adapter_dir(out, &r->m, r->o->model_dir, r->err, sizeof r->err);
+    if (ok)
+        fprintf(r->log, "[lathe-train] done step=%ld loss=%.6f adapter=%s\n", r->st.step,
+                r->st.last_loss, out);
+    free(out);
+    return ok ? LT_EXIT_OK : LT_EXIT_IO;
+}
+
+static int train_loop(run *r, volatile sig_atomic_t *stop)
+{
+    const tr_train_opts *o = r->o;
+    while (r->st.step < r->st.total_steps) {
+        if (!train_step(r)) return LT_EXIT_INVALID;
+        if (o->fault_phase == 1 && o->fault_step == r->st.step) raise(SIGKILL); /* tests */
+        bool last = r->st.step == r->st.total_steps;
+        bool due = o->checkpoint_interval > 0 && r->st.step % o->checkpoint_interval == 0;
+        if ((due || last || (stop && *stop)) && !save_checkpoint(r)) return LT_EXIT_IO;
+        if (stop && *stop && !last) {
+            fprintf(r->log, "[lathe-train] stopped step=%ld (SIGTERM): checkpoint saved\n",
+                    r->st.step);
+            return -1;
+        }
+    }
+    return finish(r);
+}
+
+int tr_train(const tr_train_opts *o, tr_data *data, volatile sig_atomic_t *stop, void *logp)
+{
+    run r = {.o = o, .data = data, .log = logp ? logp : stderr};
+    if (mkdir(o->checkpoint_dir, 0755) != 0 && !dir_exists(o->checkpoint_dir)) {
+        fprintf(stderr, "lathe train: cannot create checkpoint folder %s\n", o->checkpoint_dir);
+        return LT_EXIT_IO;
+    }
+    r.be = tr_backend_cpu_create(o->threads);
+    tr_model_opts mo = o->model;
+    mo.seed = o->seed;
+    if (!tr_model_load(&r.m, o->model_dir, &mo, r.be, r.err, sizeof r.err)) {
+        fprintf(stderr, "lathe train: %s\n", r.err);
+        r.be->destroy(r.be);
+        return LT_EXIT_INVALID;
+    }
+    r.m1 = xcalloc(r.m.n_floats + 1, sizeof(float));
+    r.m2 = xcalloc(r.m.n_floats + 1, sizeof(float));
+    tr_rng_seed(&r.st.rng, tr_hash64(o->seed, 0x7472616eull));
+    r.st.total_steps = total_steps(o, data);
+    int rc = LT_EXIT_INVALID;
+    if (maybe_resume(&r)) {
+        fprintf(r.log, "[lathe-train] start step=%ld/%ld model=%s mode=%s trainable=%zu "
+                "threads=%d\n", r.st.step, r.st.total_steps, o->model_dir,
+                o->model.mode == TR_MODE_FULL ? "full" : "lora", r.m.n_floats, r.be->threads);
+        fflush(r.log);
+        r.t0 = now_s();
+        r.step0 = r.st.step;
+        rc = train_loop(&r, stop);
+    }
+    if (rc != LT_EXIT_OK && rc != -1 && r.err[0]) fprintf(stderr, "lathe train: %s\n", r.err);
+    free(r.st.data_pos);
+    free(r.m1);
+    free(r.m2);
+    tr_model_free(&r.m);
+    r.be->destroy(r.be);
+    return rc;
+}

@@ -1,0 +1,240 @@
+/* cmd_train.c: `lathe train`, the built-in LoRA / full fine-tuning trainer.
+ * Reads options from the command line, then the trainer-contract
+ * environment (BASE_MODEL_PATH, DATASET_PATH, LORA_RANK, CHECKPOINT_DIR,
+ * CHECKPOINT_INTERVAL), turns SIGTERM / SIGINT into "checkpoint and stop",
+ * and runs tr_train (lib/train). Owns the one piece of global state a signal
+ * handler needs: the stop flag. */
+#include "cli.h"
+
+#include "base/base.h"
+#include "train/train.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Exit status after a SIGTERM that was honoured (checkpoint written): what a
+ * shell reports for a process ended by SIGTERM, 128 + 15. */
+#define TRAIN_EXIT_STOPPED 143
+
+static volatile sig_atomic_t train_stop_flag;
+
+static void train_on_signal(int sig)
+{
+    (void)sig;
+    train_stop_flag = 1;
+}
+
+typedef struct train_args {
+    tr_train_opts o;
+    const char *text, *data;
+    int seq_len, byte_offset;
+    bool alpha_set;
+} train_args;
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+}
+
+/* Defaults from the trainer contract's environment variables. */
+static int apply_env(train_args *a)
+{
+    const char *v;
+    long n;
+    if ((v = getenv("BASE_MODEL_PATH")) && *v) a->o.model_dir = v;
+    if ((v = getenv("DATASET_PATH")) && *v) a->data = v;
+    if ((v = getenv("CHECKPOINT_DIR")) && *v) a->o.checkpoint_dir = v;
+    if ((v = getenv("LORA_RANK")) && *v) {
+        if (!parse_long(v, 1, 4096, &n))
+            return cli_usage_error("train", "LORA_RANK=%s: expected an integer 1..4096", v);
+        a->o.model.lora.rank = (int)n;
+    }
+    if ((v = getenv("CHECKPOINT_INTERVAL")) && *v) {
+        if (!parse_long(v, 0, 100000000, &n))
+            return cli_usage_error("train", "CHECKPOINT_INTERVAL=%s: expected a number of steps", v);
+        a->o.checkpoint_interval = (int)n;
+    }
+    if ((v = getenv("LATHE_THREADS")) && *v) {
+        if (!parse_long(v, 1, 1024, &n))
+            return cli_usage_error("train", "LATHE_THREADS=%s: expected 1..1024", v);
+        a->o.threads = (int)n;
+    }
+    return LT_EXIT_OK;
+}
+
+/* One option with its value; returns LT_EXIT_OK, or a usage error. */
+static int apply_option(train_args *a, const char *opt, const char *val)
+{
+    long n;
+    double d;
+    char err[256];
+    tr_train_opts *o = &a->o;
+#define NEED_LONG(lo, hi) if (!parse_long(val, lo, hi, &n)) \
+        return cli_usage_error("train", "%s %s: expected an integer %ld..%ld", opt, val, (long)(lo), (long)(hi))
+#define NEED_DOUBLE(lo, hi) if (!parse_double(val, lo, hi, &d)) \
+        return cli_usage_error("train", "%s %s: expected a number in [%g, %g]", opt, val, (double)(lo), (double)(hi))
+    if (!strcmp(opt, "--model")) o->model_dir = val;
+    else if (!strcmp(opt, "--data")) a->data = val;
+    else if (!strcmp(opt, "--text")) a->text = val;
+    else if (!strcmp(opt, "--checkpoint-dir")) o->checkpoint_dir = val;
+    else if (!strcmp(opt, "--output")) o->output_dir = val;
+    else if (!strcmp(opt, "--checkpoint-interval")) { NEED_LONG(0, 100000000); o->checkpoint_interval = (int)n; }
+    else if (!strcmp(opt, "--keep")) { NEED_LONG(1, 1000000); o->keep_last = (int)n; }
+    else if (!strcmp(opt, "--rank")) { NEED_LONG(1, 4096); o->model.lora.rank = (int)n; }
+    else if (!strcmp(opt, "--alpha")) { NEED_DOUBLE(1e-6, 1e6); o->model.lora.alpha = (float)d; a->alpha_set = true; }
+    else if (!strcmp(opt, "--dropout")) { NEED_DOUBLE(0, 0.99); o->model.lora.dropout = (float)d; }
+    else if (!strcmp(opt, "--targets")) {
+        if (!tr_targets_parse(val, &o->model.lora.targets, err, sizeof err))
+            return cli_usage_error("train", "--targets: %s", err);
+    }
+    else if (!strcmp(opt, "--lr")) { NEED_DOUBLE(0, 10); o->optim.lr = d; }
+    else if (!strcmp(opt, "--weight-decay")) { NEED_DOUBLE(0, 10); o->optim.weight_decay = d; }
+    else if (!strcmp(opt, "--warmup")) { NEED_LONG(0, 100000000); o->optim.warmup_steps = (int)n; }
+    else if (!strcmp(opt, "--max-grad-norm")) { NEED_DOUBLE(0, 1e9); o->optim.max_grad_norm = d; }
+    else if (!strcmp(opt, "--scheduler")) {
+        if (!tr_schedule_parse(val, &o->optim.schedule))
+            return cli_usage_error("train", "--scheduler %s: expected cosine, linear or constant", val);
+    }
+    else if (!strcmp(opt, "--batch-size")) { NEED_LONG(1, 100000); o->batch_size = (int)n; }
+    else if (!strcmp(opt, "--grad-accum")) { NEED_LONG(1, 100000); o->grad_accum = (int)n; }
+    else if (!strcmp(opt, "--epochs")) { NEED_LONG(1, 100000); o->epochs = (int)n; }
+    else if (!strcmp(opt, "--max-steps")) { NEED_LONG(1, 1000000000); o->max_steps = n; }
+    else if (!strcmp(opt, "--seq-len")) { NEED_LONG(2, 1 << 20); a->seq_len = (int)n; }
+    else if (!strcmp(opt, "--byte-offset")) { NEED_LONG(0, 1 << 30); a->byte_offset = (int)n; }
+    else if (!strcmp(opt, "--seed")) { NEED_LONG(0, 0x7fffffffffffffffL); o->seed = (uint64_t)n; }
+    else if (!strcmp(opt, "--threads")) { NEED_LONG(1, 1024); o->threads = (int)n; }
+    else if (!strcmp(opt, "--fault-kill")) { /* tests: STEP:PHASE */
+        long step, phase;
+        char *colon = strchr(val, ':');
+        char *s = colon ? xstrndup(val, (size_t)(colon - val)) : NULL;
+        bool ok = s && parse_long(s, 1, 1000000000, &step) && parse_long(colon + 1, 1, 2, &phase);
+        free(s);
+        if (!ok) return cli_usage_error("train", "--fault-kill %s: expected STEP:1 or STEP:2", val);
+        o->fault_step = step;
+        o->fault_phase = (int)phase;
+    }
+    else return cli_usage_error("train", "unknown option %s", opt);
+    return LT_EXIT_OK;
+#undef NEED_LONG
+#undef NEED_DOUBLE
+}
+
+static int parse_args(train_args *a, int argc, char **argv)
+{
+    static const char *const flags[] = {"--full", "--rslora", "--grad-checkpoint", "--no-resume"};
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        if (!strcmp(opt, flags[0])) { a->o.model.mode = TR_MODE_FULL; continue; }
+        if (!strcmp(opt, flags[1])) { a->o.model.lora.rslora = true; continue; }
+        if (!strcmp(opt, flags[2])) { a->o.model.grad_checkpoint = true; continue; }
+        if (!strcmp(opt, flags[3])) { a->o.resume = false; continue; }
+        if (strncmp(opt, "--", 2) != 0)
+            return cli_usage_error("train", "unexpected argument %s (job YAML files are read by "
+                                   "`lathe submit`; give options here)", opt);
+        if (i + 1 >= argc) return cli_usage_error("train", "%s needs a value", opt);
+        int rc = apply_option(a, opt, argv[++i]);
+        if (rc) return rc;
+    }
+    if (!a->alpha_set) a->o.model.lora.alpha = 2.0f * (float)a->o.model.lora.rank;
+    if (!a->o.model_dir) return cli_usage_error("train", "no model: give --model DIR or BASE_MODEL_PATH");
+    if (!a->o.checkpoint_dir)
+        return cli_usage_error("train", "no checkpoint folder: give --checkpoint-dir DIR or CHECKPOINT_DIR");
+    if (!a->text && !a->data)
+        return cli_usage_error("train", "no data: give --text FILE (plain text as bytes) or --data "
+                               "FILE.jsonl / DATASET_PATH");
+    return LT_EXIT_OK;
+}
+
+static int open_data(const train_args *a, tr_data *d)
+{
+    char err[1024];
+    if (a->text) {
+        if (!tr_text_source_open(d, a->text, a->seq_len, a->byte_offset, a->o.seed, err, sizeof err)) {
+            fprintf(stderr, "lathe train: %s\n", err);
+            return LT_EXIT_INVALID;
+        }
+        return LT_EXIT_OK;
+    }
+    fprintf(stderr, "lathe train: %s: JSONL datasets need the tokenizer and data part, which this "
+            "build does not have yet; use --text FILE for plain text\n", a->data);
+    return LT_EXIT_INVALID;
+}
+
+static int train_run(int argc, char **argv)
+{
+    train_args a = {.seq_len = 512, .byte_offset = 3};
+    tr_train_defaults(&a.o);
+    int rc = apply_env(&a);
+    if (!rc) rc = parse_args(&a, argc, argv);
+    if (rc) return rc;
+    tr_data data;
+    rc = open_data(&a, &data);
+    if (rc) return rc;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = train_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    rc = tr_train(&a.o, &data, &train_stop_flag, stdout);
+    data.destroy(data.ctx);
+    return rc == -1 ? TRAIN_EXIT_STOPPED : rc;
+}
+
+const cli_command cli_cmd_train = {
+    .name = "train",
+    .summary = "fine-tune a model with LoRA (or fully) with the built-in CPU trainer",
+    .help =
+        "usage: lathe train --model DIR (--text FILE | --data FILE.jsonl) --checkpoint-dir DIR [options]\n"
+        "\n"
+        "Trains LoRA adapters (or every weight with --full) of a Hugging Face Llama,\n"
+        "Mistral, Qwen2/2.5 or Qwen3 model on the CPU. Writes PEFT checkpoints into\n"
+        "CHECKPOINT_DIR/checkpoint-<step>/ and the final adapter into --output\n"
+        "(default CHECKPOINT_DIR/final). Resumes from the newest checkpoint by default.\n"
+        "One progress line per step on stdout (format: docs/trainer.md).\n"
+        "\n"
+        "environment (the trainer contract; options win):\n"
+        "  BASE_MODEL_PATH, DATASET_PATH, LORA_RANK, CHECKPOINT_DIR, CHECKPOINT_INTERVAL,\n"
+        "  LATHE_THREADS\n"
+        "\n"
+        "model and data:\n"
+        "  --model DIR              Hugging Face folder (config.json + safetensors)\n"
+        "  --text FILE              plain text, one token per byte (id = byte + --byte-offset)\n"
+        "  --byte-offset N          id of byte 0 for --text (default 3, llama2.c's layout)\n"
+        "  --data FILE.jsonl        alpaca / messages / text JSONL (needs tokenizer.json)\n"
+        "  --seq-len N              sequence length (default 512)\n"
+        "LoRA:\n"
+        "  --rank N (16)  --alpha A (2*rank)  --dropout P (0.05)  --rslora\n"
+        "  --targets LIST           q_proj,v_proj (default), any of q k v o gate up down, all-linear\n"
+        "  --full                   full fine-tuning instead of LoRA\n"
+        "optimisation:\n"
+        "  --lr X (2e-4)  --weight-decay X (0)  --warmup N (0)  --scheduler cosine|linear|constant\n"
+        "  --max-grad-norm X (1.0, 0 = off)  --batch-size N (1)  --grad-accum N (1)\n"
+        "  --epochs N (1)  --max-steps N  --seed N (42)  --grad-checkpoint\n"
+        "checkpoints:\n"
+        "  --checkpoint-dir DIR  --checkpoint-interval N (500)  --keep N (3)  --output DIR\n"
+        "  --no-resume              ignore existing checkpoints\n"
+        "  --threads N              CPU threads (default: all)\n"
+        "\n"
+        "SIGTERM or SIGINT: finish the current step, write a checkpoint, exit 143.\n"
+        "exit codes: 0 done, 1 usage, 2 invalid model or data, 4 file error, 143 stopped\n",
+    .run = train_run,
+};
