@@ -41,6 +41,7 @@ typedef enum chat_family {
 typedef struct chat_template {
     chat_family family;
     bool exact;      /* the Jinja text is identical to a known vendor template */
+    bool forced;     /* chosen by the caller, not detected */
     char *bos_token; /* for the Llama families ("<|begin_of_text|>"); may be NULL */
 } chat_template;
 
@@ -101,8 +102,9 @@ void chat_template_describe(const chat_template *t, sb *out);
 
 /* Renders messages as the family's Jinja template would. opts may be NULL
  * (no generation prompt). Returns false with a message in err for a role
- * the family does not take, an empty conversation, or the Llama 3.1 rule
- * that a system message may only come first. Free with chat_text_free. */
+ * the family does not render (where the vendor template would silently
+ * drop the message), a missing or non-UTF-8 content, or an empty
+ * conversation. Free with chat_text_free. */
 bool chat_render(const chat_template *t, const chat_message *msgs, size_t n,
                  const chat_options *opts, chat_text *out, char *err, size_t errsz);
 
