@@ -27,6 +27,8 @@
 #define SPEC_MAX_NODES 200000            /* YAML nodes after alias expansion */
 #define SPEC_MAX_DEPTH 64                /* nesting of mappings / sequences */
 #define SPEC_MAX_MATRIX_JOBS 10000       /* jobs one experiment may expand into */
+#define SPEC_MAX_CLUSTER_NODES 100000    /* nodes one cluster may hold, groups expanded */
+#define SPEC_MAX_CLUSTER_GPUS 1000000    /* GPUs one cluster may hold */
 
 /* ---- enumerations shared with the planner and estimator ---- */
 typedef enum { METHOD_AUTO, METHOD_LORA, METHOD_QLORA, METHOD_DORA, METHOD_FULL } spec_method;
@@ -91,7 +93,8 @@ typedef struct spec_job {
     struct {
         int rank;      /* 1..1024; default 16 */
         double alpha;  /* > 0; default 2 * rank */
-        char **target_modules; /* as written: "q_proj", ..., or "all-linear" */
+        char **target_modules; /* as written: "q_proj", ..., or "all-linear";
+                                  default q_proj k_proj v_proj o_proj */
         size_t n_target_modules;
         spec_pos *pos_target_modules; /* one per entry */
         double dropout; /* [0, 1); default 0.05 */
@@ -122,7 +125,7 @@ typedef struct spec_job {
         int warmup_steps;
         int max_seq_length;   /* default 2048 */
         double weight_decay;
-        char *lr_scheduler;   /* "cosine" (default), "linear", "constant" */
+        char *lr_scheduler;   /* "cosine" (default), "linear", "constant"; never NULL */
         double max_grad_norm; /* default 1.0; 0 = no clipping */
         uint64_t seed;        /* default 42 */
         spec_precision precision;
@@ -133,12 +136,12 @@ typedef struct spec_job {
 
     struct {
         bool given;          /* the file had a resources section */
-        int gpu_count;       /* 0 = not given */
+        int gpu_count;       /* GPUs per node (as a Kubernetes pod asks); 0 = not given */
         char *gpu_type;      /* NULL = not given */
         double gpu_memory_estimate; /* bytes; 0 = not given */
         double cpu;          /* cores; 0 = not given */
         double memory;       /* bytes; 0 = not given */
-        int nodes;           /* 0 = not given */
+        int nodes;           /* 0 = not given; GPUs in all = gpu_count x max(nodes, 1) */
         spec_strategy strategy;
         spec_pos pos_gpu_count, pos_gpu_type, pos_gpu_memory_estimate;
     } resources;
@@ -186,6 +189,8 @@ typedef struct spec_experiment {
     char *file;
     char *name;
     char *namespace_;
+    spec_kv *labels; /* metadata.labels; every job gets them (and the template's) */
+    size_t n_labels;
     int max_concurrent; /* 0 = no limit */
     spec_matrix_axis *axes;
     size_t n_axes;
@@ -206,7 +211,8 @@ typedef struct spec_node {
     char *rack;      /* may be NULL */
     char *gpu_type;  /* a name from gpu_types; NULL for CPU-only nodes */
     int gpus;
-    int *nvlink_group; /* per GPU index: its NVLink group id (0..); n = gpus */
+    int *nvlink_group; /* per GPU index: its NVLink group id (0..); n = gpus.
+                          A GPU in no written group forms a group of its own. */
     int n_nvlink_groups;
     spec_kv *labels;
     size_t n_labels;
@@ -268,7 +274,11 @@ typedef struct spec_file {
     char *path;
     spec_doc *docs; /* one per YAML document ("---") */
     size_t n_docs;
+    bool io_error;  /* the file could not be read at all (not: it was invalid) */
 } spec_file;
+
+/* "LoRATrainingJob", "LoRAExperiment" or "Cluster". */
+const char *spec_kind_name(spec_kind k);
 
 /* Loads every document of a file. Returns the number of errors added to d
  * (0 = the file is valid; warnings do not count). On errors, out holds the
