@@ -204,6 +204,12 @@ bool tr_config_parse(tr_config *c, const char *json, size_t len, const char *fil
 bool tr_config_load(tr_config *c, const char *path, char *err, size_t errsz)
 {
     char *p = dir_exists(path) ? path_join(path, "config.json") : xstrdup(path);
+    if (dir_exists(path) && !file_exists(p)) {
+        snprintf(err, errsz, "%s: no config.json: not a Hugging Face model folder (lathe "
+                 "init-model writes one for tests)", path);
+        free(p);
+        return false;
+    }
     size_t len;
     char *text = file_read_all(p, 4u << 20, &len, err, errsz);
     bool ok = text && tr_config_parse(c, text, len, p, err, errsz);
