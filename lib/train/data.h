@@ -4,7 +4,8 @@
  * be saved and restored exactly (docs/data.md).
  *
  * Record forms (one JSON object per line; other keys such as "id" are
- * ignored; empty and all-blank lines are skipped):
+ * ignored; an empty or blank line is a malformed record, as is a line
+ * longer than max_line_bytes; a UTF-8 BOM and CRLF line ends are fine):
  *   alpaca    {"instruction": S, "input": S (optional), "output": S,
  *              "system": S (optional)}
  *             -> user = instruction, plus "\n\n" + input when input is not
@@ -64,7 +65,7 @@ void data_options_init(data_options *o);
 
 typedef struct data_stats {
     data_format format; /* the form used (detected or forced) */
-    size_t lines;       /* lines read, blank ones included */
+    size_t lines;       /* lines read */
     size_t records;     /* records turned into tokens */
     size_t skipped;     /* malformed records skipped (skip_bad) */
     size_t truncated;   /* records cut at max_seq_len (no packing) */
@@ -103,6 +104,12 @@ size_t data_count(const data_set *d);
  * packed sequences: the line of its first token). */
 void data_get(const data_set *d, size_t i, const int32_t **ids, const uint8_t **mask, size_t *len,
               size_t *line);
+
+/* The id padding fills batches with: pad_token, else eos_token, else 0. */
+int32_t data_pad_id(const data_set *d);
+
+/* The max_seq_len the set was loaded with. */
+size_t data_max_seq_len(const data_set *d);
 
 /* A hash of every sequence's ids and mask: two sets with the same
  * fingerprint serve the same data. */
