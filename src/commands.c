@@ -9,6 +9,7 @@
 extern const cli_command cli_cmd_train;
 extern const cli_command cli_cmd_init_model;
 extern const cli_command cli_cmd_generate;
+extern const cli_command cli_cmd_tokenize;
 extern const cli_command cli_cmd_validate;
 
 const cli_command *const cli_commands[] = {
@@ -16,6 +17,7 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_train,
     &cli_cmd_init_model,
     &cli_cmd_generate,
+    &cli_cmd_tokenize,
     &cli_cmd_validate,
     NULL,
 };
