@@ -356,6 +356,17 @@ static diag *report_item(spec_dctx *c, diag_level lvl, const spec_ynode *spec, c
     return x;
 }
 
+/* The names of the cluster's GPU types (entries whose name failed to
+ * decode are left out). Caller frees the array, not the names. */
+static const char **gpu_type_names(const spec_cluster *cl, size_t *n)
+{
+    const char **names = xcalloc(cl->n_gpu_types + 1, sizeof *names);
+    *n = 0;
+    for (size_t k = 0; k < cl->n_gpu_types; k++)
+        if (cl->gpu_types[k].name) names[(*n)++] = cl->gpu_types[k].name;
+    return names;
+}
+
 /* A GPU type name must be one of gpuTypes. */
 static void check_gpu_type(spec_dctx *c, const spec_cluster *cl, const spec_ynode *spec,
                            const char *list, size_t i, const char *field, const char *name)
@@ -363,15 +374,13 @@ static void check_gpu_type(spec_dctx *c, const spec_cluster *cl, const spec_ynod
     if (!name || spec_cluster_gpu_type(cl, name)) return;
     diag *x = report_item(c, DIAG_ERROR, spec, list, i, field, "unknown GPU type");
     diag_set_found(x, "\"%s\"", name);
-    const char **names = xcalloc(cl->n_gpu_types + 1, sizeof *names);
+    size_t n;
+    const char **names = gpu_type_names(cl, &n);
     sb all;
     sb_init(&all);
-    for (size_t k = 0; k < cl->n_gpu_types; k++) {
-        names[k] = cl->gpu_types[k].name;
-        sb_printf(&all, "%s%s", k ? ", " : "", names[k]);
-    }
-    diag_set_expected(x, "a name from gpuTypes (%s)", cl->n_gpu_types ? sb_str(&all) : "none");
-    const char *s = str_suggest(name, names, cl->n_gpu_types);
+    for (size_t k = 0; k < n; k++) sb_printf(&all, "%s%s", k ? ", " : "", names[k]);
+    diag_set_expected(x, "a name from gpuTypes (%s)", n ? sb_str(&all) : "none");
+    const char *s = str_suggest(name, names, n);
     if (s) diag_set_suggestion(x, "did you mean %s?", s);
     else diag_set_suggestion(x, "add %s to gpuTypes", name);
     sb_free(&all);
@@ -445,7 +454,7 @@ static void check_names(spec_dctx *c, const spec_cluster *cl, const spec_ynode *
         }
         char msg[160];
         snprintf(msg, sizeof msg, "a second global default (the first is %s)",
-                 cl->priority_classes[first_default].name);
+                 cl->priority_classes[first_default].name ? cl->priority_classes[first_default].name : "?");
         diag *x = report_item(c, DIAG_ERROR, spec, "priorityClasses", i, "globalDefault", msg);
         diag_set_suggestion(x, "mark one priority class globalDefault: true");
     }
@@ -464,9 +473,9 @@ static void check_quota_types(spec_dctx *c, const spec_cluster *cl, const spec_y
                               "unknown GPU type");
         diag_set_found(x, "\"%s\"", q[i].gpu_type);
         diag_set_expected(x, "a name from gpuTypes, or nvidia.com/gpu for any type");
-        const char **names = xcalloc(cl->n_gpu_types + 1, sizeof *names);
-        for (size_t k = 0; k < cl->n_gpu_types; k++) names[k] = cl->gpu_types[k].name;
-        const char *s = str_suggest(q[i].gpu_type, names, cl->n_gpu_types);
+        size_t nn;
+        const char **names = gpu_type_names(cl, &nn);
+        const char *s = str_suggest(q[i].gpu_type, names, nn);
         if (s) diag_set_suggestion(x, "did you mean %s?", s);
         free(names);
         spec_path_pop(c, old);

@@ -25,6 +25,7 @@
 #include <string.h>
 
 _Static_assert(sizeof(spec_method) == sizeof(int), "enums are stored through int");
+_Static_assert(sizeof(long) == sizeof(int64_t), "SF_LONG holds an int64");
 
 #define SLOT(type) ((type *)(void *)((char *)base + f->off))
 #define SLOT_N() ((size_t *)(void *)((char *)base + f->off_n))
@@ -313,11 +314,9 @@ static bool decode_integer(spec_dctx *c, const spec_field *f, const spec_ynode *
         }
         x = (int64_t)dx;
     }
-    double lo = f->type == SF_INT ? -2147483648.0 : -9.2e18;
-    double hi = f->type == SF_INT ? 2147483647.0 : 9.2e18;
-    if (f->type == SF_U64) lo = 0;
-    if ((double)x < lo || (double)x > hi) {
-        field_error(c, f, v, "too large");
+    /* int64 fits long and uint64 (from 0); int needs its own bounds */
+    if ((f->type == SF_INT && (x < INT32_MIN || x > INT32_MAX)) || (f->type == SF_U64 && x < 0)) {
+        field_error(c, f, v, x < 0 ? "out of range" : "too large");
         return false;
     }
     if (!check_range(c, f, v, (double)x)) return false;
@@ -681,6 +680,8 @@ void spec_decode_map(spec_dctx *c, const spec_ynode *m, const spec_ynode *key_at
         size_t old = spec_path_push(c, k->text);
         if (!f) {
             unknown_key(c, s, k);
+        } else if (seen[f - s->fields]) {
+            /* a duplicate key, reported by the YAML layer: decode it once */
         } else if (spec_yabsent(v)) {
             if (f->flags & SF_REQUIRED) missing_field(c, f, k, true);
             seen[f - s->fields] = 1; /* "key:" with no value counts as absent */

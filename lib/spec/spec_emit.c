@@ -19,9 +19,14 @@
 
 /* ---- number text ---- */
 
-/* The shortest %g text that reads back as v; returns its precision. */
+/* The shortest %g text that reads back as v (whole numbers without an
+ * exponent); returns the significant digits it needed. */
 static int shortest(char *buf, size_t n, double v)
 {
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, n, "%.0f", v);
+        return (int)strlen(buf) - (v < 0);
+    }
     for (int p = 1; p < 17; p++) {
         snprintf(buf, n, "%.*g", p, v);
         if (strtod(buf, NULL) == v) return p;
@@ -44,15 +49,21 @@ static void yaml_number(char *buf, size_t n, double v)
 
 typedef bool (*unit_parser)(const char *, double *);
 
-/* v with the largest suffix whose text parses back exactly, else plain. */
+/* v in the largest unit that writes it exactly and briefly: a whole
+ * number ("28GB", "32Gi") or a short decimal ("1.5B"); else the plain
+ * number. suffix / mult are ordered largest first. */
 static void with_unit(char *buf, size_t n, double v, const char *const *suffix,
                       const double *mult, size_t k, unit_parser parse)
 {
     for (size_t i = 0; i < k && v > 0; i++) {
         if (v < mult[i]) continue;
+        if (fmod(v, mult[i]) == 0 && v / mult[i] < 1e15) {
+            snprintf(buf, n, "%.0f%s", v / mult[i], suffix[i]);
+            return;
+        }
         char num[40];
         shortest(num, sizeof num, v / mult[i]);
-        if (strchr(num, 'e')) continue;
+        if (strlen(num) > 4 || strchr(num, 'e')) continue;
         snprintf(buf, n, "%s%s", num, suffix[i]);
         double back;
         if (parse(buf, &back) && back == v) return;
@@ -62,8 +73,8 @@ static void with_unit(char *buf, size_t n, double v, const char *const *suffix,
 
 static void bytes_text(char *buf, size_t n, double v)
 {
-    static const char *const suf[] = {"Ti", "Gi", "Mi", "Ki", "TB", "GB", "MB", "KB"};
-    static const double mult[] = {GIB * 1024, GIB, 1048576.0, 1024.0, 1e12, 1e9, 1e6, 1e3};
+    static const char *const suf[] = {"Ti", "TB", "Gi", "GB", "Mi", "MB", "Ki", "KB"};
+    static const double mult[] = {GIB * 1024, 1e12, GIB, 1e9, 1048576.0, 1e6, 1024.0, 1e3};
     with_unit(buf, n, v, suf, mult, 8, units_parse_bytes);
 }
 

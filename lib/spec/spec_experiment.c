@@ -406,7 +406,8 @@ static spec_job *decode_variant(spec_dctx *c, const tmpl *t, const spec_experime
 
 /* ---- names ---- */
 
-/* "learningRate" -> "lr", "rank" -> "r", "gradientAccumulation" -> "ga" */
+/* "learningRate" -> "lr", "rank" -> "r", "gradientAccumulation" -> "ga";
+ * a value that starts with a letter is set off with '-' (tm-all-linear). */
 static void axis_abbrev(const char *path, sb *out)
 {
     const char *leaf = strrchr(path, '.');
@@ -454,6 +455,11 @@ static void name_jobs(spec_experiment *e)
             size_t before = one.len;
             value_slug(e->axes[i].values[pick], &one);
             if (one.len == before) ok = false;
+            else if (isalpha((unsigned char)one.buf[before])) { /* "tm-all-linear", "r8" */
+                sb_putc(&one, ' ');
+                memmove(one.buf + before + 1, one.buf + before, one.len - before - 1);
+                one.buf[before] = '-';
+            }
             slugs[i] = sb_take(&one);
         }
         for (size_t i = 0; i < e->n_axes; i++) sb_printf(&s, "-%s", slugs[i]);
