@@ -129,8 +129,19 @@ static void gen_on_token(int32_t id, void *ud)
     fflush(stdout);
 }
 
+/* Re-executes `lathe CMD ARGS` with OMP_WAIT_POLICY=passive (see train.h). */
+static void generate_passive_wait(int argc, char **argv)
+{
+    char **full = xcalloc((size_t)argc + 2, sizeof *full);
+    full[0] = "lathe";
+    for (int i = 0; i < argc; i++) full[i + 1] = argv[i];
+    tr_reexec_with_passive_wait(full);
+    free(full);
+}
+
 static int generate_run(int argc, char **argv)
 {
+    generate_passive_wait(argc, argv);
     gen_args a = {.s = {.temperature = 0, .top_p = 1, .max_new = 64, .seed = 0}};
     int rc = gen_parse(&a, argc, argv);
     if (rc) return rc;

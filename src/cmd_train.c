@@ -178,8 +178,19 @@ static int open_data(const train_args *a, tr_data *d)
     return LT_EXIT_INVALID;
 }
 
+/* Re-executes `lathe CMD ARGS` with OMP_WAIT_POLICY=passive (see train.h). */
+static void train_passive_wait(int argc, char **argv)
+{
+    char **full = xcalloc((size_t)argc + 2, sizeof *full);
+    full[0] = "lathe";
+    for (int i = 0; i < argc; i++) full[i + 1] = argv[i];
+    tr_reexec_with_passive_wait(full);
+    free(full);
+}
+
 static int train_run(int argc, char **argv)
 {
+    train_passive_wait(argc, argv);
     train_args a = {.seq_len = 512, .byte_offset = 3};
     tr_train_defaults(&a.o);
     int rc = apply_env(&a);

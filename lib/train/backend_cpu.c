@@ -8,6 +8,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct cpu_impl {
     float *tile;
@@ -112,6 +113,13 @@ void tr_set_threads(int threads)
     if (threads <= 0) return;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
+}
+
+void tr_reexec_with_passive_wait(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY")) return; /* the user's choice, or already done */
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
 }
 
 tr_backend *tr_backend_cpu_create(int threads)

@@ -42,6 +42,7 @@ struct tr_ws {
     int Tcap, Lcap, nsets;
     bool backward, dropout;
     float *mem;
+    size_t bytes;
     acts *la;          /* nsets layer activation sets */
     float *resid;      /* [(layers + 1), Tcap, D] */
     float *xtmp;       /* [Tcap, D] */
@@ -127,6 +128,11 @@ void tr_model_ws_free(tr_model *m)
     m->ws = NULL;
 }
 
+size_t tr_model_ws_bytes(const tr_model *m)
+{
+    return m->ws ? m->ws->bytes : 0;
+}
+
 /* A workspace for T tokens attending over L positions. */
 static struct tr_ws *ws_get(tr_model *m, int T, int L, bool backward)
 {
@@ -148,6 +154,7 @@ static struct tr_ws *ws_get(tr_model *m, int T, int L, bool backward)
     carver c = {NULL, 0};
     carve_all(&c, w, m);
     w->mem = xmalloc((c.used + 16) * sizeof(float));
+    w->bytes = (c.used + 16) * sizeof(float);
     c = (carver){w->mem, 0};
     carve_all(&c, w, m);
     m->ws = w;

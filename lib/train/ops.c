@@ -222,11 +222,15 @@ float crossentropy_row(float *logits, int V, int target, float scale)
 {
     float mx = -FLT_MAX;
     for (int j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
+    float xt = logits[target];
     double sum = 0;
-    for (int j = 0; j < V; j++) sum += exp((double)logits[j] - mx);
-    double lse = mx + log(sum);
-    float loss = (float)(lse - logits[target]);
-    for (int j = 0; j < V; j++) logits[j] = (float)(exp((double)logits[j] - lse)) * scale;
+    for (int j = 0; j < V; j++) { /* one expf per entry; the sum in double */
+        logits[j] = expf(logits[j] - mx);
+        sum += logits[j];
+    }
+    float loss = (float)(mx + log(sum) - xt);
+    float k = (float)(scale / sum);
+    for (int j = 0; j < V; j++) logits[j] *= k;
     logits[target] -= scale;
     return loss;
 }

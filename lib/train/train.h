@@ -213,6 +213,12 @@ struct tr_backend {
 tr_backend *tr_backend_cpu_create(int threads);
 /* Sets the thread count of OpenMP and OpenBLAS. */
 void tr_set_threads(int threads);
+/* OpenMP threads that spin between parallel regions (libgomp's default)
+ * halve training speed on a loaded machine (measured: docs/trainer.md).
+ * libgomp reads OMP_WAIT_POLICY only at start-up, so when it is not set this
+ * sets it to "passive" and re-executes the program (/proc/self/exe, same
+ * pid) with argv. Returns only when nothing was done or exec failed. */
+void tr_reexec_with_passive_wait(char **argv);
 
 /* ======================================================================
  * layers (ops.c): plain functions, shapes in comments, fp32
@@ -362,6 +368,8 @@ bool tr_model_load(tr_model *m, const char *dir, const tr_model_opts *o, tr_back
 void tr_model_free(tr_model *m);
 /* Frees the activation workspace (it is regrown when needed). */
 void tr_model_ws_free(tr_model *m);
+/* Bytes of the activation workspace now allocated. */
+size_t tr_model_ws_bytes(const tr_model *m);
 /* The parameter of that name, or NULL. */
 const tr_param *tr_model_param(const tr_model *m, const char *name);
 /* Loads trainable values from a safetensors file written by
