@@ -1,0 +1,1008 @@
+/* pass.c: one scheduling pass, the policy itself.
+ *
+ * Jobs are looked at band by band (priority, highest first). Inside a band
+ * each team has a heap of its classes (jobs of one shape) keyed by the next
+ * job's order key; the next job comes from the team with the lowest fair-
+ * share key (lathe) or the lowest order key (the baselines). A job either
+ *
+ *   - starts (admission passes for some GPU type and a placement exists),
+ *   - or closes its class for the rest of the pass (nothing of that shape can
+ *     start: capacity only shrinks and usage only grows during a pass), or
+ *     its team's queue (strict FIFO, budget, job limit),
+ *   - or, with a reservation in place, is skipped because it would run past
+ *     the reserved start on reserved GPUs (a shorter job of its class may
+ *     still backfill).
+ *
+ * The first admitted job that does not fit becomes the head (easy, lathe):
+ * running jobs are released in order of estimated end until it fits, that
+ * time is its reserved start, and the GPUs it would get are reserved; later
+ * jobs may use reserved GPUs only if they end before the reserved start.
+ *
+ * Every change a pass makes to the capacity index and team usage is
+ * recorded and undone at the end, so the state is left as it was.
+ */
+#include "sched_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { R_STARTED, R_SKIP, R_CLASS_BLOCKED, R_TEAM_BLOCKED };
+enum { OP_START, OP_PREEMPT, OP_RELEASE };
+
+typedef struct op {
+    int kind;
+    int slot;   /* pending slot (start) or running slot (preempt) */
+    int type, units, n;
+    bool excl;
+    size_t off; /* start: its GPUs in out->gpus */
+    double end; /* start: estimated end */
+} op;
+
+typedef struct pass {
+    sched_state *st;
+    const sched_cluster *c;
+    cap *k;
+    const sched_config *cfg;
+    sched_result *out;
+    double now, tau;
+    const double *usage, *spent;
+    bool lathe, backfill;
+    double *fair;         /* [teams] lathe: fair-share key */
+    sched_reason *tblock; /* [teams] why a team's queue is closed (code NONE: open) */
+    int *heap, *hlen, *hoff; /* per team heap of classes, for the current band */
+    op *ops;
+    int nops, capops;
+    int *buf; /* one placement */
+    /* the head job and its reservation */
+    bool head_set;
+    int head_slot;
+    double S;
+    int *resv;
+    int nresv;
+    int attempts;
+    bool stop;
+    bool reclaim_possible; /* some limited team could reclaim from a borrower */
+    int64_t min_running_prio;
+} pass;
+
+/* ---- recording ---- */
+
+static void push_op(pass *p, op o)
+{
+    if (p->nops == p->capops) {
+        p->capops = p->capops ? p->capops * 2 : 32;
+        p->ops = xrealloc(p->ops, (size_t)p->capops * sizeof *p->ops);
+    }
+    p->ops[p->nops++] = o;
+}
+
+static void reason_init(sched_reason *r, sched_why code)
+{
+    memset(r, 0, sizeof *r);
+    r->code = code;
+    r->team = r->type = r->node = -1;
+}
+
+static const sched_job *job_at(const pass *p, int slot)
+{
+    return &p->st->pj[slot].j;
+}
+
+/* ---- admission: quota with borrowing, at one quota level ---- */
+
+/* Idle quota that others may lend at level L, and what others borrow now
+ * (share units). `me` is left out of both. */
+static void pool_at(const pass *p, int L, int type, int me, int *lend, int *borrowed)
+{
+    const sched_cluster *c = p->c;
+    int T1 = c->n_types + 1, any = c->n_types;
+    long total = (long)(L == any ? c->n_gpus : c->type_gpus[type]) * SCHED_SHARE_WHOLE;
+    long assigned = 0, idle = 0, borrow = 0;
+    for (int o = 0; o < c->n_teams; o++) {
+        const sched_team *to = &c->teams[o];
+        int uo = p->st->tused[o * T1 + L];
+        if (!to->limited) {
+            if (o != me) borrow += uo;
+            continue;
+        }
+        if (to->quota[L] == SCHED_UNLIMITED && (L == any || to->quota[any] != SCHED_UNLIMITED))
+            continue; /* this team is held by its any-type quota only */
+        long qo = (long)(to->quota[L] == SCHED_UNLIMITED ? 0 : to->quota[L]) * SCHED_SHARE_WHOLE;
+        assigned += qo;
+        if (o == me) continue;
+        if (uo > qo) {
+            borrow += uo - qo;
+        } else {
+            long i = qo - uo, ll = to->lend_limit[L];
+            if (ll != SCHED_UNLIMITED && i > ll * SCHED_SHARE_WHOLE) i = ll * SCHED_SHARE_WHOLE;
+            idle += i;
+        }
+    }
+    long free_cap = total - assigned > 0 ? total - assigned : 0;
+    *lend = (int)(free_cap + idle);
+    *borrowed = (int)borrow;
+}
+
+static int gpus_up(int units)
+{
+    return (units + SCHED_SHARE_WHOLE - 1) / SCHED_SHARE_WHOLE;
+}
+
+static bool level_ok(const pass *p, int team, int L, int type, int need, sched_reason *why)
+{
+    const sched_team *tm = &p->c->teams[team];
+    int T1 = p->c->n_types + 1, any = p->c->n_types;
+    int q = tm->quota[L] == SCHED_UNLIMITED ? 0 : tm->quota[L];
+    int q100 = q * SCHED_SHARE_WHOLE, used = p->st->tused[team * T1 + L];
+    if (used + need <= q100) return true;
+    int bl = tm->borrow_limit[L];
+    if (why && why->code != SCHED_WHY_NONE) why = NULL; /* keep the first reason */
+    if (bl != SCHED_UNLIMITED && used + need > (q + bl) * SCHED_SHARE_WHOLE) {
+        if (why) {
+            reason_init(why, SCHED_WHY_QUOTA);
+            why->team = team;
+            why->type = L == any ? -1 : type;
+            why->used = gpus_up(used);
+            why->limit = q;
+            why->need = gpus_up(need);
+            why->free = bl;
+        }
+        return false;
+    }
+    int lend, borrowed;
+    pool_at(p, L, type, team, &lend, &borrowed);
+    int mine_before = used > q100 ? used - q100 : 0, mine_after = used + need - q100;
+    if (borrowed + mine_after <= lend) return true;
+    if (why) {
+        reason_init(why, SCHED_WHY_POOL);
+        why->team = team;
+        why->type = L == any ? -1 : type;
+        why->used = gpus_up(used);
+        why->limit = q;
+        why->need = gpus_up(need);
+        int left = lend - borrowed - mine_before;
+        why->free = left > 0 ? left / SCHED_SHARE_WHOLE : 0;
+    }
+    return false;
+}
+
+/* Quota admission of `need` share units of `type` for a team. */
+static bool admit(const pass *p, int team, int type, int need, sched_reason *why)
+{
+    const sched_team *tm = &p->c->teams[team];
+    if (!tm->limited) return true;
+    int any = p->c->n_types;
+    bool specific = tm->quota[type] != SCHED_UNLIMITED || tm->quota[any] == SCHED_UNLIMITED;
+    if (specific && !level_ok(p, team, type, type, need, why)) return false;
+    if (tm->quota[any] != SCHED_UNLIMITED && !level_ok(p, team, any, type, need, why)) return false;
+    return true;
+}
+
+/* True when the team holds at least its quota share units at the level
+ * that governs `type` plus `need` more: used + need <= quota. */
+static bool within_quota(const pass *p, int team, int type, int need)
+{
+    const sched_team *tm = &p->c->teams[team];
+    if (!tm->limited) return false;
+    int T1 = p->c->n_types + 1, any = p->c->n_types;
+    int L = tm->quota[type] != SCHED_UNLIMITED ? type : tm->quota[any] != SCHED_UNLIMITED ? any : type;
+    int q = tm->quota[L] == SCHED_UNLIMITED ? 0 : tm->quota[L];
+    return p->st->tused[team * T1 + L] + need <= q * SCHED_SHARE_WHOLE;
+}
+
+/* True when a team holds more of `type` than its quota (or has no quota). */
+static bool borrowing(const pass *p, int team, int type)
+{
+    const sched_team *tm = &p->c->teams[team];
+    int T1 = p->c->n_types + 1, any = p->c->n_types;
+    if (!tm->limited) return p->st->tused[team * T1 + type] > 0;
+    int L = tm->quota[type] != SCHED_UNLIMITED ? type : tm->quota[any] != SCHED_UNLIMITED ? any : type;
+    int q = tm->quota[L] == SCHED_UNLIMITED ? 0 : tm->quota[L];
+    return p->st->tused[team * T1 + L] > q * SCHED_SHARE_WHOLE;
+}
+
+/* ---- placement with the reservation rule ---- */
+
+/* May this job use GPUs reserved for the head? Only if it ends before the
+ * reserved start. */
+static bool may_use_reserved(const pass *p, const pjob *pj)
+{
+    return !p->head_set || p->now + pj->est <= p->S;
+}
+
+/* Places one job on one type; takes the GPUs and writes them to p->buf. */
+static bool place_on(pass *p, const pclass *pc, const pjob *pj, int type, int units)
+{
+    bool best = p->lathe;
+    int views[2] = {p->head_set ? CAP_UNRESERVED : CAP_ALL, CAP_ALL};
+    int nv = p->head_set && may_use_reserved(p, pj) ? 2 : 1;
+    for (int i = 0; i < nv; i++) {
+        bool ok = units < SCHED_SHARE_WHOLE
+                      ? cap_place_share(p->k, views[i], type, units, p->buf)
+                      : cap_place_whole(p->k, views[i], type, pc->g, pc->r, best, p->buf);
+        if (ok) return true;
+    }
+    return false;
+}
+
+static bool fits_on(const pass *p, const pclass *pc, const pjob *pj, int type, int units)
+{
+    int view = p->head_set && !may_use_reserved(p, pj) ? CAP_UNRESERVED : CAP_ALL;
+    return units < SCHED_SHARE_WHOLE ? cap_fits_share(p->k, view, type, units)
+                                     : cap_fits_whole(p->k, view, type, pc->g, pc->r);
+}
+
+static void record_start(pass *p, const pclass *pc, int slot, int type, int units, sched_why code)
+{
+    sched_state *st = p->st;
+    pjob *pj = &st->pj[slot];
+    int n = units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r;
+    sched_decision *d = res_add(p->out, SCHED_START, pj->j.id, pj->j.name);
+    d->type = type;
+    d->share = units;
+    d->n_gpus = n;
+    d->gpu_off = res_add_gpus(p->out, p->buf, n);
+    reason_init(&d->why, code);
+    d->why.team = pc->team;
+    d->why.type = type;
+    if (code == SCHED_WHY_BACKFILL) {
+        d->why.other = job_at(p, p->head_slot)->id;
+        d->why.other_name = job_at(p, p->head_slot)->name;
+        d->why.when = p->S;
+    }
+    push_op(p, (op){OP_START, slot, type, units, n, units >= SCHED_SHARE_WHOLE, d->gpu_off,
+                    p->now + pj->est});
+    st_team_add(st, pc->team, type, units * n, +1);
+    st->tjobs[pc->team]++;
+    p->fair[pc->team] += p->tau * units * n / SCHED_SHARE_WHOLE / p->c->teams[pc->team].weight;
+    pj->start_gen = st->pass_gen;
+    st->cls[pj->cls].started++;
+}
+
+/* ---- reasons for waiting ---- */
+
+static void no_fit_reason(const pass *p, const pclass *pc, int type, int units, sched_reason *r)
+{
+    const cap *k = p->k;
+    reason_init(r, SCHED_WHY_NO_FIT);
+    r->team = pc->team;
+    r->type = type;
+    r->need = pc->r;
+    r->per = units < SCHED_SHARE_WHOLE ? 1 : pc->g;
+    r->share = units;
+    r->free = k->v[CAP_ALL].tfree[type];
+    r->best = cap_largest(k, CAP_ALL, type, &r->node);
+    r->groups = 0;
+    if (r->node >= 0) {
+        const sched_node *nd = &p->c->nodes[r->node];
+        for (int i = 0; i < nd->n_groups; i++)
+            if (k->v[CAP_ALL].gfree[nd->first_group + i] > 0) r->groups++;
+    }
+    r->nodes = cap_slots(k, CAP_ALL, type, r->per);
+    if (p->c->type_gpus[type] > 0 && r->free == 0) {
+        /* every GPU of the type busy, or its nodes not ready */
+        int ready = 0;
+        for (int n = k->tlo[type]; n < k->thi[type]; n++)
+            if (p->c->nodes[k->pos_node[n]].state == SCHED_NODE_READY) ready++;
+        if (!ready) r->code = SCHED_WHY_NODES_DOWN;
+    }
+}
+
+/* ---- preemption ---- */
+
+typedef struct cand {
+    double lost; /* GPU-seconds of work lost since its last checkpoint */
+    int64_t prio;
+    double start;
+    uint64_t id;
+    int slot;
+    bool for_prio;
+} cand;
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->lost != y->lost) return x->lost < y->lost ? -1 : 1;
+    if (x->prio != y->prio) return x->prio < y->prio ? -1 : 1;
+    if (x->start != y->start) return x->start > y->start ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Work a running job would lose if stopped now, in GPU-seconds. */
+static double lost_work(const pass *p, const rjob *r)
+{
+    const sched_job *j = &r->j;
+    double ck = j->last_checkpoint;
+    if (ck <= 0 && j->checkpoint_interval > 0 && p->now > j->start_time)
+        ck = j->start_time + floor((p->now - j->start_time) / j->checkpoint_interval) * j->checkpoint_interval;
+    double since = j->start_time > ck ? j->start_time : ck;
+    double t = p->now - since;
+    return (t > 0 ? t : 0) * r->n_gpus * r->units / SCHED_SHARE_WHOLE;
+}
+
+static void rj_release(pass *p, int slot)
+{
+    sched_state *st = p->st;
+    rjob *r = &st->rj[slot];
+    for (int i = 0; i < r->n_gpus; i++) cap_give(p->k, r->gpus[i], r->units, r->excl);
+    st_team_add(st, r->j.team, r->type, r->units * r->n_gpus, -1);
+    st->tjobs[r->j.team]--;
+    r->pre_gen = st->pass_gen;
+}
+
+static void rj_retake(pass *p, int slot)
+{
+    sched_state *st = p->st;
+    rjob *r = &st->rj[slot];
+    for (int i = 0; i < r->n_gpus; i++) cap_take(p->k, r->gpus[i], r->units, r->excl);
+    st_team_add(st, r->j.team, r->type, r->units * r->n_gpus, +1);
+    st->tjobs[r->j.team]++;
+    r->pre_gen = 0;
+}
+
+/* Would the job be admitted and fit on some type now? */
+static bool fits_any(const pass *p, const pclass *pc, const pjob *pj)
+{
+    for (int i = 0; i < p->c->n_types; i++) {
+        int t = p->st->torder[i];
+        if (!(pc->types >> t & 1)) continue;
+        int units = st_units_on(p->st, &pj->j, t);
+        int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
+        if (admit(p, pc->team, t, need, NULL) && fits_on(p, pc, pj, t, units)) return true;
+    }
+    return false;
+}
+
+/* Collects the running jobs this job may preempt, cheapest loss first. */
+static int collect_victims(pass *p, const pclass *pc, const pjob *pj, cand **out)
+{
+    sched_state *st = p->st;
+    const sched_job *j = &pj->j;
+    bool reclaim[SCHED_MAX_TYPES] = {false};
+    bool any_reclaim = false;
+    for (int t = 0; t < p->c->n_types; t++) {
+        if (!(pc->types >> t & 1)) continue;
+        int units = st_units_on(st, j, t);
+        int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
+        reclaim[t] = within_quota(p, pc->team, t, need);
+        any_reclaim |= reclaim[t];
+    }
+    if (!j->preempt_lower && !any_reclaim) return 0;
+    cand *cs = xmalloc((size_t)(st->nrj + 1) * sizeof *cs);
+    int n = 0;
+    for (int s = 0; s < st->nrj; s++) {
+        const rjob *r = &st->rj[s];
+        if (!r->alive || r->pre_gen == st->pass_gen || r->j.no_preempt) continue;
+        if (!(pc->types >> r->type & 1)) continue;
+        if (p->now - r->j.start_time < p->cfg->min_run_time) continue;
+        bool for_prio = j->preempt_lower && r->j.priority < j->priority;
+        bool for_reclaim = reclaim[r->type] && r->j.team != pc->team && borrowing(p, r->j.team, r->type);
+        if (!for_prio && !for_reclaim) continue;
+        cs[n++] = (cand){lost_work(p, r), r->j.priority, r->j.start_time, r->j.id, s, for_prio};
+    }
+    qsort(cs, (size_t)n, sizeof *cs, cmp_cand);
+    *out = cs;
+    return n;
+}
+
+static void emit_preempt(pass *p, const cand *v, const pjob *pj)
+{
+    const rjob *r = &p->st->rj[v->slot];
+    sched_decision *d = res_add(p->out, SCHED_PREEMPT, r->j.id, r->j.name);
+    d->type = r->type;
+    reason_init(&d->why, v->for_prio ? SCHED_WHY_PREEMPT_PRIORITY : SCHED_WHY_PREEMPT_RECLAIM);
+    d->why.team = v->for_prio ? r->j.team : pj->j.team;
+    d->why.type = r->type;
+    d->why.other = pj->j.id;
+    d->why.other_name = pj->j.name;
+    d->why.amount = v->lost;
+    d->why.priority = pj->j.priority;
+    push_op(p, (op){OP_PREEMPT, v->slot, r->type, r->units, r->n_gpus, r->excl, 0, 0});
+}
+
+/* Tries to start a job by preempting others (lathe). Victims: lower
+ * priority (when the job's class preempts) or jobs of teams borrowing the
+ * GPU type the job's team is entitled to. Greedy by least lost work, then
+ * pruned so that no victim is stopped needlessly. */
+static bool try_preempt(pass *p, const pclass *pc, int slot)
+{
+    const pjob *pj = &p->st->pj[slot];
+    if (p->attempts >= p->cfg->max_preempt_attempts) return false;
+    p->attempts++;
+    cand *cs = NULL;
+    int n = collect_victims(p, pc, pj, &cs);
+    int *chosen = xmalloc((size_t)(n + 1) * sizeof *chosen), nch = 0;
+    bool ok = false;
+    for (int i = 0; i < n && !ok; i++) {
+        const rjob *r = &p->st->rj[cs[i].slot];
+        if (!cs[i].for_prio && !borrowing(p, r->j.team, r->type)) continue;
+        rj_release(p, cs[i].slot);
+        chosen[nch++] = i;
+        ok = fits_any(p, pc, pj);
+    }
+    if (ok) /* keep running every victim the job does not need */
+        for (int i = nch - 1; i >= 0; i--) {
+            rj_retake(p, cs[chosen[i]].slot);
+            if (fits_any(p, pc, pj)) {
+                chosen[i] = -1;
+            } else {
+                rj_release(p, cs[chosen[i]].slot);
+            }
+        }
+    int type = -1, units = 0;
+    if (ok) {
+        ok = false;
+        for (int i = 0; i < p->c->n_types && !ok; i++) {
+            type = p->st->torder[i];
+            if (!(pc->types >> type & 1)) continue;
+            units = st_units_on(p->st, &pj->j, type);
+            int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
+            ok = admit(p, pc->team, type, need, NULL) && place_on(p, pc, pj, type, units);
+        }
+    }
+    for (int i = 0; i < nch; i++) {
+        if (chosen[i] < 0) continue;
+        if (ok)
+            emit_preempt(p, &cs[chosen[i]], pj);
+        else
+            rj_retake(p, cs[chosen[i]].slot);
+    }
+    if (ok) record_start(p, pc, slot, type, units, SCHED_WHY_AFTER_PREEMPT);
+    free(chosen);
+    free(cs);
+    return ok;
+}
+
+/* ---- the head job's reservation ---- */
+
+typedef struct rel {
+    double end;
+    int kind; /* 0: running slot, 1: op index of a start in this pass */
+    int idx;
+} rel;
+
+static int cmp_rel(const void *a, const void *b)
+{
+    const rel *x = a, *y = b;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return x->idx - y->idx;
+}
+
+static void release_item(pass *p, const rel *r, int sign)
+{
+    if (r->kind == 0) {
+        const rjob *j = &p->st->rj[r->idx];
+        for (int i = 0; i < j->n_gpus; i++) {
+            if (sign < 0)
+                cap_give(p->k, j->gpus[i], j->units, j->excl);
+            else
+                cap_take(p->k, j->gpus[i], j->units, j->excl);
+        }
+        return;
+    }
+    const op *o = &p->ops[r->idx];
+    const int *g = p->out->gpus + o->off;
+    for (int i = 0; i < o->n; i++) {
+        if (sign < 0)
+            cap_give(p->k, g[i], o->units, o->excl);
+        else
+            cap_take(p->k, g[i], o->units, o->excl);
+    }
+}
+
+/* The head's first type (in policy order) that fits whole now. */
+static int head_fit_type(const pass *p, const pclass *pc, uint64_t types)
+{
+    for (int i = 0; i < p->c->n_types; i++) {
+        int t = p->st->torder[i];
+        if ((types >> t & 1) && cap_fits_whole(p->k, CAP_ALL, t, pc->units_whole ? pc->g : 1,
+                                                 pc->units_whole ? pc->r : 1))
+            return t;
+    }
+    return -1;
+}
+
+/* Makes a job the head: finds the earliest time it fits, releasing running
+ * jobs (and jobs started in this pass) in order of estimated end, and
+ * reserves the GPUs it would get then. A sharing head reserves a whole GPU. */
+static void make_head(pass *p, const pclass *pc, int slot, uint64_t admitted)
+{
+    sched_state *st = p->st;
+    p->head_set = true;
+    p->head_slot = slot;
+    p->S = INFINITY;
+    /* the jobs that will end, in order */
+    int nrel = 0;
+    rel *rs = xmalloc((size_t)(st->nrorder + p->nops + 1) * sizeof *rs);
+    for (int i = 0; i < st->nrorder; i++) {
+        const qent *e = &st->rorder[i];
+        if (!st_rent_live(st, e) || st->rj[e->slot].pre_gen == st->pass_gen) continue;
+        rs[nrel++] = (rel){e->key > p->now ? e->key : p->now, 0, e->slot};
+    }
+    int nrun = nrel;
+    for (int i = 0; i < p->nops; i++)
+        if (p->ops[i].kind == OP_START) rs[nrel++] = (rel){p->ops[i].end, 1, i};
+    if (nrel > nrun) { /* merge the few starts of this pass into the sorted running list */
+        qsort(rs + nrun, (size_t)(nrel - nrun), sizeof *rs, cmp_rel);
+        rel *m = xmalloc((size_t)(nrel + 1) * sizeof *m);
+        int a = 0, b = nrun, o = 0;
+        while (a < nrun || b < nrel)
+            m[o++] = (b >= nrel || (a < nrun && rs[a].end <= rs[b].end)) ? rs[a++] : rs[b++];
+        free(rs);
+        rs = m;
+    }
+    int g = pc->units_whole ? pc->g : 1, r = pc->units_whole ? pc->r : 1;
+    int done = 0, type = head_fit_type(p, pc, admitted);
+    while (type < 0 && done < nrel) {
+        double t = rs[done].end;
+        while (done < nrel && rs[done].end == t) release_item(p, &rs[done++], -1);
+        type = head_fit_type(p, pc, admitted);
+        if (type >= 0) p->S = t;
+    }
+    if (type >= 0) {
+        if (done == 0) p->S = p->now;
+        cap_place_whole(p->k, CAP_ALL, type, g, r, p->lathe, p->buf);
+        for (int i = 0; i < g * r; i++) cap_give(p->k, p->buf[i], SCHED_SHARE_WHOLE, true);
+        p->resv = xmalloc((size_t)(g * r) * sizeof *p->resv);
+        memcpy(p->resv, p->buf, (size_t)(g * r) * sizeof *p->resv);
+        p->nresv = g * r;
+    }
+    while (done > 0) release_item(p, &rs[--done], +1);
+    for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], true);
+    free(rs);
+}
+
+/* ---- one job ---- */
+
+static int block_team(pass *p, int team, const sched_reason *why)
+{
+    p->tblock[team] = *why;
+    return R_TEAM_BLOCKED;
+}
+
+/* Team-wide limits: budget and concurrent jobs. */
+static bool team_open(pass *p, int team)
+{
+    const sched_team *tm = &p->c->teams[team];
+    sched_reason r;
+    if (p->spent && tm->budget > 0 && p->spent[team] >= tm->budget) {
+        reason_init(&r, SCHED_WHY_BUDGET);
+        r.team = team;
+        r.amount = p->spent[team];
+        r.limit_amount = tm->budget;
+        block_team(p, team, &r);
+        return false;
+    }
+    if (tm->max_jobs > 0 && p->st->tjobs[team] >= tm->max_jobs) {
+        reason_init(&r, SCHED_WHY_MAX_JOBS);
+        r.team = team;
+        r.used = p->st->tjobs[team];
+        r.limit = tm->max_jobs;
+        block_team(p, team, &r);
+        return false;
+    }
+    return true;
+}
+
+static int try_job(pass *p, pclass *pc, int slot)
+{
+    const pjob *pj = &p->st->pj[slot];
+    if (!team_open(p, pc->team)) return R_TEAM_BLOCKED;
+    sched_reason adm;
+    reason_init(&adm, SCHED_WHY_NONE);
+    uint64_t admitted = 0;
+    int first_type = -1, first_units = SCHED_SHARE_WHOLE;
+    bool fits_all = false;
+    for (int i = 0; i < p->c->n_types; i++) {
+        int t = p->st->torder[i];
+        if (!(pc->types >> t & 1)) continue;
+        int units = st_units_on(p->st, &pj->j, t);
+        int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
+        if (!admit(p, pc->team, t, need, &adm)) continue;
+        admitted |= 1ull << t;
+        if (first_type < 0) {
+            first_type = t;
+            first_units = units;
+        }
+        if (place_on(p, pc, pj, t, units)) {
+            record_start(p, pc, slot, t, units, p->head_set ? SCHED_WHY_BACKFILL : SCHED_WHY_FITS);
+            return R_STARTED;
+        }
+        if (p->head_set && (units < SCHED_SHARE_WHOLE ? cap_fits_share(p->k, CAP_ALL, t, units)
+                                                      : cap_fits_whole(p->k, CAP_ALL, t, pc->g, pc->r)))
+            fits_all = true;
+    }
+    sched_policy pol = p->cfg->policy;
+    if (!admitted) {
+        pc->why = adm;
+        if (pol == SCHED_FIFO) {
+            sched_reason r = adm;
+            r.code = SCHED_WHY_FIFO_BLOCKED;
+            r.other = pj->j.id;
+            r.other_name = pj->j.name;
+            return block_team(p, pc->team, &r);
+        }
+        return R_CLASS_BLOCKED;
+    }
+    no_fit_reason(p, pc, first_type, first_units, &pc->why);
+    if (pol == SCHED_FIFO) {
+        sched_reason r;
+        reason_init(&r, SCHED_WHY_FIFO_BLOCKED);
+        r.team = pc->team;
+        r.other = pj->j.id;
+        r.other_name = pj->j.name;
+        return block_team(p, pc->team, &r);
+    }
+    if (fits_all) { /* too long for the reserved GPUs; a shorter job of this shape may go */
+        if (++pc->skipped >= p->cfg->backfill_depth) {
+            reason_init(&pc->why, SCHED_WHY_BEHIND_HEAD);
+            return R_CLASS_BLOCKED;
+        }
+        return R_SKIP;
+    }
+    if (p->lathe && try_preempt(p, pc, slot)) return R_STARTED;
+    if (p->backfill && !p->head_set) make_head(p, pc, slot, admitted);
+    return R_CLASS_BLOCKED;
+}
+
+/* ---- team heaps of classes ---- */
+
+static const qent *class_head(const pass *p, int ci)
+{
+    const pclass *pc = &p->st->cls[ci];
+    return &pc->q[pc->cur];
+}
+
+static bool heap_less(const pass *p, int a, int b)
+{
+    const qent *x = class_head(p, a), *y = class_head(p, b);
+    if (x->key != y->key) return x->key < y->key;
+    return x->id < y->id;
+}
+
+static void heap_down(pass *p, int *h, int n, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < n && heap_less(p, h[l], h[m])) m = l;
+        if (l + 1 < n && heap_less(p, h[l + 1], h[m])) m = l + 1;
+        if (m == i) return;
+        int t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void heap_build(pass *p, int *h, int n)
+{
+    for (int i = n / 2 - 1; i >= 0; i--) heap_down(p, h, n, i);
+}
+
+/* Moves a class's cursor to its next live, not yet started entry; false
+ * when none is left. */
+static bool class_advance(pass *p, pclass *pc)
+{
+    while (pc->cur < pc->n && !st_qent_live(p->st, &pc->q[pc->cur])) pc->cur++;
+    return pc->cur < pc->n;
+}
+
+/* The team whose job goes next: lowest fair-share key (lathe) or lowest
+ * order key of its next job (the baselines). */
+static int pick_team(const pass *p)
+{
+    int best = -1;
+    for (int t = 0; t < p->c->n_teams; t++) {
+        if (!p->hlen[t] || p->tblock[t].code != SCHED_WHY_NONE) continue;
+        if (best < 0) {
+            best = t;
+            continue;
+        }
+        if (p->lathe) {
+            if (p->fair[t] < p->fair[best]) best = t;
+        } else if (heap_less(p, p->heap[p->hoff[t]], p->heap[p->hoff[best]])) {
+            best = t;
+        }
+    }
+    return best;
+}
+
+/* Could anything still start? Nothing free and no preemption left to try. */
+static bool nothing_left(const pass *p, int64_t band_prio)
+{
+    if (p->k->v[CAP_ALL].total > 0 || p->k->nopen > 0) return false;
+    if (!p->lathe || p->attempts >= p->cfg->max_preempt_attempts) return true;
+    return !p->reclaim_possible && p->min_running_prio >= band_prio;
+}
+
+static void run_band(pass *p, int b)
+{
+    sched_state *st = p->st;
+    const band *bd = &st->bands[b];
+    int T = p->c->n_teams;
+    for (int t = 0; t < T; t++) p->hlen[t] = 0;
+    /* per-team heap storage: offsets by team */
+    for (int t = 0; t <= T; t++) p->hoff[t] = 0;
+    for (int i = 0; i < bd->ncls; i++) p->hoff[st->cls[bd->cls[i]].team + 1]++;
+    for (int t = 0; t < T; t++) p->hoff[t + 1] += p->hoff[t];
+    for (int i = 0; i < bd->ncls; i++) {
+        int ci = bd->cls[i];
+        pclass *pc = &st->cls[ci];
+        pc->pgen = st->pass_gen;
+        pc->cur = 0;
+        pc->skipped = 0;
+        pc->started = 0;
+        pc->examined = false;
+        reason_init(&pc->why, SCHED_WHY_NONE);
+        if (pc->live > 0 && class_advance(p, pc)) p->heap[p->hoff[pc->team] + p->hlen[pc->team]++] = ci;
+    }
+    for (int t = 0; t < T; t++) heap_build(p, p->heap + p->hoff[t], p->hlen[t]);
+    while (!p->stop) {
+        if (nothing_left(p, bd->prio)) {
+            p->stop = true;
+            break;
+        }
+        int t = pick_team(p);
+        if (t < 0) break;
+        int *h = p->heap + p->hoff[t];
+        pclass *pc = &st->cls[h[0]];
+        pc->examined = true;
+        int res = try_job(p, pc, pc->q[pc->cur].slot);
+        if (res == R_TEAM_BLOCKED) {
+            p->hlen[t] = 0;
+            continue;
+        }
+        if (res == R_STARTED || res == R_SKIP) {
+            pc->cur++;
+            if (class_advance(p, pc)) {
+                heap_down(p, h, p->hlen[t], 0);
+                continue;
+            }
+        }
+        h[0] = h[--p->hlen[t]];
+        heap_down(p, h, p->hlen[t], 0);
+    }
+}
+
+/* ---- after the decisions ---- */
+
+/* Free whole GPUs that no waiting job's shape could use: per type, nodes
+ * with fewer free GPUs than the smallest replica a waiting job of that type
+ * needs (gangs count only when they would fit). */
+static int fragmentation(const pass *p)
+{
+    const sched_state *st = p->st;
+    const cap *k = p->k;
+    int ming[SCHED_MAX_TYPES];
+    bool wanted[SCHED_MAX_TYPES] = {false};
+    for (int t = 0; t < p->c->n_types; t++) ming[t] = k->K + 1;
+    for (int ci = 0; ci < st->ncls; ci++) {
+        const pclass *pc = &st->cls[ci];
+        if (pc->live <= (pc->pgen == st->pass_gen ? pc->started : 0)) continue;
+        for (int t = 0; t < p->c->n_types; t++) {
+            if (!(pc->types >> t & 1)) continue;
+            wanted[t] = true;
+            int g = pc->units_whole ? pc->g : 1;
+            if (pc->units_whole && pc->r > 1 && cap_slots(k, CAP_ALL, t, g) < pc->r) continue;
+            if (g < ming[t]) ming[t] = g;
+        }
+    }
+    int frag = 0;
+    for (int t = 0; t < p->c->n_types; t++) {
+        if (!wanted[t]) continue;
+        const int *cnt = &k->v[CAP_ALL].cnt[t * (k->K + 1)];
+        for (int f = 1; f < ming[t] && f <= k->K; f++) frag += f * cnt[f];
+    }
+    return frag;
+}
+
+/* The reason a class's jobs wait, worked out now for a class the pass did
+ * not reach (it stopped early, or the team was closed). */
+static void late_reason(pass *p, pclass *pc, const pjob *pj)
+{
+    sched_reason adm;
+    reason_init(&adm, SCHED_WHY_NONE);
+    for (int i = 0; i < p->c->n_types; i++) {
+        int t = p->st->torder[i];
+        if (!(pc->types >> t & 1)) continue;
+        int units = st_units_on(p->st, &pj->j, t);
+        int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
+        if (!admit(p, pc->team, t, need, &adm)) continue;
+        no_fit_reason(p, pc, t, units, &pc->why);
+        return;
+    }
+    pc->why = adm;
+}
+
+static void wait_reasons(pass *p)
+{
+    sched_state *st = p->st;
+    for (int b = 0; b < st->nbands; b++) {
+        const band *bd = &st->bands[b];
+        for (int i = 0; i < bd->ncls; i++) {
+            pclass *pc = &st->cls[bd->cls[i]];
+            if (pc->live == 0) continue;
+            bool seen = pc->pgen == st->pass_gen && pc->examined;
+            bool computed = false;
+            for (int e = 0; e < pc->n; e++) {
+                const qent *q = &pc->q[e];
+                if (!st_qent_live(st, q)) continue;
+                const pjob *pj = &st->pj[q->slot];
+                if (pj->start_gen == st->pass_gen) continue;
+                sched_decision *d = res_add(p->out, SCHED_WAIT, pj->j.id, pj->j.name);
+                const sched_reason *tb = &p->tblock[pc->team];
+                if (p->head_set && q->slot == p->head_slot) {
+                    d->why = pc->why;
+                    if (isfinite(p->S)) {
+                        reason_init(&d->why, SCHED_WHY_RESERVED);
+                        d->why.team = pc->team;
+                        d->why.when = p->S;
+                    } else {
+                        d->why.code = SCHED_WHY_NODES_DOWN;
+                    }
+                } else if (tb->code != SCHED_WHY_NONE && !(tb->code == SCHED_WHY_FIFO_BLOCKED &&
+                                                           tb->other == pj->j.id)) {
+                    d->why = *tb;
+                } else if (seen && e < pc->cur && p->head_set) {
+                    reason_init(&d->why, SCHED_WHY_BEHIND_HEAD);
+                } else {
+                    if (!seen && !computed) late_reason(p, pc, pj);
+                    computed = true;
+                    d->why = pc->why;
+                    if (p->head_set && pc->why.code == SCHED_WHY_NONE) reason_init(&d->why, SCHED_WHY_BEHIND_HEAD);
+                }
+                if (d->why.code == SCHED_WHY_BEHIND_HEAD) {
+                    d->why.team = pc->team;
+                    d->why.other = job_at(p, p->head_slot)->id;
+                    d->why.other_name = job_at(p, p->head_slot)->name;
+                    d->why.when = p->S;
+                }
+            }
+        }
+    }
+}
+
+/* ---- undo ---- */
+
+static void undo(pass *p)
+{
+    sched_state *st = p->st;
+    for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], false);
+    for (int i = p->nops - 1; i >= 0; i--) {
+        const op *o = &p->ops[i];
+        if (o->kind == OP_PREEMPT) {
+            rj_retake(p, o->slot);
+            continue;
+        }
+        const int *g = p->out->gpus + o->off;
+        for (int x = 0; x < o->n; x++) cap_give(p->k, g[x], o->units, o->excl);
+        int team = st->pj[o->slot].j.team;
+        st_team_add(st, team, o->type, o->units * o->n, -1);
+        st->tjobs[team]--;
+    }
+}
+
+/* ---- the pass ---- */
+
+static void pass_setup(pass *p, sched_state *st, double now, const double *usage,
+                       const double *spent, sched_result *out)
+{
+    memset(p, 0, sizeof *p);
+    const sched_cluster *c = st->c;
+    p->st = st;
+    p->c = c;
+    p->k = &st->k;
+    p->cfg = &st->cfg;
+    p->out = out;
+    p->now = now;
+    p->usage = usage;
+    p->spent = spent;
+    p->lathe = st->cfg.policy == SCHED_LATHE;
+    p->backfill = st->cfg.policy == SCHED_LATHE || st->cfg.policy == SCHED_EASY;
+    p->tau = st->cfg.half_life / M_LN2;
+    int T = c->n_teams, T1 = c->n_types + 1;
+    p->fair = xmalloc((size_t)(T + 1) * sizeof *p->fair);
+    p->tblock = xmalloc((size_t)(T + 1) * sizeof *p->tblock);
+    p->hlen = xcalloc((size_t)(T + 1), sizeof *p->hlen);
+    p->hoff = xcalloc((size_t)(T + 2), sizeof *p->hoff);
+    p->heap = xmalloc((size_t)(st->ncls + 1) * sizeof *p->heap);
+    int most = c->max_node_gpus * 64;
+    for (int i = 0; i < st->ncls; i++)
+        if (st->cls[i].g * st->cls[i].r > most) most = st->cls[i].g * st->cls[i].r;
+    p->buf = xmalloc((size_t)(most + 1) * sizeof *p->buf);
+    bool limited = false, borrowed = false;
+    for (int t = 0; t < T; t++) {
+        double alloc = (double)st->tused[t * T1 + T1 - 1] / SCHED_SHARE_WHOLE;
+        p->fair[t] = ((usage ? usage[t] : 0) + p->tau * alloc) / c->teams[t].weight;
+        reason_init(&p->tblock[t], SCHED_WHY_NONE);
+        limited |= c->teams[t].limited;
+        for (int ty = 0; ty < c->n_types && !borrowed; ty++) borrowed = borrowing(p, t, ty);
+    }
+    p->reclaim_possible = limited && borrowed;
+    p->min_running_prio = INT64_MAX;
+    if (p->lathe)
+        for (int s = 0; s < st->nrj; s++)
+            if (st->rj[s].alive && !st->rj[s].j.no_preempt && st->rj[s].j.priority < p->min_running_prio)
+                p->min_running_prio = st->rj[s].j.priority;
+}
+
+static void pass_free(pass *p)
+{
+    free(p->fair);
+    free(p->tblock);
+    free(p->hlen);
+    free(p->hoff);
+    free(p->heap);
+    free(p->ops);
+    free(p->buf);
+    free(p->resv);
+}
+
+static int cmp_decision_id(const void *a, const void *b)
+{
+    const sched_decision *x = a, *y = b;
+    return (x->job > y->job) - (x->job < y->job);
+}
+
+/* Sorts decisions [from, out->n) by job id, so that their order does not
+ * depend on the order jobs were given in. */
+static void sort_tail(sched_result *out, size_t from)
+{
+    if (out->n > from + 1) qsort(out->d + from, out->n - from, sizeof *out->d, cmp_decision_id);
+}
+
+/* Rejections first: jobs that can never run. */
+static void emit_rejects(sched_state *st, sched_result *out)
+{
+    int o = 0;
+    for (int i = 0; i < st->nrejected; i++) {
+        const qent *e = &st->rejected[i];
+        if (!st_qent_live(st, e)) continue;
+        st->rejected[o++] = *e;
+        const pjob *pj = &st->pj[e->slot];
+        sched_decision *d = res_add(out, SCHED_REJECT, pj->j.id, pj->j.name);
+        d->why = pj->reject_why;
+    }
+    st->nrejected = o;
+    sort_tail(out, 0);
+}
+
+void pass_run(sched_state *st, double now, const double *usage, const double *spent,
+              sched_result *out)
+{
+    out->n = out->n_gpus = 0;
+    out->n_start = out->n_preempt = out->n_wait = out->n_reject = 0;
+    out->head = 0;
+    out->head_start = 0;
+    st->pass_gen++;
+    for (int i = 0; i < st->ncls; i++) st_class_sort(st, &st->cls[i]);
+    st_rorder_sort(st);
+    emit_rejects(st, out);
+
+    pass p;
+    pass_setup(&p, st, now, usage, spent, out);
+    for (int b = 0; b < st->nbands && !p.stop; b++) run_band(&p, b);
+
+    out->free_gpus = p.k->v[CAP_ALL].total;
+    out->frag_gpus = out->free_gpus > 0 ? fragmentation(&p) : 0;
+    if (p.head_set) {
+        out->head = job_at(&p, p.head_slot)->id;
+        out->head_start = p.S;
+    }
+    if (st->cfg.reasons) {
+        size_t from = out->n;
+        wait_reasons(&p);
+        sort_tail(out, from);
+    }
+    undo(&p);
+    pass_free(&p);
+    for (size_t i = 0; i < out->n; i++) {
+        switch (out->d[i].action) {
+        case SCHED_START: out->n_start++; break;
+        case SCHED_PREEMPT: out->n_preempt++; break;
+        case SCHED_WAIT: out->n_wait++; break;
+        case SCHED_REJECT: out->n_reject++; break;
+        }
+    }
+}

@@ -1,0 +1,738 @@
+/* test_sched.c: the scheduler's rules, each pinned on a small hand-built
+ * snapshot with the exact decisions expected: quota, borrowing and reclaim,
+ * budget, job limit, gang, topology, cheaper types, backfill that never
+ * delays the head, preemption victims and minimum run time, GPU sharing,
+ * fair share, the order key that prevents starvation, rejections, reasons,
+ * and the incremental state agreeing with the pure function. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sched/sched.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ---- */
+
+/* n nodes of `gpus` GPUs of one type (A100-80GB, 80 GiB, 2.5/h), in racks of
+ * per_rack nodes, NVLink groups of `group` GPUs (0 = one group). */
+static sched_cluster *make_cluster(int n, int gpus, int per_rack, int group)
+{
+    sched_cluster *c = sched_cluster_new();
+    assert_int_equal(sched_cluster_add_type(c, "A100-80GB", 80 * GIB, 2.5), 0);
+    for (int i = 0; i < n; i++) {
+        char name[32], rack[32];
+        snprintf(name, sizeof name, "node-%d", i);
+        snprintf(rack, sizeof rack, "rack-%d", per_rack ? i / per_rack : 0);
+        int nv[64];
+        for (int g = 0; g < gpus; g++) nv[g] = group ? g / group : 0;
+        assert_true(sched_cluster_add_node(c, name, rack, 0, gpus, nv, SCHED_NODE_READY) >= 0);
+    }
+    sched_cluster_add_team(c, "default");
+    return c;
+}
+
+static sched_job job(uint64_t id, int team, int replicas, int per, double submit, double est)
+{
+    sched_job j;
+    memset(&j, 0, sizeof j);
+    j.id = id;
+    j.team = team;
+    j.replicas = replicas;
+    j.gpus_per_replica = per;
+    j.submit_time = submit;
+    j.est_duration = est;
+    return j;
+}
+
+static sched_job running(uint64_t id, int team, int n, const int *gpus, double start, double est)
+{
+    sched_job j = job(id, team, 1, n, start, est);
+    j.start_time = start;
+    j.gpus = gpus;
+    return j;
+}
+
+typedef struct run {
+    sched_result r;
+    const sched_cluster *c;
+    double now;
+} run;
+
+static void decide(run *x, const sched_cluster *c, sched_policy pol, const sched_job *pend,
+                   size_t np, const sched_job *runs, size_t nr, double now, const double *usage,
+                   const double *spent)
+{
+    sched_config cfg;
+    sched_config_default(&cfg, pol);
+    sched_input in = {pend, np, runs, nr, usage, spent, now};
+    char err[256];
+    sched_result_init(&x->r);
+    x->c = c;
+    x->now = now;
+    assert_int_equal(sched_decide(c, &cfg, &in, &x->r, err, sizeof err), 0);
+}
+
+static const sched_decision *find(const run *x, uint64_t id)
+{
+    for (size_t i = 0; i < x->r.n; i++)
+        if (x->r.d[i].job == id) return &x->r.d[i];
+    fail_msg("no decision for job %llu", (unsigned long long)id);
+    return NULL;
+}
+
+static void expect_start(const run *x, uint64_t id, const int *gpus, int n)
+{
+    const sched_decision *d = find(x, id);
+    if (d->action != SCHED_START) {
+        sb s;
+        sb_init(&s);
+        sched_reason_format(x->c, &d->why, x->now, &s);
+        fail_msg("job %llu: %s (%s), expected start", (unsigned long long)id,
+                 sched_action_name(d->action), sb_str(&s));
+    }
+    assert_int_equal(d->n_gpus, n);
+    const int *g = sched_decision_gpus(&x->r, d);
+    for (int i = 0; i < n; i++)
+        if (g[i] != gpus[i]) fail_msg("job %llu: GPU %d is %d, expected %d", (unsigned long long)id, i, g[i], gpus[i]);
+}
+
+/* Expects a decision of this action and code whose sentence contains text. */
+static void expect(const run *x, uint64_t id, sched_action a, sched_why code, const char *text)
+{
+    const sched_decision *d = find(x, id);
+    sb s;
+    sb_init(&s);
+    sched_reason_format(x->c, &d->why, x->now, &s);
+    if (d->action != a || d->why.code != code || (text && !strstr(sb_str(&s), text)))
+        fail_msg("job %llu: %s code %d \"%s\"; expected %s code %d with \"%s\"", (unsigned long long)id,
+                 sched_action_name(d->action), d->why.code, sb_str(&s), sched_action_name(a), code,
+                 text ? text : "");
+    sb_free(&s);
+}
+
+static void done(run *x)
+{
+    sched_result_free(&x->r);
+}
+
+/* ---- order and head-of-line blocking ---- */
+
+static void test_fifo_first_fit(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(2, 4, 0, 0);
+    sched_job p[3] = {job(1, 0, 1, 2, 10, 100), job(2, 0, 1, 4, 20, 100), job(3, 0, 1, 1, 30, 100)};
+    run x;
+    decide(&x, c, SCHED_FIFO, p, 3, NULL, 0, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){0, 1}, 2);
+    expect_start(&x, 2, (int[]){4, 5, 6, 7}, 4);
+    expect_start(&x, 3, (int[]){2}, 1);
+    assert_int_equal(x.r.free_gpus, 1);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_fifo_blocks_greedy_skips(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(1, 4, 0, 0);
+    int held[2] = {0, 1};
+    sched_job r[1] = {running(9, 0, 2, held, 0, 1000)};
+    sched_job p[2] = {job(1, 0, 1, 4, 10, 100), job(2, 0, 1, 1, 20, 100)};
+    run x;
+    decide(&x, c, SCHED_FIFO, p, 2, r, 1, 100, NULL, NULL);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_NO_FIT, "needs 4 A100-80GB GPUs on one node; 2 are free");
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_FIFO_BLOCKED, "waits behind job 1, the head of default's queue");
+    done(&x);
+    decide(&x, c, SCHED_GREEDY, p, 2, r, 1, 100, NULL, NULL);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_NO_FIT, NULL);
+    expect_start(&x, 2, (int[]){2}, 1);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* ---- quota, borrowing, budget, job limit ---- */
+
+static sched_cluster *two_teams(int qa, int borrow_a, int qb, int lend_b)
+{
+    sched_cluster *c = make_cluster(1, 8, 0, 0);
+    int a = sched_cluster_add_team(c, "team-a"), b = sched_cluster_add_team(c, "team-b");
+    sched_team_set_quota(c, a, 0, qa, borrow_a, SCHED_UNLIMITED);
+    sched_team_set_quota(c, b, 0, qb, SCHED_UNLIMITED, lend_b);
+    return c;
+}
+
+static void test_quota(void **state)
+{
+    (void)state;
+    sched_cluster *c = two_teams(4, 0, 4, SCHED_UNLIMITED);
+    int held[4] = {0, 1, 2, 3};
+    sched_job r[1] = {running(9, 1, 4, held, 0, 1000)};
+    sched_job p[2] = {job(1, 1, 1, 1, 10, 100), job(2, 2, 1, 2, 20, 100)};
+    for (int pol = 0; pol < SCHED_N_POLICIES; pol++) {
+        run x;
+        decide(&x, c, (sched_policy)pol, p, 2, r, 1, 100, NULL, NULL);
+        expect(&x, 1, SCHED_WAIT, SCHED_WHY_QUOTA,
+               "team-a uses 4/4 A100-80GB GPUs of its quota and may not borrow; this job needs 1");
+        expect(&x, 2, SCHED_START, SCHED_WHY_FITS, NULL);
+        done(&x);
+    }
+    sched_cluster_free(c);
+}
+
+static void test_borrow_and_lending_limit(void **state)
+{
+    (void)state;
+    /* team-a quota 2, may borrow any; team-b quota 6 idle */
+    sched_cluster *c = two_teams(2, SCHED_UNLIMITED, 6, SCHED_UNLIMITED);
+    sched_job p[1] = {job(1, 1, 1, 4, 10, 100)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, NULL, 0, 100, NULL, NULL);
+    expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    sched_cluster_free(c);
+    /* team-b lends at most 1: team-a can borrow 1, needs 2 beyond its quota */
+    c = two_teams(2, SCHED_UNLIMITED, 6, 1);
+    decide(&x, c, SCHED_LATHE, p, 1, NULL, 0, 100, NULL, NULL);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_POOL,
+           "team-a uses 0 A100-80GB GPUs (quota 2); this job needs 4, beyond its quota, but other "
+           "teams have only 1 idle GPU of quota to lend");
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_budget_and_job_limit(void **state)
+{
+    (void)state;
+    sched_cluster *c = two_teams(4, SCHED_UNLIMITED, 4, SCHED_UNLIMITED);
+    c->teams[1].budget = 1000;
+    c->teams[2].max_jobs = 1;
+    int held[1] = {0};
+    sched_job r[1] = {running(9, 2, 1, held, 0, 1000)};
+    sched_job p[2] = {job(1, 1, 1, 1, 10, 100), job(2, 2, 1, 1, 20, 100)};
+    double spent[3] = {0, 1200, 0};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 100, NULL, spent);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_BUDGET, "team-a has spent 1200 of its budget of 1000 this month");
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_MAX_JOBS, "team-b already runs 1 job, its limit");
+    done(&x);
+    spent[1] = 999;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 100, NULL, spent);
+    expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_reject(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(16, 8, 8, 4);
+    int a = sched_cluster_add_team(c, "team-a");
+    sched_team_set_quota(c, a, 0, 32, 0, SCHED_UNLIMITED);
+    sched_job p[4] = {job(1, a, 8, 8, 0, 100), job(2, 0, 1, 16, 0, 100), job(3, 0, 1, 1, 0, 100),
+                      job(4, 0, 1, 4, 0, 100)};
+    p[2].gpu_memory = 120 * GIB;
+    p[3].team = 7;
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 4, NULL, 0, 0, NULL, NULL);
+    expect(&x, 1, SCHED_REJECT, SCHED_WHY_OVER_QUOTA,
+           "asks for 64 A100-80GB GPUs but team-a may never hold more than 32 (quota 32 plus its borrowing limit)");
+    expect(&x, 2, SCHED_REJECT, SCHED_WHY_NODE_TOO_SMALL,
+           "asks for 16 GPUs per replica (on one node) but the largest A100-80GB node has 8");
+    expect(&x, 3, SCHED_REJECT, SCHED_WHY_NO_TYPE, "no allowed GPU type has the 120.0 GiB");
+    expect(&x, 4, SCHED_REJECT, SCHED_WHY_BAD_JOB, NULL);
+    assert_int_equal(x.r.n_reject, 4);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* ---- gang and topology ---- */
+
+static void test_gang(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(2, 4, 0, 0);
+    int h1[2] = {0, 1}, h2[2] = {4, 5};
+    sched_job r[2] = {running(8, 0, 2, h1, 0, 1000), running(9, 0, 2, h2, 0, 1000)};
+    /* 4 GPUs on one node: 4 free but 2 + 2; 2 replicas x 2: starts across both */
+    sched_job p[2] = {job(1, 0, 1, 4, 10, 100), job(2, 0, 2, 2, 20, 100)};
+    run x;
+    decide(&x, c, SCHED_GREEDY, p, 2, r, 2, 100, NULL, NULL);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_NO_FIT, "needs 4 A100-80GB GPUs on one node; 4 are free but at most 2 on one node");
+    expect_start(&x, 2, (int[]){2, 3, 6, 7}, 4);
+    done(&x);
+    /* 3 replicas x 2 cannot start partly */
+    sched_job p2[1] = {job(3, 0, 3, 2, 20, 100)};
+    decide(&x, c, SCHED_LATHE, p2, 1, r, 2, 100, NULL, NULL);
+    expect(&x, 3, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    assert_int_equal(x.r.n_start, 0);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_topology_nvlink(void **state)
+{
+    (void)state;
+    /* one node, NVLink groups {0-3} {4-7}; GPUs 2, 3, 4 busy: free 0,1 | 5,6,7 */
+    sched_cluster *c = make_cluster(1, 8, 0, 4);
+    int h[3] = {2, 3, 4};
+    sched_job r[1] = {running(9, 0, 3, h, 0, 1000)};
+    sched_job p[1] = {job(1, 0, 1, 3, 10, 100)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 1, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){5, 6, 7}, 3); /* one NVLink group */
+    done(&x);
+    decide(&x, c, SCHED_FIFO, p, 1, r, 1, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){0, 1, 5}, 3); /* first fit spans groups */
+    done(&x);
+    /* a 2-GPU job goes to the group it fills exactly (0,1), keeping 5-7 */
+    sched_job p2[1] = {job(2, 0, 1, 2, 10, 100)};
+    decide(&x, c, SCHED_LATHE, p2, 1, r, 1, 100, NULL, NULL);
+    expect_start(&x, 2, (int[]){0, 1}, 2);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_topology_best_fit_and_rack(void **state)
+{
+    (void)state;
+    /* 4 nodes of 4 GPUs, racks {0,1} {2,3}; node 1 has 1 GPU busy */
+    sched_cluster *c = make_cluster(4, 4, 2, 0);
+    int h[1] = {4};
+    sched_job r[1] = {running(9, 0, 1, h, 0, 1000)};
+    /* 1 GPU: best fit on node 1 (3 free) keeps whole nodes; first fit takes node 0 */
+    sched_job p[1] = {job(1, 0, 1, 1, 10, 100)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 1, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){5}, 1);
+    done(&x);
+    decide(&x, c, SCHED_FIFO, p, 1, r, 1, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){0}, 1);
+    done(&x);
+    /* 2 x 4 GPUs: lathe keeps it in one rack (nodes 2, 3); first fit spans racks (0, 2) */
+    sched_job p2[1] = {job(2, 0, 2, 4, 10, 100)};
+    decide(&x, c, SCHED_LATHE, p2, 1, r, 1, 100, NULL, NULL);
+    expect_start(&x, 2, (int[]){8, 9, 10, 11, 12, 13, 14, 15}, 8);
+    done(&x);
+    decide(&x, c, SCHED_FIFO, p2, 1, r, 1, 100, NULL, NULL);
+    expect_start(&x, 2, (int[]){0, 1, 2, 3, 8, 9, 10, 11}, 8);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_cheaper_type_first(void **state)
+{
+    (void)state;
+    sched_cluster *c = sched_cluster_new();
+    sched_cluster_add_type(c, "A100-80GB", 80 * GIB, 2.5);
+    sched_cluster_add_type(c, "L4-24GB", 24 * GIB, 0.8);
+    sched_cluster_add_node(c, "a100-1", "r1", 0, 4, NULL, SCHED_NODE_READY);
+    sched_cluster_add_node(c, "l4-1", "r2", 1, 4, NULL, SCHED_NODE_READY);
+    sched_cluster_add_team(c, "default");
+    sched_job p[2] = {job(1, 0, 1, 1, 10, 100), job(2, 0, 1, 1, 20, 100)};
+    p[1].gpu_memory = 40 * GIB; /* only the A100 has the memory */
+    p[1].exclusive = true;
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, NULL, 0, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){4}, 1); /* L4: cheaper */
+    expect_start(&x, 2, (int[]){0}, 1);
+    assert_int_equal(find(&x, 1)->type, 1);
+    done(&x);
+    decide(&x, c, SCHED_FIFO, p, 2, NULL, 0, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){0}, 1); /* cluster order */
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* ---- backfill ---- */
+
+static void test_backfill_never_delays_head(void **state)
+{
+    (void)state;
+    /* 2 nodes x 4. Node 0: GPUs 0, 1 busy until t=100; node 1: full until t=300.
+     * The head (higher priority, 4 GPUs on one node) is reserved node 0 at t=100. */
+    sched_cluster *c = make_cluster(2, 4, 0, 0);
+    int h0[2] = {0, 1}, h1[4] = {4, 5, 6, 7};
+    sched_job r[2] = {running(8, 0, 2, h0, 0, 100), running(9, 0, 4, h1, 0, 300)};
+    sched_job p[3] = {job(1, 0, 1, 4, 10, 500), job(2, 0, 1, 1, 20, 30), job(3, 0, 1, 1, 30, 200)};
+    p[0].priority = 5;
+    for (int pol = SCHED_EASY; pol <= SCHED_LATHE; pol++) {
+        run x;
+        decide(&x, c, (sched_policy)pol, p, 3, r, 2, 50, NULL, NULL);
+        expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, "reserved for it from in 50s");
+        assert_int_equal(x.r.head, 1);
+        assert_true(x.r.head_start == 100);
+        /* ends at 80 < 100: backfills on a reserved GPU */
+        expect(&x, 2, SCHED_START, SCHED_WHY_BACKFILL, "without delaying its reserved start");
+        expect_start(&x, 2, (int[]){2}, 1);
+        /* would end at 250 > 100 on the free GPU 3, which is reserved */
+        expect(&x, 3, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, "held for job 1, due to start in 50s");
+        done(&x);
+    }
+    /* greedy has no reservation: job 3 takes GPU 3 and the head is delayed */
+    run x;
+    decide(&x, c, SCHED_GREEDY, p, 3, r, 2, 50, NULL, NULL);
+    expect_start(&x, 2, (int[]){2}, 1);
+    expect_start(&x, 3, (int[]){3}, 1);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_NO_FIT, NULL);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_backfill_outside_reservation(void **state)
+{
+    (void)state;
+    /* 3 nodes x 4. Node 0: 2 busy until 100; node 1: 4 busy until 300; node 2: 3 busy until 400.
+     * Head (4 on one node) reserved on node 0 at 100; a long 1-GPU job may use node 2. */
+    sched_cluster *c = make_cluster(3, 4, 0, 0);
+    int h0[2] = {0, 1}, h1[4] = {4, 5, 6, 7}, h2[3] = {8, 9, 10};
+    sched_job r[3] = {running(7, 0, 2, h0, 0, 100), running(8, 0, 4, h1, 0, 300), running(9, 0, 3, h2, 0, 400)};
+    sched_job p[2] = {job(1, 0, 1, 4, 10, 500), job(2, 0, 1, 1, 20, 1000)};
+    run x;
+    decide(&x, c, SCHED_EASY, p, 2, r, 3, 50, NULL, NULL);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    expect_start(&x, 2, (int[]){11}, 1);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* ---- preemption ---- */
+
+static void test_priority_preemption_victims(void **state)
+{
+    (void)state;
+    /* one node of 4, all busy with low-priority 1-GPU jobs */
+    sched_cluster *c = make_cluster(1, 4, 0, 0);
+    int g[4][1] = {{0}, {1}, {2}, {3}};
+    sched_job r[4] = {running(11, 0, 1, g[0], 0, 10000), running(12, 0, 1, g[1], 0, 10000),
+                      running(13, 0, 1, g[2], 0, 10000), running(14, 0, 1, g[3], 3000, 10000)};
+    r[0].checkpoint_interval = 600;  /* last checkpoint at 3000: loses 300 s */
+    r[1].last_checkpoint = 3200;     /* loses 100 s */
+    r[2].checkpoint_interval = 0;    /* never checkpoints: loses 3300 s */
+    /* r[3] started at 3000 with no checkpoint: loses 300 s, but ran 5 min < 10 min */
+    sched_job p[1] = {job(1, 0, 1, 2, 3000, 100)};
+    p[0].priority = 1000;
+    p[0].preempt_lower = true;
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 4, 3300, NULL, NULL);
+    expect(&x, 12, SCHED_PREEMPT, SCHED_WHY_PREEMPT_PRIORITY, "preempted for job 1 (priority 1000); loses 1m40s");
+    expect(&x, 11, SCHED_PREEMPT, SCHED_WHY_PREEMPT_PRIORITY, "loses 5m");
+    expect_start(&x, 1, (int[]){0, 1}, 2);
+    expect(&x, 1, SCHED_START, SCHED_WHY_AFTER_PREEMPT, NULL);
+    assert_int_equal(x.r.n_preempt, 2);
+    done(&x);
+    /* PreemptionPolicy Never: it waits */
+    p[0].preempt_lower = false;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 4, 3300, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    done(&x);
+    /* the baselines never preempt */
+    p[0].preempt_lower = true;
+    decide(&x, c, SCHED_EASY, p, 1, r, 4, 3300, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_reclaim(void **state)
+{
+    (void)state;
+    /* 8 GPUs; team-a quota 2 runs 6 (borrowing 4 of team-b's idle quota) plus
+     * team-b runs 2; team-b (quota 6) asks for 4: reclaims from team-a only */
+    sched_cluster *c = two_teams(2, SCHED_UNLIMITED, 6, SCHED_UNLIMITED);
+    int g[5][2] = {{0, 1}, {2, 3}, {4}, {5}, {6, 7}};
+    sched_job r[5] = {running(21, 1, 2, g[0], 0, 9000), running(22, 1, 2, g[1], 0, 9000),
+                      running(23, 1, 1, g[2], 0, 9000), running(24, 1, 1, g[3], 0, 9000),
+                      running(25, 2, 2, g[4], 0, 9000)};
+    for (int i = 0; i < 5; i++) r[i].checkpoint_interval = 1000;
+    r[0].last_checkpoint = 2900; /* 2 GPUs x 100 s = 200 */
+    r[1].last_checkpoint = 2000; /* 2 x 1000 = 2000 */
+    r[2].last_checkpoint = 2950; /* 1 x 50 = 50 */
+    r[3].last_checkpoint = 2500; /* 1 x 500 = 500 */
+    r[4].last_checkpoint = 2999; /* team-b's own: never a victim */
+    sched_job p[1] = {job(1, 2, 1, 4, 2900, 100)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 5, 3000, NULL, NULL);
+    /* cheapest first: 23 (50), 21 (200) give 3 GPUs on... then 24 (500); 4 GPUs free
+     * after 23, 21, 24; pruning keeps all three (each is needed) */
+    expect(&x, 23, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, "team-b reclaims the A100-80GB GPUs it lent");
+    expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
+    expect(&x, 24, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
+    expect_start(&x, 1, (int[]){0, 1, 4, 5}, 4);
+    assert_int_equal(x.r.n_preempt, 3); /* 22 (loses 2000) and team-b's 25 keep running */
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* ---- sharing ---- */
+
+static void test_sharing(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(1, 2, 0, 0);
+    sched_job p[4] = {job(1, 0, 1, 1, 10, 100), job(2, 0, 1, 1, 110, 100), job(3, 0, 1, 1, 210, 100),
+                      job(4, 0, 1, 1, 310, 100)};
+    p[0].share = 40;
+    p[1].share = 40;
+    p[2].share = 30;
+    /* job 4 wants a whole GPU: never shares */
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 4, NULL, 0, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){0}, 1);
+    expect_start(&x, 2, (int[]){0}, 1); /* 40 + 40 <= 100 */
+    expect_start(&x, 3, (int[]){1}, 1); /* 80 + 30 > 100 */
+    expect(&x, 4, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    assert_int_equal(find(&x, 2)->share, 40);
+    done(&x);
+    /* memory adds up: 30 GiB + 30 GiB on 80 GiB share; a third 30 GiB does not */
+    sched_job q[3] = {job(5, 0, 1, 1, 10, 100), job(6, 0, 1, 1, 11, 100), job(7, 0, 1, 1, 12, 100)};
+    for (int i = 0; i < 3; i++) q[i].gpu_memory = 30 * GIB;
+    decide(&x, c, SCHED_LATHE, q, 3, NULL, 0, 100, NULL, NULL);
+    expect_start(&x, 5, (int[]){0}, 1);
+    expect_start(&x, 6, (int[]){0}, 1);
+    expect_start(&x, 7, (int[]){1}, 1);
+    done(&x);
+    /* at most 4 jobs per GPU */
+    sched_job s[5];
+    for (int i = 0; i < 5; i++) {
+        s[i] = job(10 + i, 0, 1, 1, i, 100);
+        s[i].share = 10;
+    }
+    decide(&x, c, SCHED_LATHE, s, 5, NULL, 0, 100, NULL, NULL);
+    for (int i = 0; i < 4; i++) expect_start(&x, 10 + i, (int[]){0}, 1);
+    expect_start(&x, 14, (int[]){1}, 1);
+    done(&x);
+    /* the baselines give sharing jobs whole GPUs */
+    decide(&x, c, SCHED_GREEDY, p, 4, NULL, 0, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){0}, 1);
+    expect_start(&x, 2, (int[]){1}, 1);
+    expect(&x, 3, SCHED_WAIT, SCHED_WHY_NO_FIT, NULL);
+    done(&x);
+    /* an exclusive job never lands on a shared GPU */
+    int held[1] = {0};
+    sched_job r[1] = {running(30, 0, 1, held, 0, 1000)};
+    r[0].share = 20;
+    sched_job e[2] = {job(31, 0, 1, 1, 10, 100), job(32, 0, 1, 1, 11, 100)};
+    e[0].share = 20;
+    e[0].exclusive = true;
+    e[1].share = 20;
+    decide(&x, c, SCHED_LATHE, e, 2, r, 1, 100, NULL, NULL);
+    expect_start(&x, 31, (int[]){1}, 1);
+    expect_start(&x, 32, (int[]){0}, 1);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* ---- fair share and the order key ---- */
+
+static void test_fair_share(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(1, 2, 0, 0);
+    sched_cluster_add_team(c, "team-a");
+    sched_cluster_add_team(c, "team-b");
+    int held[1] = {0};
+    sched_job r[1] = {running(9, 1, 1, held, 0, 1000)};
+    /* one free GPU; team-a's job came first, team-b has used less */
+    sched_job p[2] = {job(1, 1, 1, 1, 10, 100), job(2, 2, 1, 1, 20, 100)};
+    double usage[3] = {0, 0, 0};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 100, usage, NULL);
+    expect(&x, 2, SCHED_START, SCHED_WHY_FITS, NULL); /* team-a holds a GPU now */
+    done(&x);
+    decide(&x, c, SCHED_FIFO, p, 2, r, 1, 100, usage, NULL);
+    expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    /* decayed usage decides when nothing runs: team-b used a lot last week */
+    usage[2] = 1e6;
+    decide(&x, c, SCHED_LATHE, p, 2, NULL, 0, 100, usage, NULL);
+    /* two free GPUs: both start, team-a first */
+    assert_int_equal(x.r.d[0].job, 1);
+    assert_int_equal(x.r.d[1].job, 2);
+    done(&x);
+    /* a team with twice the weight gets twice the share: with weight 4,
+     * team-b's usage counts a quarter and it goes first */
+    c->teams[2].weight = 4;
+    usage[1] = 3e5;
+    decide(&x, c, SCHED_LATHE, p, 2, NULL, 0, 100, usage, NULL);
+    assert_int_equal(x.r.d[0].job, 2);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_order_short_first_but_bounded(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(1, 4, 0, 0);
+    int held[3] = {0, 1, 2};
+    sched_job r[1] = {running(9, 0, 3, held, 0, 1e6)};
+    /* one free GPU: a 10 h job submitted first, a 10 min job 1 min later */
+    sched_job p[2] = {job(1, 0, 1, 1, 0, 36000), job(2, 0, 1, 1, 60, 600)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 100, NULL, NULL);
+    expect(&x, 2, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    decide(&x, c, SCHED_EASY, p, 2, r, 1, 100, NULL, NULL);
+    expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    /* but a job submitted more than max_slack (6 h) after the long one never passes it */
+    p[1].submit_time = 6 * 3600 + 1;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 6 * 3600 + 10, NULL, NULL);
+    expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+static void test_nodes_down(void **state)
+{
+    (void)state;
+    sched_cluster *c = sched_cluster_new();
+    sched_cluster_add_type(c, "H100", 80 * GIB, 4);
+    sched_cluster_add_node(c, "h-1", NULL, 0, 8, NULL, SCHED_NODE_DOWN);
+    sched_cluster_add_node(c, "h-2", NULL, 0, 4, NULL, SCHED_NODE_DRAINING);
+    sched_cluster_add_team(c, "default");
+    sched_job p[1] = {job(1, 0, 1, 8, 0, 100)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, NULL, 0, 10, NULL, NULL);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_NODES_DOWN, "the H100 GPUs it needs are on nodes that are not ready");
+    assert_int_equal(x.r.free_gpus, 0);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* ---- the state ---- */
+
+/* A mixed scenario: the incremental state, fed in another order and asked
+ * twice, decides exactly what the pure function decides. */
+static void test_state_matches_pure(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(6, 8, 3, 4);
+    int a = sched_cluster_add_team(c, "team-a"), b = sched_cluster_add_team(c, "team-b");
+    sched_team_set_quota(c, a, 0, 24, SCHED_UNLIMITED, SCHED_UNLIMITED);
+    sched_team_set_quota(c, b, 0, 24, 8, SCHED_UNLIMITED);
+    enum { NP = 60, NR = 6 };
+    sched_job p[NP], r[NR];
+    int gpus[NR][8];
+    for (int i = 0; i < NR; i++) {
+        for (int g = 0; g < 5; g++) gpus[i][g] = i * 8 + g;
+        r[i] = running(1000 + i, 1 + i % 2, 5, gpus[i], 10 * i, 500 + 300 * i);
+    }
+    unsigned seed = 7;
+    for (int i = 0; i < NP; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int sizes[6] = {1, 1, 1, 2, 4, 8};
+        p[i] = job(1 + i, (int)(seed >> 8) % 3, 1, sizes[(seed >> 12) % 6], i * 7.0, 60 + (seed >> 16) % 5000);
+        if (i % 10 == 9) p[i].replicas = 2;
+        if (i % 7 == 3) p[i].share = 25;
+        if (i % 11 == 5) p[i].priority = 10;
+    }
+    for (int pol = 0; pol < SCHED_N_POLICIES; pol++) {
+        run x;
+        decide(&x, c, (sched_policy)pol, p, NP, r, NR, 400, NULL, NULL);
+        sched_config cfg;
+        sched_config_default(&cfg, (sched_policy)pol);
+        sched_state *st = sched_state_new(c, &cfg);
+        char err[128];
+        for (int i = NP - 1; i >= 0; i--) assert_int_equal(sched_state_add_pending(st, &p[i]), 0);
+        for (int i = NR - 1; i >= 0; i--) assert_int_equal(sched_state_add_running(st, &r[i], err, sizeof err), 0);
+        /* churn: remove and re-add some jobs */
+        for (int i = 0; i < NP; i += 3) {
+            assert_true(sched_state_remove_pending(st, p[i].id));
+            assert_int_equal(sched_state_add_pending(st, &p[i]), 0);
+        }
+        assert_int_equal(sched_state_add_pending(st, &p[0]), -1); /* duplicate id */
+        for (int rep = 0; rep < 2; rep++) {
+            sched_result y;
+            sched_result_init(&y);
+            sched_state_pass(st, 400, NULL, NULL, &y);
+            assert_int_equal(y.n, x.r.n);
+            assert_int_equal(y.n_gpus, x.r.n_gpus);
+            for (size_t i = 0; i < y.n; i++) {
+                assert_int_equal(y.d[i].job, x.r.d[i].job);
+                assert_int_equal(y.d[i].action, x.r.d[i].action);
+                assert_int_equal(y.d[i].why.code, x.r.d[i].why.code);
+            }
+            assert_memory_equal(y.gpus, x.r.gpus, y.n_gpus * sizeof(int));
+            assert_true(y.n_start > 0);
+            sched_result_free(&y);
+        }
+        sched_state_free(st);
+        done(&x);
+    }
+    sched_cluster_free(c);
+}
+
+static void test_state_rejects_bad_running(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(1, 2, 0, 0);
+    sched_config cfg;
+    sched_config_default(&cfg, SCHED_LATHE);
+    sched_state *st = sched_state_new(c, &cfg);
+    char err[128];
+    int g0[1] = {0}, g9[1] = {9};
+    sched_job a = running(1, 0, 1, g0, 0, 10), b = running(2, 0, 1, g0, 0, 10), d = running(3, 0, 1, g9, 0, 10);
+    assert_int_equal(sched_state_add_running(st, &a, err, sizeof err), 0);
+    assert_int_equal(sched_state_add_running(st, &b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "already full"));
+    assert_int_equal(sched_state_add_running(st, &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "does not exist"));
+    assert_true(sched_state_remove_running(st, 1));
+    assert_false(sched_state_remove_running(st, 1));
+    assert_int_equal(sched_state_add_running(st, &b, err, sizeof err), 0);
+    assert_int_equal(sched_state_n_running(st), 1);
+    sched_state_free(st);
+    sched_cluster_free(c);
+}
+
+static void test_usage_decay(void **state)
+{
+    (void)state;
+    double h = 3600;
+    /* no allocation: halves every half-life */
+    assert_true(fabs(sched_usage_advance(1000, 0, h, h) - 500) < 1e-9);
+    /* a constant allocation converges to alloc * h / ln 2 */
+    double u = 0;
+    for (int i = 0; i < 100; i++) u = sched_usage_advance(u, 4, h, h);
+    assert_true(fabs(u - 4 * h / M_LN2) < 1e-6);
+    /* one long step equals many short ones */
+    double a = sched_usage_advance(100, 2, 7200, h), b = 100;
+    for (int i = 0; i < 72; i++) b = sched_usage_advance(b, 2, 100, h);
+    assert_true(fabs(a - b) < 1e-6);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fifo_first_fit),
+        cmocka_unit_test(test_fifo_blocks_greedy_skips),
+        cmocka_unit_test(test_quota),
+        cmocka_unit_test(test_borrow_and_lending_limit),
+        cmocka_unit_test(test_budget_and_job_limit),
+        cmocka_unit_test(test_reject),
+        cmocka_unit_test(test_gang),
+        cmocka_unit_test(test_topology_nvlink),
+        cmocka_unit_test(test_topology_best_fit_and_rack),
+        cmocka_unit_test(test_cheaper_type_first),
+        cmocka_unit_test(test_backfill_never_delays_head),
+        cmocka_unit_test(test_backfill_outside_reservation),
+        cmocka_unit_test(test_priority_preemption_victims),
+        cmocka_unit_test(test_reclaim),
+        cmocka_unit_test(test_sharing),
+        cmocka_unit_test(test_fair_share),
+        cmocka_unit_test(test_order_short_first_but_bounded),
+        cmocka_unit_test(test_nodes_down),
+        cmocka_unit_test(test_state_matches_pure),
+        cmocka_unit_test(test_state_rejects_bad_running),
+        cmocka_unit_test(test_usage_decay),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
