@@ -412,10 +412,12 @@ static void check_unique(spec_dctx *c, const spec_ynode *spec, const char *const
     for (size_t i = 0; i < n; i++)
         if (names[i]) v[k++] = (named){names[i], i};
     qsort(v, k, sizeof *v, named_cmp);
+    size_t first = 0; /* where the current run of equal names starts */
     for (size_t i = 1; i < k; i++) {
-        if (strcmp(v[i].name, v[i - 1].name) != 0) continue;
-        size_t first = i - 1;
-        while (first > 0 && !strcmp(v[first - 1].name, v[i].name)) first--;
+        if (strcmp(v[i].name, v[i - 1].name) != 0) {
+            first = i;
+            continue;
+        }
         report(c, spec, v[i].index, v[first].index, v[i].name, ctx);
     }
     free(v);

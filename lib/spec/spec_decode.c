@@ -47,20 +47,34 @@ void spec_dctx_free(spec_dctx *c)
     c->n_bad = c->cap_bad = 0;
 }
 
+static size_t bad_slot(const spec_ynode *const *set, size_t cap, const spec_ynode *n)
+{
+    size_t i = (size_t)(((uintptr_t)n >> 4) * 11400714819323198485ULL) & (cap - 1);
+    while (set[i] && set[i] != n) i = (i + 1) & (cap - 1);
+    return i;
+}
+
 bool spec_dctx_bad(const spec_dctx *c, const spec_ynode *n)
 {
-    for (size_t i = 0; i < c->n_bad; i++)
-        if (c->bad[i] == n) return true;
-    return false;
+    return n && c->cap_bad && c->bad[bad_slot(c->bad, c->cap_bad, n)] == n;
 }
 
 static void mark_bad(spec_dctx *c, const spec_ynode *n)
 {
-    if (c->n_bad == c->cap_bad) {
-        c->cap_bad = c->cap_bad ? c->cap_bad * 2 : 16;
-        c->bad = xrealloc(c->bad, c->cap_bad * sizeof *c->bad);
+    if ((c->n_bad + 1) * 2 > c->cap_bad) {
+        size_t cap = c->cap_bad ? c->cap_bad * 2 : 64;
+        const spec_ynode **set = xcalloc(cap, sizeof *set);
+        for (size_t i = 0; i < c->cap_bad; i++)
+            if (c->bad[i]) set[bad_slot(set, cap, c->bad[i])] = c->bad[i];
+        free(c->bad);
+        c->bad = set;
+        c->cap_bad = cap;
     }
-    c->bad[c->n_bad++] = n;
+    size_t i = bad_slot(c->bad, c->cap_bad, n);
+    if (!c->bad[i]) {
+        c->bad[i] = n;
+        c->n_bad++;
+    }
 }
 
 size_t spec_path_push(spec_dctx *c, const char *key)
@@ -457,9 +471,9 @@ static bool decode_strlist(spec_dctx *c, const spec_field *f, const spec_ynode *
     return true;
 }
 
+/* Appends to a list allocated for every entry up front (decode_kv). */
 static void kv_append(spec_kv **kv, size_t *n, const char *k, const char *v)
 {
-    *kv = xrealloc(*kv, (*n + 1) * sizeof **kv);
     (*kv)[*n].key = xstrdup(k);
     (*kv)[*n].value = xstrdup(v);
     (*n)++;
@@ -502,7 +516,7 @@ static bool kv_list_entry(spec_dctx *c, const spec_field *f, const spec_ynode *i
 /* A mapping of names to scalar values, or a list of {name, value}. */
 static bool decode_kv(spec_dctx *c, const spec_field *f, const spec_ynode *v, void *base)
 {
-    spec_kv *kv = NULL;
+    spec_kv *kv = xcalloc(v->n_items + 1, sizeof *kv);
     size_t n = 0;
     bool ok = true;
     if (v->kind == SPEC_YMAP) {
@@ -527,12 +541,14 @@ static bool decode_kv(spec_dctx *c, const spec_field *f, const spec_ynode *v, vo
         }
     } else {
         field_error(c, f, v, "wrong type");
+        free(kv);
         return false;
     }
-    if (!ok) {
+    if (!ok || n == 0) { /* an empty list is NULL, as when absent */
         spec_kv_free(kv, n);
-        return false;
+        kv = NULL;
     }
+    if (!ok) return false;
     spec_kv_free(*SLOT(spec_kv *), *SLOT_N());
     *SLOT(spec_kv *) = kv;
     *SLOT_N() = n;

@@ -102,8 +102,8 @@ typedef struct spec_dctx {
     const char *file;
     diag_list *d;
     sb path; /* the dotted field path of the value being decoded */
-    /* values that failed to decode, so that checks across fields skip them
-     * instead of adding follow-on errors */
+    /* values that failed to decode (a hash set of node pointers), so that
+     * checks across fields skip them instead of adding follow-on errors */
     const spec_ynode **bad;
     size_t n_bad, cap_bad;
 } spec_dctx;

@@ -71,7 +71,8 @@ static void doc_api_version(spec_dctx *c, const spec_ynode *root)
 
 static void file_add_doc(spec_file *f, spec_doc doc)
 {
-    f->docs = xrealloc(f->docs, (f->n_docs + 1) * sizeof *f->docs);
+    if ((f->n_docs & (f->n_docs - 1)) == 0) /* 0, 1, 2, 4, ...: grow by doubling */
+        f->docs = xrealloc(f->docs, (f->n_docs ? f->n_docs * 2 : 1) * sizeof *f->docs);
     f->docs[f->n_docs++] = doc;
 }
 

@@ -454,14 +454,16 @@ static void builder_close_map(builder *b, spec_ynode *m)
     keyref *r;
     size_t n = collect_keys(b, m, &r);
     qsort(r, n, sizeof *r, keyref_by_key);
+    size_t first = 0; /* where the current run of equal keys starts */
     for (size_t i = 1; i < n; i++) {
-        if (strcmp(r[i].key, r[i - 1].key) != 0) continue;
+        if (strcmp(r[i].key, r[i - 1].key) != 0) {
+            first = i;
+            continue;
+        }
         if (r[i].prio != 0) {
             r[i].keep = false; /* a merged key overridden: fine */
             continue;
         }
-        size_t first = i - 1;
-        while (first > 0 && strcmp(r[first - 1].key, r[i].key) == 0) first--;
         diag *x = builder_error(b, r[i].k->line, r[i].k->col, r[i].key,
                                 "the key \"%s\" appears twice in this mapping (first at line "
                                 "%d, column %d)",
@@ -511,7 +513,8 @@ static void builder_doc_end(builder *b)
     spec_ynode *r = b->doc.root;
     if (r && !(r->kind == SPEC_YSCALAR && r->null)) {
         spec_ystream *s = b->out;
-        s->docs = xrealloc(s->docs, (s->n_docs + 1) * sizeof *s->docs);
+        if ((s->n_docs & (s->n_docs - 1)) == 0) /* 0, 1, 2, 4, ...: grow by doubling */
+            s->docs = xrealloc(s->docs, (s->n_docs ? s->n_docs * 2 : 1) * sizeof *s->docs);
         s->docs[s->n_docs++] = b->doc;
     }
     memset(&b->doc, 0, sizeof b->doc);
