@@ -11,6 +11,7 @@ extern const cli_command cli_cmd_init_model;
 extern const cli_command cli_cmd_generate;
 extern const cli_command cli_cmd_tokenize;
 extern const cli_command cli_cmd_validate;
+extern const cli_command cli_cmd_estimate;
 
 const cli_command *const cli_commands[] = {
     /* &cli_cmd_NAME, one line per command */
@@ -19,5 +20,6 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_generate,
     &cli_cmd_tokenize,
     &cli_cmd_validate,
+    &cli_cmd_estimate,
     NULL,
 };

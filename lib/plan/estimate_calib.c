@@ -1,0 +1,333 @@
+/* estimate_calib.c: rows of published GPU-memory measurements (the schema of
+ * shared/data/memory-calibration.jsonl, described in its .md), mapped onto
+ * estimator inputs; error metrics; and the fit of est_calib's constants.
+ *
+ * Mapping decisions (docs/estimator.md, "Calibration rows"):
+ *   - the shape comes from the row's arch (every dimension is there); the
+ *     catalogue is used only when arch is null
+ *   - quant gptq8 is GPTQ with 8 bits; hqq4 (4-bit, group 64, fp16 scale and
+ *     zero) stores 4.5 bits per weight, as NF4 does, and is estimated as NF4
+ *   - strategy device_map_pipeline is a naive layer split: pipeline stages
+ *   - memory_kind unknown is read as allocated: the tables that do not say
+ *     which counter they quote mostly come from scripts printing
+ *     torch.cuda.max_memory_allocated()
+ *   - LoRA dropout is taken as 0.05 (the rows do not record it)
+ */
+#include "plan/plan.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROWS_MAX_BYTES (256u << 20)
+
+static const char *jstr(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static bool jbool(json_t *o, const char *k, bool fallback)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_boolean(v) ? json_is_true(v) : fallback;
+}
+
+static long jlong(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (long)json_integer_value(v) : 0;
+}
+
+static void skip(est_row *r, const char *why)
+{
+    if (r->skip_reason) return;
+    r->usable = false;
+    r->skip_reason = xstrdup(why);
+}
+
+/* The shape from the row's arch object, else from the catalogue. */
+static void row_shape(est_row *r, json_t *row)
+{
+    json_t *arch = json_object_get(row, "arch");
+    if (!json_is_object(arch)) {
+        const model_catalog_entry *e = r->model ? model_catalog_find(r->model) : NULL;
+        if (e)
+            model_shape_from_catalog(e, &r->shape);
+        else
+            skip(r, "no architecture for the model");
+        return;
+    }
+    model_arch a;
+    if (!model_arch_from_hf(jstr(arch, "architecture"), &a)) a = MODEL_ARCH_GENERIC;
+    model_shape_init(&r->shape, a);
+    r->shape.hidden = jlong(arch, "hidden_size");
+    r->shape.intermediate = jlong(arch, "intermediate_size");
+    r->shape.layers = jlong(arch, "num_hidden_layers");
+    r->shape.heads = jlong(arch, "num_attention_heads");
+    r->shape.kv_heads = jlong(arch, "num_key_value_heads");
+    r->shape.head_dim = jlong(arch, "head_dim");
+    if (!r->shape.head_dim && r->shape.heads) r->shape.head_dim = r->shape.hidden / r->shape.heads;
+    r->shape.vocab = jlong(arch, "vocab_size");
+    r->shape.tied_embeddings = jbool(arch, "tie_word_embeddings", false);
+    r->shape.qkv_bias = jbool(arch, "qkv_bias", r->shape.qkv_bias);
+    r->shape.name = xstrdup(r->model ? r->model : "?");
+    diag_list d;
+    diag_list_init(&d);
+    if (!model_shape_check(&r->shape, NULL, &d)) skip(r, "the row's arch is incomplete");
+    diag_list_free(&d);
+}
+
+static void row_quant(est_row *r, json_t *row)
+{
+    const char *q = jstr(row, "quant");
+    r->in.bits = (int)jlong(row, "bits");
+    if (!q || strcmp(q, "none") == 0) {
+        r->in.quant = QUANT_NONE;
+        if (r->in.method == METHOD_QLORA) skip(r, "quantisation unknown");
+    } else if (strcmp(q, "gptq8") == 0) {
+        r->in.quant = QUANT_GPTQ4;
+        r->in.bits = 8;
+    } else if (strcmp(q, "hqq4") == 0) {
+        r->in.quant = QUANT_NF4;
+    } else if (!spec_quant_parse(q, &r->in.quant)) {
+        skip(r, "quantisation lathe does not model");
+    }
+    if (r->in.quant == QUANT_NONE && r->in.bits != 16 && r->in.bits != 32)
+        skip(r, "bits lathe does not model");
+}
+
+static void row_targets(est_row *r, json_t *row)
+{
+    if (r->in.method == METHOD_FULL) return;
+    json_t *t = json_object_get(row, "lora_targets");
+    r->in.rank = (int)jlong(row, "lora_rank");
+    if (!json_is_array(t) || r->in.rank < 1) {
+        skip(r, "LoRA rank or targets unknown");
+        return;
+    }
+    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                        "gate_proj", "up_proj", "down_proj"};
+    size_t i;
+    json_t *v;
+    r->in.targets = 0;
+    json_array_foreach(t, i, v)
+    {
+        const char *s = json_is_string(v) ? json_string_value(v) : "";
+        bool known = false;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (strcmp(s, names[k]) == 0) {
+                r->in.targets |= 1u << k; /* MODEL_ROLE_Q ... MODEL_ROLE_DOWN in this order */
+                known = true;
+            }
+        if (!known) skip(r, "a LoRA target lathe does not know");
+    }
+    r->n_targets = (int)json_array_size(t);
+    if (jbool(row, "lora_lm_head", false)) {
+        r->in.targets |= MODEL_ROLE_LM_HEAD;
+        r->n_targets++;
+    }
+    if (!r->in.targets) skip(r, "no LoRA targets");
+}
+
+static void row_parallel(est_row *r, json_t *row)
+{
+    const char *s = jstr(row, "strategy");
+    r->in.gpus = (int)jlong(row, "num_gpus");
+    if (r->in.gpus < 1) r->in.gpus = 1;
+    if (s && strcmp(s, "device_map_pipeline") == 0) {
+        r->in.strategy = STRAT_SINGLE;
+        r->in.pipeline_stages = r->in.gpus;
+    } else if (!s || !spec_strategy_parse(s, &r->in.strategy)) {
+        skip(r, "strategy lathe does not model");
+    }
+    const char *off = jstr(row, "offload");
+    if (off && strcmp(off, "none") != 0) skip(r, "CPU offload");
+}
+
+static void row_counter(est_row *r)
+{
+    const char *k = r->memory_kind;
+    if (strcmp(k, "reserved") == 0)
+        r->in.counter = EST_COUNTER_RESERVED;
+    else if (strcmp(k, "nvidia-smi") == 0)
+        r->in.counter = EST_COUNTER_DEVICE;
+    else
+        r->in.counter = EST_COUNTER_ALLOCATED; /* allocated, or not stated */
+}
+
+/* Fills one row from its JSON object. */
+static void row_from_json(est_row *r, json_t *row)
+{
+    memset(r, 0, sizeof *r);
+    r->id = (int)jlong(row, "id");
+    r->source = xstrdup(jstr(row, "source_name") ? jstr(row, "source_name") : "?");
+    r->model = xstrdup(jstr(row, "model") ? jstr(row, "model") : "?");
+    r->method_text = xstrdup(jstr(row, "method") ? jstr(row, "method") : "?");
+    r->memory_kind = xstrdup(jstr(row, "memory_kind") ? jstr(row, "memory_kind") : "unknown");
+    r->usable = true;
+    if (!jbool(row, "usable", false)) {
+        const char *why = jstr(row, "unusable_reason");
+        skip(r, why ? why : "marked unusable");
+    }
+    json_t *m = json_object_get(row, "measured_gib");
+    r->measured_gib = json_is_number(m) ? json_number_value(m) : 0;
+    if (!(r->measured_gib > 0)) skip(r, "no measured value");
+
+    row_shape(r, row);
+    est_input_defaults(&r->in, &r->shape);
+    if (!spec_method_parse(r->method_text, &r->in.method) || r->in.method == METHOD_AUTO)
+        skip(r, "method lathe does not model");
+    row_quant(r, row);
+    row_targets(r, row);
+    r->in.batch = (int)jlong(row, "micro_batch");
+    r->in.seq = (int)jlong(row, "seq_len");
+    if (r->in.batch < 1 || r->in.seq < 1) skip(r, "batch or sequence length unknown");
+    r->in.grad_ckpt = jbool(row, "grad_ckpt", false);
+    r->in.flash_attn = jbool(row, "flash_attn", true);
+    r->in.compiled = jbool(row, "compile", false);
+    r->in.chunked_loss = jbool(row, "chunked_ce", false);
+    const char *opt = jstr(row, "optimizer");
+    if (!opt || !spec_optimizer_parse(opt, &r->in.optimizer)) skip(r, "optimizer lathe does not model");
+    if (jbool(row, "optimizer_in_bwd", false)) skip(r, "optimizer step fused into backward");
+    const char *prec = jstr(row, "precision");
+    if (!prec || !spec_precision_parse(prec, &r->in.precision)) skip(r, "precision unknown");
+    row_parallel(r, row);
+    row_counter(r);
+    r->in.model = &r->shape;
+    if (r->usable) {
+        diag_list d;
+        diag_list_init(&d);
+        if (!est_input_resolve(&r->in, &d)) skip(r, d.len ? d.items[0].message : "inconsistent settings");
+        diag_list_free(&d);
+    }
+}
+
+bool est_rows_load(const char *path, est_row **rows, size_t *n, diag_list *d)
+{
+    *rows = NULL;
+    *n = 0;
+    char err[256];
+    size_t len;
+    char *text = file_read_all(path, ROWS_MAX_BYTES, &len, err, sizeof err);
+    if (!text) {
+        diag *x = diag_add(d, DIAG_ERROR, path, 0, 0, NULL, "cannot read the measurements");
+        diag_set_found(x, "%s", err);
+        return false;
+    }
+    size_t cap = 0;
+    int line = 0;
+    bool ok = true;
+    for (char *p = text, *next; ok && p < text + len; p = next) {
+        char *nl = memchr(p, '\n', (size_t)(text + len - p));
+        next = nl ? nl + 1 : text + len;
+        line++;
+        size_t ll = (size_t)((nl ? nl : text + len) - p);
+        if (ll == 0) continue;
+        json_error_t je;
+        json_t *obj = json_loadb(p, ll, 0, &je);
+        if (!json_is_object(obj)) {
+            diag *x = diag_add(d, DIAG_ERROR, path, line, obj ? 1 : je.column, NULL,
+                               "each line must be one JSON object");
+            diag_set_found(x, "%s", obj ? "another JSON value" : je.text);
+            ok = false;
+        } else {
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 256;
+                *rows = xrealloc(*rows, cap * sizeof **rows);
+            }
+            row_from_json(&(*rows)[(*n)++], obj);
+        }
+        json_decref(obj);
+    }
+    free(text);
+    return ok;
+}
+
+void est_rows_free(est_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(rows[i].source);
+        free(rows[i].model);
+        free(rows[i].method_text);
+        free(rows[i].memory_kind);
+        free(rows[i].skip_reason);
+        model_shape_free(&rows[i].shape);
+    }
+    free(rows);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void est_metrics_of(const double *ape, size_t n, est_metrics *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    if (n == 0) return;
+    double *s = xmalloc(n * sizeof *s);
+    double sum = 0;
+    size_t w10 = 0, w20 = 0;
+    for (size_t i = 0; i < n; i++) {
+        s[i] = ape[i];
+        sum += ape[i];
+        w10 += ape[i] <= 10.0;
+        w20 += ape[i] <= 20.0;
+    }
+    qsort(s, n, sizeof *s, cmp_double);
+    out->mape = sum / (double)n;
+    out->median_ape = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    out->within10 = (double)w10 / (double)n;
+    out->within20 = (double)w20 / (double)n;
+    free(s);
+}
+
+double est_row_ape(const est_row *row, const est_calib *c)
+{
+    est_result r;
+    est_estimate(&row->in, c, &r);
+    return fabs(r.peak / GIB - row->measured_gib) / row->measured_gib * 100.0;
+}
+
+/* The fit's objective: mean APE with each row's error clipped at 50 %. */
+static double fit_objective(const est_row *rows, size_t n, const bool *use, const est_calib *c)
+{
+    double sum = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].usable || (use && !use[i])) continue;
+        double e = est_row_ape(&rows[i], c);
+        sum += e < 50.0 ? e : 50.0;
+        k++;
+    }
+    return k ? sum / (double)k : 0;
+}
+
+void est_calib_fit(const est_row *rows, size_t n, const bool *use, const est_calib *start,
+                   est_calib *out)
+{
+    *out = *start;
+    est_calib best = *start, c = *start;
+    double best_obj = fit_objective(rows, n, use, start);
+    /* The grids span the physically sensible values: framework buffers up
+     * to 2.5 GiB, allocator slack up to the transient memory itself (a
+     * reserved pool at most twice what the loss and the layer backward
+     * allocate). loss_buffers is derived, not fitted (docs/estimator.md). */
+    for (int f = 0; f <= 20; f++) {
+        c.framework_gib = 0.125 * f;
+        for (int s = 0; s <= 20; s++) {
+            c.reserved_frac = 0.05 * s;
+            double o = fit_objective(rows, n, use, &c);
+            if (o < best_obj - 1e-12) {
+                best_obj = o;
+                best = c;
+            }
+        }
+    }
+    *out = best;
+}

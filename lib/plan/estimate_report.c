@@ -1,0 +1,213 @@
+/* estimate_report.c: the estimate as text (a table of terms with their
+ * derivation) and as JSON (jansson): the total under per_gpu_gib and every
+ * term in GiB under terms_gib. */
+#include "plan/plan.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One line of the breakdown. */
+typedef struct est_term {
+    const char *key;   /* JSON key under terms_gib */
+    const char *label; /* text label */
+    double bytes;
+    bool in_peak;      /* part of the peak phase's sum */
+    char note[192];    /* how it was computed */
+} est_term;
+
+#define EST_MAX_TERMS 18
+
+static const char *precision_dtype(spec_precision p)
+{
+    switch (p) {
+    case PREC_FP16: return "fp16";
+    case PREC_FP32: return "fp32";
+    case PREC_AMP: return "fp32 (amp)";
+    default: return "bf16";
+    }
+}
+
+static size_t add_term(est_term *t, size_t n, const char *key, const char *label, double bytes,
+                       bool in_peak)
+{
+    t[n].key = key;
+    t[n].label = label;
+    t[n].bytes = bytes;
+    t[n].in_peak = in_peak;
+    t[n].note[0] = '\0';
+    return n + 1;
+}
+
+/* The terms in display order, with which ones the peak phase holds. */
+static size_t build_terms(const est_input *in, const est_result *r, est_term *t)
+{
+    est_phase ph = r->peak_phase;
+    bool loss = ph == EST_PHASE_LOSS, bwd = ph == EST_PHASE_BACKWARD, step = ph == EST_PHASE_STEP;
+    bool lora = in->method != METHOD_FULL;
+    char count[48];
+    size_t n = 0;
+
+    n = add_term(t, n, "base_weights_quantised", "base weights, quantised", r->weights_quantised, true);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s linear weights with their scales",
+             in->quant == QUANT_NONE ? "no" : spec_quant_name(in->quant));
+    n = add_term(t, n, "base_weights", lora ? "base weights (frozen)" : "weights (trained)",
+                 r->weights_dense, true);
+    str_thousands(count, sizeof count, r->params_total);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s parameters of the model, %s", count,
+             in->quant == QUANT_NONE ? precision_dtype(in->precision) : "the rest in 16 bits");
+    n = add_term(t, n, "adapter_weights", in->method == METHOD_DORA ? "DoRA adapters" : "LoRA adapters",
+                 r->adapter, true);
+    str_thousands(count, sizeof count, r->params_trainable);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s trainable parameters", lora ? count : "none");
+    n = add_term(t, n, "gradients", "gradients", r->gradients, step || (bwd && lora));
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "one per trainable parameter");
+    n = add_term(t, n, "optimizer_states", "optimizer states", r->optimizer - r->optimizer_paged, true);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s", spec_optimizer_name(in->optimizer));
+    n = add_term(t, n, "optimizer_states_paged", "optimizer states, paged", r->optimizer_paged, false);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "CUDA managed memory: device counter only");
+    n = add_term(t, n, "optimizer_step_temp", "optimizer step temporaries", r->optimizer_temp, step);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s", r->optimizer_temp > 0 ? "foreach AdamW: sqrt(v) per parameter" : "none");
+    n = add_term(t, n, "sharding_buffers", "sharding / DDP buffers", r->sharding, true);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s x %d GPUs", spec_strategy_name(in->strategy), in->gpus);
+    n = add_term(t, n, "activations", "activations (all layers)", r->activations, loss || bwd);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%d layers x %s", r->layers_on_gpu,
+             in->grad_ckpt ? "checkpoint" : "saved activations");
+    n = add_term(t, n, "layer_backward", "layer in backward", r->layer_backward, bwd);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s", in->grad_ckpt ? "recomputed activations + gradients" : "gradients of one layer");
+    n = add_term(t, n, "logits_and_loss", "logits and loss", r->logits, loss);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%d x %d tokens x %lld vocab%s", in->batch, in->seq,
+             (long long)in->model->vocab, in->chunked_loss ? ", chunked loss" : "");
+    n = add_term(t, n, "lm_head_gradient", "lm_head gradient", r->head_grad, loss);
+    n = add_term(t, n, "weight_temporaries", "temporary weight copies", r->weight_temp, loss || bwd);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "dequantised / autocast / DoRA norm");
+    n = add_term(t, n, "framework", "framework buffers", r->framework, true);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "calibrated");
+    n = add_term(t, n, "allocator_slack", "allocator slack (reserved)", r->allocator,
+                 in->counter != EST_COUNTER_ALLOCATED);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "caching allocator, calibrated");
+    n = add_term(t, n, "cuda_context", "CUDA context (+ NCCL)", r->cuda_context, in->counter == EST_COUNTER_DEVICE);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "device counter only");
+    return n;
+}
+
+static void text_header(const est_input *in, const est_result *r, sb *out)
+{
+    const model_shape *m = in->model;
+    char count[48];
+    str_thousands(count, sizeof count, r->params_total);
+    sb_printf(out, "model:    %s (%s, %s parameters)\n", m->name ? m->name : "?", model_arch_name(m->arch), count);
+    sb_printf(out, "          from %s\n", m->origin_text ? m->origin_text : "the caller");
+    sb_printf(out, "method:   %s", spec_method_name(in->method));
+    if (in->quant != QUANT_NONE) sb_printf(out, " on %s (%d-bit)", spec_quant_name(in->quant), in->bits);
+    if (in->method != METHOD_FULL) {
+        sb_printf(out, ", rank %d on ", in->rank);
+        model_targets_format(m, in->targets, out);
+    }
+    str_thousands(count, sizeof count, r->params_trainable);
+    sb_printf(out, " (%s trainable)\n", count);
+    sb_printf(out, "settings: batch %d x %d tokens, %s, %s, gradient checkpointing %s, flash attention %s\n",
+              in->batch, in->seq, spec_precision_name(in->precision), spec_optimizer_name(in->optimizer),
+              in->grad_ckpt ? "on" : "off", in->flash_attn ? "on" : "off");
+    sb_printf(out, "          %d GPU%s, %s", in->gpus, in->gpus > 1 ? "s" : "", spec_strategy_name(in->strategy));
+    if (in->tensor_parallel > 1) sb_printf(out, ", tensor parallel %d", in->tensor_parallel);
+    if (in->pipeline_stages > 1) sb_printf(out, ", %d pipeline stages (last stage shown)", in->pipeline_stages);
+    sb_puts(out, "\n\n");
+}
+
+void est_format_text(const est_input *in, const est_result *r, const diag_list *notes, sb *out)
+{
+    est_term t[EST_MAX_TERMS];
+    size_t n = build_terms(in, r, t);
+    text_header(in, r, out);
+    sb_printf(out, "per GPU %38s   (in parentheses: not alive at the peak)\n", "GiB");
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].bytes <= 0) continue;
+        char num[24], v[32];
+        snprintf(num, sizeof num, t[i].in_peak ? "%.2f " : "(%.2f)", t[i].bytes / GIB);
+        snprintf(v, sizeof v, "%9s", num);
+        sb_printf(out, "  %-36s %s  %s\n", t[i].label, v, t[i].note);
+    }
+    char per[32], ckpt[32], eager[32];
+    units_format_bytes(per, sizeof per, r->act_per_layer);
+    units_format_bytes(ckpt, sizeof ckpt, r->act_checkpoint);
+    units_format_bytes(eager, sizeof eager, r->act_per_layer_eager);
+    sb_printf(out, "  per layer: %s saved without checkpointing", per);
+    if (r->act_per_layer_eager > 0) sb_printf(out, " (%s of it attention scores)", eager);
+    sb_printf(out, ", %s as a checkpoint\n", ckpt);
+    sb_printf(out, "  %-36s %8.2f   at the %s peak\n", "peak per GPU", r->peak / GIB, est_phase_name(r->peak_phase));
+    sb_printf(out, "  counter %s; allocated %.2f, reserved %.2f, device %.2f GiB\n", est_counter_name(in->counter),
+              r->allocated / GIB, r->reserved / GIB, r->device / GIB);
+    sb_printf(out, "  phases (allocated): forward+loss %.2f, backward %.2f, optimizer step %.2f GiB\n",
+              r->phase[0] / GIB, r->phase[1] / GIB, r->phase[2] / GIB);
+    for (size_t i = 0; notes && i < notes->len; i++) {
+        sb_puts(out, "note: ");
+        diag_format(&notes->items[i], out);
+        if (out->len && out->buf[out->len - 1] != '\n') sb_putc(out, '\n');
+    }
+}
+
+static json_t *settings_json(const est_input *in)
+{
+    sb targets;
+    sb_init(&targets);
+    if (in->method != METHOD_FULL) model_targets_format(in->model, in->targets, &targets);
+    json_t *s = json_pack("{s:s, s:s, s:i, s:i, s:s, s:i, s:i, s:b, s:b, s:s, s:s, s:i, s:s, s:i, s:i, s:s}",
+                          "method", spec_method_name(in->method), "quant", spec_quant_name(in->quant),
+                          "bits", in->bits, "rank", in->method == METHOD_FULL ? 0 : in->rank,
+                          "targets", sb_str(&targets), "batch", in->batch, "seq", in->seq,
+                          "grad_ckpt", in->grad_ckpt, "flash_attn", in->flash_attn,
+                          "precision", spec_precision_name(in->precision),
+                          "optimizer", spec_optimizer_name(in->optimizer), "gpus", in->gpus,
+                          "strategy", spec_strategy_name(in->strategy),
+                          "tensor_parallel", in->tensor_parallel, "pipeline_stages", in->pipeline_stages,
+                          "counter", est_counter_name(in->counter));
+    sb_free(&targets);
+    return s;
+}
+
+static json_t *model_json(const est_input *in, const est_result *r)
+{
+    const model_shape *m = in->model;
+    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I}", "name", m->name ? m->name : "",
+                     "architecture", model_arch_name(m->arch), "source", m->origin_text ? m->origin_text : "",
+                     "generic", m->origin == MODEL_FROM_GENERIC, "parameters", (json_int_t)r->params_total,
+                     "trainable_parameters", (json_int_t)r->params_trainable, "hidden", (json_int_t)m->hidden,
+                     "layers", (json_int_t)m->layers, "vocab", (json_int_t)m->vocab);
+}
+
+char *est_to_json(const est_input *in, const est_result *r, const diag_list *notes)
+{
+    est_term t[EST_MAX_TERMS];
+    size_t n = build_terms(in, r, t);
+    json_t *terms = json_object();
+    json_t *in_peak = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object_set_new(terms, t[i].key, json_real(t[i].bytes / GIB));
+        if (t[i].in_peak && t[i].bytes > 0) json_array_append_new(in_peak, json_string(t[i].key));
+    }
+    json_t *per_layer = json_pack("{s:f, s:f, s:f, s:i}", "saved_gib", r->act_per_layer / GIB,
+                                  "attention_scores_gib", r->act_per_layer_eager / GIB,
+                                  "checkpoint_gib", r->act_checkpoint / GIB, "layers_on_gpu", r->layers_on_gpu);
+    json_t *phases = json_pack("{s:f, s:f, s:f}", "forward_loss", r->phase[0] / GIB, "backward",
+                               r->phase[1] / GIB, "optimizer_step", r->phase[2] / GIB);
+    json_t *msgs = json_array();
+    for (size_t i = 0; notes && i < notes->len; i++) {
+        sb s;
+        sb_init(&s);
+        diag_format(&notes->items[i], &s);
+        json_array_append_new(msgs, json_string(sb_str(&s)));
+        sb_free(&s);
+    }
+    json_t *root = json_pack("{s:o, s:o, s:f, s:s, s:f, s:f, s:f, s:s, s:o, s:o, s:o, s:o, s:o}",
+                             "model", model_json(in, r), "settings", settings_json(in),
+                             "per_gpu_gib", r->peak / GIB, "counter", est_counter_name(in->counter),
+                             "allocated_gib", r->allocated / GIB, "reserved_gib", r->reserved / GIB,
+                             "device_gib", r->device / GIB, "peak_phase", est_phase_name(r->peak_phase),
+                             "terms_gib", terms, "in_peak", in_peak, "activation_per_layer", per_layer,
+                             "phases_gib", phases, "notes", msgs);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return text;
+}

@@ -1,0 +1,193 @@
+/* plan.h: what a fine-tuning job needs and what it should run on.
+ *
+ *   - the GPU memory estimator: a physical model of the per-GPU peak of a
+ *     LoRA / QLoRA / DoRA / full fine-tuning step, term by term (weights,
+ *     adapters, gradients, optimizer states, activations, logits and loss,
+ *     framework and allocator overhead), with a few constants calibrated on
+ *     published measurements (docs/estimator.md)
+ *   - the seed article's formula, kept as the baseline to beat
+ *   - calibration rows (shared/data/memory-calibration.jsonl schema), error
+ *     metrics and the constant fit used by bench/estimator
+ *   - the planner (below the planner marker)
+ */
+#ifndef LATHE_PLAN_H
+#define LATHE_PLAN_H
+
+#include "base/base.h"
+#include "model/model.h"
+#include "spec/spec.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ==================================================================== */
+/* ---- GPU memory estimator ---- */
+
+/* Which counter the estimate stands for. A job must fit the device figure;
+ * published tables quote one of the three. */
+typedef enum {
+    EST_COUNTER_DEVICE,    /* what nvidia-smi shows: reserved + CUDA context (+ paged states) */
+    EST_COUNTER_RESERVED,  /* torch.cuda.max_memory_reserved(): allocated + allocator slack */
+    EST_COUNTER_ALLOCATED  /* torch.cuda.max_memory_allocated(): live tensors only */
+} est_counter;
+
+const char *est_counter_name(est_counter c); /* "device", "reserved", "allocated" */
+bool est_counter_parse(const char *s, est_counter *out);
+
+typedef struct est_input {
+    const model_shape *model;
+    spec_method method;       /* lora, qlora, dora or full (auto is resolved first) */
+    spec_quant quant;         /* base weights: none, nf4, nf4-dq, int8, gptq4, awq4 */
+    int bits;                 /* 16 (or 32) for none; 4 or 8 (gptq4 with bits 8 = 8-bit GPTQ) */
+    int rank;                 /* LoRA rank */
+    unsigned targets;         /* MODEL_ROLE_* adapted */
+    double lora_dropout;      /* > 0: each adapted module keeps a dropout copy of its input */
+    int batch;                /* micro batch per GPU */
+    int seq;                  /* tokens per sample */
+    bool grad_ckpt;           /* activation (gradient) checkpointing per decoder layer */
+    bool flash_attn;          /* fused attention (FlashAttention-2 / SDPA): no seq x seq scores */
+    spec_precision precision; /* bf16, fp16, amp (fp32 weights + autocast), fp32 */
+    spec_optimizer optimizer;
+    int gpus;                 /* GPUs in the job */
+    spec_strategy strategy;   /* single, ddp, fsdp, zero2, zero3 */
+    int tensor_parallel;      /* 1 = none */
+    int pipeline_stages;      /* 1 = none; > 1: layers split over GPUs (device_map style) */
+    est_counter counter;
+    /* Details of the training stack; the CLI keeps these defaults. */
+    bool chunked_loss;        /* loss over chunks of the logits (torchtune, LitGPT) */
+    bool compiled;            /* torch.compile fuses elementwise ops (norms, activations) */
+    bool fused_optimizer;     /* fused / per-tensor optimizer step: no foreach temporaries */
+} est_input;
+
+/* LoRA r16 on q_proj,v_proj, batch 1, 2048 tokens, gradient checkpointing
+ * and flash attention on, bf16, AdamW, one GPU, device counter. */
+void est_input_defaults(est_input *in, const model_shape *m);
+/* Replaces the auto values (method auto is an error: the planner chooses
+ * it), fills bits from the quantisation, and checks every field and the
+ * combinations (a full fine-tune of quantised weights, a strategy that does
+ * not match the GPU count, ...). Problems go to d with the CLI flag or spec
+ * field as path. Returns true when the input can be estimated. */
+bool est_input_resolve(est_input *in, diag_list *d);
+
+/* The constants real PyTorch stacks add on top of the physical terms:
+ * the only numbers fitted to measurements (docs/estimator.md). */
+typedef struct est_calib {
+    double framework_gib;    /* allocations no term models: cuBLAS/flash workspaces, RNG, buffers */
+    double reserved_frac;    /* caching-allocator slack, as a fraction of the transient memory */
+    double loss_buffers;     /* fp32 vocab-sized buffers alive at the loss peak (derived: 4) */
+    double cuda_context_gib; /* CUDA context and kernels: in the device counter only */
+    double nccl_gib;         /* NCCL buffers per GPU when gpus > 1: device counter only */
+} est_calib;
+
+/* The calibrated values (fitted by bench/estimator --fit on the calibration rows). */
+extern const est_calib est_calib_default;
+
+typedef enum { EST_PHASE_LOSS, EST_PHASE_BACKWARD, EST_PHASE_STEP } est_phase;
+const char *est_phase_name(est_phase p); /* "forward+loss", "backward", "optimizer step" */
+
+/* Every term in bytes, per GPU. */
+typedef struct est_result {
+    uint64_t params_total;      /* the model's parameters */
+    uint64_t params_trainable;  /* adapters (LoRA / DoRA) or every weight (full) */
+    model_lora_count lora;
+
+    double weights_quantised;   /* quantised linear weights with their scales */
+    double weights_dense;       /* weights held in a float dtype */
+    double adapter;             /* LoRA A/B (+ DoRA magnitudes) */
+    double gradients;           /* gradients of the trainable parameters */
+    double optimizer;           /* optimizer states (+ fp32 master copy under DeepSpeed) */
+    double optimizer_paged;     /* the part of `optimizer` in CUDA managed memory */
+    double optimizer_temp;      /* temporaries of the optimizer step */
+    double sharding;            /* gathered parameters (FSDP / ZeRO-3) or DDP gradient buckets */
+    double framework;           /* est_calib.framework_gib */
+
+    double act_per_layer;       /* saved activations of one layer, no checkpointing */
+    double act_per_layer_eager; /* ... of which the seq x seq attention scores (0 with flash) */
+    double act_checkpoint;      /* one layer's checkpoint (its input) */
+    int layers_on_gpu;
+    double activations;         /* saved activations of every layer on this GPU */
+    double layer_backward;      /* the layer in backward: recomputed activations + gradients */
+    double logits;              /* logits and loss buffers */
+    double head_grad;           /* lm_head gradient alive during the loss backward (full) */
+    double weight_temp;         /* dequantised (QLoRA), DoRA W + BA, autocast copies (amp) */
+
+    double phase[3];            /* allocated bytes at the peak of each phase */
+    est_phase peak_phase;
+    double allocated;           /* max of the phases */
+    double allocator;           /* reserved - allocated */
+    double reserved;
+    double cuda_context;        /* context + NCCL */
+    double device;              /* reserved + context + paged optimizer states */
+    double peak;                /* the figure of the input's counter */
+} est_result;
+
+/* Estimates a resolved input (est_input_resolve) with constants c (NULL =
+ * est_calib_default). */
+void est_estimate(const est_input *in, const est_calib *c, est_result *out);
+
+/* The seed article's estimator, all in GiB (model = P*2*1.2, loraParams =
+ * P*2*r*targets/hidden, lora = 2*loraParams, optimizer = 12*loraParams,
+ * activations = batch*seq*hidden*layers*2 bytes, total = 1.2 x the sum, P
+ * in billions); full fine-tuning counts every parameter as trainable. */
+typedef struct est_seed {
+    double model_gib, lora_params_b, lora_gib, optimizer_gib, activations_gib, total_gib;
+    int gpus;            /* <=40 -> 1, <=80 -> 2, <=160 -> 4, else ceil(total/80) */
+    const char *gpu_type; /* <=24 L4-24GB, <=40 A100-40GB, <=80 A100-80GB, else H100-80GB */
+} est_seed;
+/* n_targets: the number of target module names. */
+void est_seed_formula(double params, int rank, int n_targets, bool full, int batch, int seq,
+                      int64_t hidden, int64_t layers, est_seed *out);
+
+/* ---- output ---- */
+/* The breakdown as text: one line per term with its derivation, the
+ * per-layer activation figure, the phases and the total. */
+void est_format_text(const est_input *in, const est_result *r, const diag_list *notes, sb *out);
+/* The same as a JSON document: the total under "per_gpu_gib", every term in
+ * GiB under "terms_gib". Caller frees. */
+char *est_to_json(const est_input *in, const est_result *r, const diag_list *notes);
+
+/* ---- calibration rows and metrics ---- */
+typedef struct est_row {
+    int id;
+    char *source;        /* source_name */
+    char *model;         /* Hugging Face id */
+    char *method_text;   /* method as written ("lora", ...; "?" when null) */
+    char *memory_kind;   /* allocated / reserved / nvidia-smi / unknown */
+    bool usable;         /* usable in the file, and lathe could map every field */
+    char *skip_reason;   /* why not, when !usable */
+    double measured_gib;
+    model_shape shape;   /* from the row's arch (or the catalogue) */
+    est_input in;        /* in.model points at shape */
+    int n_targets;       /* target names, for the seed formula */
+} est_row;
+
+/* Reads a JSONL file of the memory-calibration schema. Every line becomes a
+ * row; rows lathe cannot use carry skip_reason. Returns false (with a diag)
+ * when the file cannot be read or a line is not a JSON object. */
+bool est_rows_load(const char *path, est_row **rows, size_t *n, diag_list *d);
+void est_rows_free(est_row *rows, size_t n);
+
+typedef struct est_metrics {
+    size_t n;
+    double mape;       /* mean absolute percentage error, % */
+    double median_ape; /* % */
+    double within10;   /* share of rows within +-10 %, 0..1 */
+    double within20;
+} est_metrics;
+
+/* Metrics of absolute percentage errors ape[0..n). */
+void est_metrics_of(const double *ape, size_t n, est_metrics *out);
+/* lathe's absolute percentage error on one row with constants c. */
+double est_row_ape(const est_row *row, const est_calib *c);
+/* Fits framework_gib and reserved_frac on the rows where
+ * use[i] (NULL = every usable row) by grid search on the mean absolute
+ * percentage error clipped at 50 % (so that a few rows the schema cannot
+ * describe do not pull the constants); the other fields come from start. */
+void est_calib_fit(const est_row *rows, size_t n, const bool *use, const est_calib *start,
+                   est_calib *out);
+
+/* ==================================================================== */
+/* ---- planner ---- */
+
+#endif

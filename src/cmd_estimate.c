@@ -1,0 +1,325 @@
+/* cmd_estimate.c: `lathe estimate`: the per-GPU memory of a fine-tuning
+ * step, term by term, from command-line settings or from a job spec
+ * (flags given with a spec override its values). */
+#include "cli.h"
+
+#include "base/base.h"
+#include "model/model.h"
+#include "plan/plan.h"
+#include "spec/spec.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char estimate_help[] =
+    "usage: lathe estimate --model NAME|PATH --method full|lora|qlora|dora [options]\n"
+    "       lathe estimate JOB.yaml [options]\n"
+    "\n"
+    "Estimates the peak GPU memory of one training step, per GPU, term by term:\n"
+    "base weights, adapters, gradients, optimizer states, activations (per layer\n"
+    "too), logits and loss buffers, framework and allocator overhead, and the\n"
+    "CUDA context. The total is what nvidia-smi would show (docs/estimator.md).\n"
+    "\n"
+    "options:\n"
+    "  --model NAME|PATH     a catalogue name (Qwen2-7B-Instruct, Llama-3-8B, ...),\n"
+    "                        a folder with config.json or the file, or a size (7B)\n"
+    "  --method M            full, lora, qlora or dora\n"
+    "  --bits N              base weight bits: 4, 8 or 16\n"
+    "  --quant Q             none, nf4, nf4-dq, int8, gptq4, awq4 (gptq4 --bits 8:\n"
+    "                        8-bit GPTQ); default nf4-dq for 4 bits, int8 for 8\n"
+    "  --rank R              LoRA rank (default 16)\n"
+    "  --targets LIST        module names (q_proj,v_proj), all-linear, lm_head\n"
+    "                        (default q_proj,v_proj or the model's fused equivalent)\n"
+    "  --batch B             micro batch per GPU (default 1)\n"
+    "  --seq S               tokens per sample (default 2048)\n"
+    "  --grad-ckpt on|off    gradient checkpointing (default on)\n"
+    "  --precision P         bf16 (default), fp16, amp, fp32\n"
+    "  --optimizer O         adamw (default), adamw8bit, paged_adamw,\n"
+    "                        paged_adamw8bit, sgd\n"
+    "  --gpus N              GPUs (default 1)\n"
+    "  --strategy S          single, ddp, fsdp, zero2, zero3 (default single,\n"
+    "                        ddp with more GPUs)\n"
+    "  --flash-attn on|off   fused attention (default on)\n"
+    "  -o, --output FORMAT   text (default) or json (total under per_gpu_gib,\n"
+    "                        every term in GiB under terms_gib)\n"
+    "\n"
+    "exit: 0 ok, 1 bad command line, 2 invalid model or settings, 4 unreadable file\n"
+    "\n"
+    "examples:\n"
+    "  lathe estimate --model Qwen2-7B-Instruct --method qlora --rank 16 --targets all-linear\n"
+    "  lathe estimate --model ./Llama-3-8B --method full --gpus 8 --strategy zero3 -o json\n"
+    "  lathe estimate job.yaml --batch 4\n";
+
+/* The command line, kept as text until the model is known. */
+typedef struct est_args {
+    const char *job, *model, *method, *bits, *quant, *rank, *targets, *batch, *seq;
+    const char *grad_ckpt, *precision, *optimizer, *gpus, *strategy, *flash_attn;
+    cli_output out;
+} est_args;
+
+static const struct {
+    const char *flag;
+    size_t offset;
+} FLAGS[] = {
+    {"--model", offsetof(est_args, model)},         {"--method", offsetof(est_args, method)},
+    {"--bits", offsetof(est_args, bits)},           {"--quant", offsetof(est_args, quant)},
+    {"--rank", offsetof(est_args, rank)},           {"--targets", offsetof(est_args, targets)},
+    {"--batch", offsetof(est_args, batch)},         {"--seq", offsetof(est_args, seq)},
+    {"--grad-ckpt", offsetof(est_args, grad_ckpt)}, {"--precision", offsetof(est_args, precision)},
+    {"--optimizer", offsetof(est_args, optimizer)}, {"--gpus", offsetof(est_args, gpus)},
+    {"--strategy", offsetof(est_args, strategy)},   {"--flash-attn", offsetof(est_args, flash_attn)},
+};
+
+static const char **flag_slot(est_args *a, const char *flag)
+{
+    for (size_t i = 0; i < sizeof FLAGS / sizeof FLAGS[0]; i++)
+        if (strcmp(flag, FLAGS[i].flag) == 0) return (const char **)((char *)a + FLAGS[i].offset);
+    return NULL;
+}
+
+static int parse_args(int argc, char **argv, est_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->out = CLI_OUT_TEXT;
+    for (int i = 1; i < argc; i++) {
+        char *arg = argv[i];
+        if (arg[0] != '-') {
+            if (a->job) return cli_usage_error("estimate", "one job file at most (got %s and %s)", a->job, arg);
+            a->job = arg;
+            continue;
+        }
+        char *eq = strchr(arg, '=');
+        char flag[64];
+        snprintf(flag, sizeof flag, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+        if (!value) return cli_usage_error("estimate", "%s needs a value", flag);
+        if (!eq) i++;
+        if (strcmp(flag, "-o") == 0 || strcmp(flag, "--output") == 0) {
+            if (!cli_parse_output(value, &a->out) || (a->out != CLI_OUT_TEXT && a->out != CLI_OUT_JSON))
+                return cli_usage_error("estimate", "-o takes text or json, not '%s'", value);
+            continue;
+        }
+        const char **slot = flag_slot(a, flag);
+        if (!slot) {
+            const char *names[sizeof FLAGS / sizeof FLAGS[0]];
+            for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++) names[k] = FLAGS[k].flag;
+            const char *near = str_suggest(flag, names, sizeof FLAGS / sizeof FLAGS[0]);
+            return cli_usage_error("estimate", "unknown option %s%s%s%s", flag, near ? " (did you mean " : "",
+                                   near ? near : "", near ? "?)" : "");
+        }
+        *slot = value;
+    }
+    if (!a->job && !a->model) return cli_usage_error("estimate", "give --model NAME|PATH, or a job file");
+    if (!a->job && !a->method) return cli_usage_error("estimate", "give --method full, lora, qlora or dora");
+    return LT_EXIT_OK;
+}
+
+/* ---- values ---- */
+
+static bool parse_int(const char *flag, const char *s, long lo, long hi, int *out, diag_list *d)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, flag, "not a valid number");
+        diag_set_expected(x, "an integer from %ld to %ld", lo, hi);
+        diag_set_found(x, "%s", s);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_on_off(const char *flag, const char *s, bool *out, diag_list *d)
+{
+    if (strcmp(s, "on") == 0 || strcmp(s, "off") == 0) {
+        *out = strcmp(s, "on") == 0;
+        return true;
+    }
+    diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, flag, "wrong value");
+    diag_set_expected(x, "on or off");
+    diag_set_found(x, "%s", s);
+    return false;
+}
+
+static void enum_error(const char *flag, const char *s, const char *expected, diag_list *d)
+{
+    diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, flag, "unknown value");
+    diag_set_expected(x, "%s", expected);
+    diag_set_found(x, "%s", s);
+}
+
+/* Applies the enumerated flags that were given. */
+static void apply_enums(const est_args *a, est_input *in, diag_list *d)
+{
+    if (a->method && !spec_method_parse(a->method, &in->method))
+        enum_error("--method", a->method, "full, lora, qlora or dora", d);
+    if (a->quant && !spec_quant_parse(a->quant, &in->quant))
+        enum_error("--quant", a->quant, "none, nf4, nf4-dq, int8, gptq4 or awq4", d);
+    if (a->precision && !spec_precision_parse(a->precision, &in->precision))
+        enum_error("--precision", a->precision, "bf16, fp16, amp or fp32", d);
+    if (a->optimizer && !spec_optimizer_parse(a->optimizer, &in->optimizer))
+        enum_error("--optimizer", a->optimizer, "adamw, adamw8bit, paged_adamw, paged_adamw8bit or sgd", d);
+    if (a->strategy && !spec_strategy_parse(a->strategy, &in->strategy))
+        enum_error("--strategy", a->strategy, "single, ddp, fsdp, zero2 or zero3", d);
+}
+
+/* Target names against the model; positions point into the job file. */
+static void apply_targets(const char *const *names, size_t n, const char *field, const spec_job *job,
+                          est_input *in, diag_list *d)
+{
+    size_t first = d->len;
+    unsigned roles = 0;
+    model_targets_from_names(in->model, names, n, field, &roles, d);
+    for (size_t i = first; job && i < d->len; i++) {
+        free(d->items[i].file);
+        d->items[i].file = xstrdup(job->file ? job->file : "");
+        size_t k = 0;
+        for (size_t j = 0; j < n; j++)
+            if (d->items[i].found && strcmp(d->items[i].found, names[j]) == 0) k = j;
+        if (job->lora.pos_target_modules && k < job->lora.n_target_modules) {
+            d->items[i].line = job->lora.pos_target_modules[k].line;
+            d->items[i].col = job->lora.pos_target_modules[k].col;
+        }
+    }
+    if (roles) in->targets = roles;
+}
+
+static void apply_flags(const est_args *a, est_input *in, diag_list *d)
+{
+    apply_enums(a, in, d);
+    if (a->bits) parse_int("--bits", a->bits, 4, 32, &in->bits, d);
+    if (a->rank) parse_int("--rank", a->rank, 1, 1024, &in->rank, d);
+    if (a->batch) parse_int("--batch", a->batch, 1, 1 << 20, &in->batch, d);
+    if (a->seq) parse_int("--seq", a->seq, 1, 1 << 24, &in->seq, d);
+    if (a->gpus) parse_int("--gpus", a->gpus, 1, 100000, &in->gpus, d);
+    if (a->grad_ckpt) parse_on_off("--grad-ckpt", a->grad_ckpt, &in->grad_ckpt, d);
+    if (a->flash_attn) parse_on_off("--flash-attn", a->flash_attn, &in->flash_attn, d);
+    if (a->targets) {
+        char **names = NULL;
+        size_t n = str_split(a->targets, ',', &names);
+        apply_targets((const char *const *)names, n, "--targets", NULL, in, d);
+        str_list_free(names, n);
+    }
+}
+
+/* The spec's values; flags override them afterwards. */
+static void apply_job(const spec_job *j, est_input *in, diag_list *d)
+{
+    in->method = j->method;
+    if (j->method == METHOD_AUTO)
+        in->method = j->quantization.bits == 4 || j->quantization.bits == 8 ? METHOD_QLORA : METHOD_LORA;
+    in->quant = j->quantization.quant;
+    in->bits = j->quantization.bits;
+    in->rank = j->lora.rank;
+    in->lora_dropout = j->lora.dropout;
+    if (j->lora.n_target_modules)
+        apply_targets((const char *const *)j->lora.target_modules, j->lora.n_target_modules,
+                      "spec.lora.targetModules", j, in, d);
+    in->batch = j->training_data.batch_size;
+    in->seq = j->hyperparams.max_seq_length;
+    in->precision = j->hyperparams.precision;
+    in->optimizer = j->hyperparams.optimizer;
+    if (j->hyperparams.gradient_checkpointing != TOGGLE_AUTO)
+        in->grad_ckpt = j->hyperparams.gradient_checkpointing == TOGGLE_ON;
+    if (j->hyperparams.flash_attention != TOGGLE_AUTO)
+        in->flash_attn = j->hyperparams.flash_attention == TOGGLE_ON;
+    if (j->resources.gpu_count > 0) in->gpus = j->resources.gpu_count;
+    in->strategy = j->resources.strategy;
+}
+
+/* The default targets: q and v, through the fused module where the model has one. */
+static unsigned default_targets(void)
+{
+    return MODEL_ROLE_Q | MODEL_ROLE_V;
+}
+
+static bool resolve_model(const est_args *a, const spec_job *job, model_shape *m, diag_list *d)
+{
+    if (a->model) {
+        double count = 0;
+        bool is_path = file_exists(a->model) || dir_exists(a->model) || a->model[0] == '/' ||
+                       a->model[0] == '~' || str_starts_with(a->model, "./") || str_starts_with(a->model, "../");
+        if (is_path) return model_resolve(a->model, NULL, 0, m, d);
+        if (units_parse_count(a->model, &count) && count >= 1e7) return model_resolve(NULL, NULL, count, m, d);
+        return model_resolve(NULL, a->model, 0, m, d);
+    }
+    return model_resolve(job->base_model.path, job->base_model.name, job->base_model.parameters, m, d);
+}
+
+static int exit_for(const diag_list *d)
+{
+    for (size_t i = 0; i < d->len; i++)
+        if (d->items[i].level == DIAG_ERROR && d->items[i].message &&
+            (strstr(d->items[i].message, "cannot read") || strstr(d->items[i].message, "not found")))
+            return LT_EXIT_IO;
+    return LT_EXIT_INVALID;
+}
+
+static void print_result(const est_args *a, const est_input *in, const diag_list *notes)
+{
+    est_result r;
+    est_estimate(in, NULL, &r);
+    if (a->out == CLI_OUT_JSON) {
+        char *text = est_to_json(in, &r, notes);
+        printf("%s\n", text);
+        free(text);
+    } else {
+        sb s;
+        sb_init(&s);
+        est_format_text(in, &r, notes, &s);
+        fputs(sb_str(&s), stdout);
+        sb_free(&s);
+    }
+}
+
+static int estimate_run(int argc, char **argv)
+{
+    est_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc != LT_EXIT_OK) return rc;
+    diag_list d;
+    diag_list_init(&d);
+    spec_file f = {0};
+    spec_job *job = NULL;
+    if (a.job && !file_exists(a.job)) {
+        fprintf(stderr, "lathe estimate: cannot read %s: no such file\n", a.job);
+        return LT_EXIT_IO;
+    }
+    if (a.job) {
+        bool loaded = spec_load_file(a.job, &f, &d) == 0;
+        job = loaded ? spec_file_job(&f) : NULL;
+        if (loaded && !job) diag_add(&d, DIAG_ERROR, a.job, 0, 0, NULL, "no LoRATrainingJob in the file");
+    }
+    model_shape m;
+    model_shape_init(&m, MODEL_ARCH_GENERIC);
+    est_input in;
+    if (d.errors == 0 && resolve_model(&a, job, &m, &d)) {
+        est_input_defaults(&in, &m);
+        in.quant = QUANT_AUTO;
+        in.bits = 0;
+        in.strategy = STRAT_AUTO;
+        in.targets = default_targets();
+        if (job) apply_job(job, &in, &d);
+        apply_flags(&a, &in, &d);
+        if (in.bits == 16 && in.quant == QUANT_AUTO && in.method != METHOD_QLORA) in.quant = QUANT_NONE;
+        if (d.errors == 0 && est_input_resolve(&in, &d)) print_result(&a, &in, &d);
+    }
+    rc = d.errors ? exit_for(&d) : LT_EXIT_OK;
+    if (d.errors) diag_print_all(&d, stderr);
+    diag_list_free(&d);
+    model_shape_free(&m);
+    if (a.job) spec_file_free(&f);
+    return rc;
+}
+
+const cli_command cli_cmd_estimate = {
+    .name = "estimate",
+    .summary = "estimate the GPU memory of a fine-tuning job, term by term",
+    .help = estimate_help,
+    .run = estimate_run,
+};
