@@ -236,6 +236,31 @@ void tok_bpe_merge_scan(const tok_tokenizer *t, const char *w, size_t n, tok_ids
     if (rank != small_rank) free(rank);
 }
 
+void tok_bpe_merge_naive(const tok_tokenizer *t, const char *w, size_t n, tok_ids *out)
+{
+    int32_t *sym = xmalloc((n ? n : 1) * sizeof *sym);
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (t->byte_id[(unsigned char)w[i]] >= 0) sym[ns++] = t->byte_id[(unsigned char)w[i]];
+    for (;;) {
+        const tok_merge *best = NULL;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < ns; i++) {
+            const tok_merge *m = tok_mergemap_get(&t->merges, sym[i], sym[i + 1]);
+            if (m && (!best || m->rank < best->rank)) {
+                best = m;
+                at = i;
+            }
+        }
+        if (!best) break;
+        sym[at] = best->id;
+        memmove(sym + at + 1, sym + at + 2, (ns - at - 2) * sizeof *sym);
+        ns--;
+    }
+    for (size_t i = 0; i < ns; i++) tok_ids_push(out, sym[i], 0);
+    free(sym);
+}
+
 typedef struct heap_item {
     uint32_t rank;
     uint32_t pos;   /* the left symbol */
@@ -344,7 +369,14 @@ void tok_bpe_word(tok_tokenizer *t, const char *w, size_t n, size_t base, tok_id
     tok_cache *c = &t->cache;
     struct tok_cache_slot *slot = NULL;
     uint64_t h = 0;
-    if (n <= CACHE_MAX_KEY) {
+    if (t->naive) {
+        size_t first = out->len;
+        tok_bpe_merge_naive(t, w, n, out);
+        for (size_t i = first, pos = base; i < out->len; pos += t->blen[out->ids[i]], i++)
+            out->offsets[i] = pos;
+        return;
+    }
+    if (n <= CACHE_MAX_KEY && !t->no_cache) {
         if (!c->slots || c->count >= CACHE_MAX_ENTRIES || c->keys.len >= CACHE_MAX_BYTES)
             cache_reset(c);
         h = tok_hash_bytes(w, n);

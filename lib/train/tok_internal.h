@@ -23,6 +23,8 @@ typedef struct tok_cps {
     uint8_t *cat;
     size_t *off; /* byte offset of each code point; off[n] = byte length */
     size_t n, cap;
+    uint8_t ascii_cat[128]; /* the same facts for ASCII, looked up once */
+    bool ascii_ready;
 } tok_cps;
 
 /* Decodes valid UTF-8 into t (reusing its memory). */
@@ -144,6 +146,9 @@ struct tok_tokenizer {
 
     /* encode scratch and cache (this is why encode is not thread-safe) */
     tok_cache cache;
+    /* for benchmarks and cross-checks: skip the word cache; use the
+     * textbook merge loop (and no cache) */
+    bool no_cache, naive;
     tok_cps cps, cps2;
     sb norm_buf, tmp;
     size_t *norm_map;
@@ -179,6 +184,9 @@ void tok_bpe_word(tok_tokenizer *t, const char *w, size_t n, size_t base, tok_id
 /* The two merge loops, exposed so a test can compare them: a plain scan
  * (short words) and a heap (long words). Append ids only (offsets 0). */
 void tok_bpe_merge_scan(const tok_tokenizer *t, const char *w, size_t n, tok_ids *out);
+/* The textbook loop (every pair's rank looked up again after each merge),
+ * used when t->naive is set: a baseline and an independent cross-check. */
+void tok_bpe_merge_naive(const tok_tokenizer *t, const char *w, size_t n, tok_ids *out);
 void tok_bpe_merge_heap(const tok_tokenizer *t, const char *w, size_t n, tok_ids *out);
 
 /* 64-bit hash of a byte string. */

@@ -42,6 +42,11 @@ typedef struct rx_node {
     int first, n;   /* SEQ, ALT: children kids[first .. first+n) */
     uint32_t min, max; /* REP; max UINT32_MAX = unbounded */
     rx_mode mode;
+    /* what a match of this node can start with, to skip alternatives
+     * early: ASCII code points (bitmap), any non-ASCII one, or nothing
+     * (nullable: it can match the empty string) */
+    uint32_t first_ascii[4];
+    bool first_nonascii, nullable;
 } rx_node;
 
 typedef enum { RX_IT_RANGE, RX_IT_CATS, RX_IT_SPACE } rx_item_kind;
@@ -222,7 +227,7 @@ static bool rx_set_slow(const tok_regex *re, const rx_set *s, uint32_t cp, uint8
 static bool rx_single(const tok_regex *re, const rx_node *n, uint32_t cp, uint8_t cat)
 {
     switch (n->kind) {
-    case RX_CHAR: return n->icase ? uni_fold(cp) == n->ch : cp == n->ch;
+    case RX_CHAR: return cp == n->ch || (n->icase && uni_fold(cp) == n->ch);
     case RX_ANY: return cp != '\n';
     default: {
         const rx_set *s = &re->sets[n->set];
@@ -724,6 +729,76 @@ static int rx_parse_alt(rx_parser *ps, bool icase)
     return a;
 }
 
+/* ---- first sets ---- */
+
+static void first_union(rx_node *dst, const rx_node *src)
+{
+    for (int k = 0; k < 4; k++) dst->first_ascii[k] |= src->first_ascii[k];
+    dst->first_nonascii |= src->first_nonascii;
+}
+
+/* Fills first_ascii / first_nonascii / nullable of node i and below. */
+static void rx_first(tok_regex *re, int i)
+{
+    rx_node *n = &re->nodes[i];
+    memset(n->first_ascii, 0, sizeof n->first_ascii);
+    n->first_nonascii = n->nullable = false;
+    switch (n->kind) {
+    case RX_CHAR:
+        for (uint32_t c = 0; c < 128; c++)
+            if (c == n->ch || (n->icase && uni_fold(c) == n->ch)) n->first_ascii[c >> 5] |= 1u << (c & 31);
+        n->first_nonascii = n->ch >= 128 || n->icase;
+        break;
+    case RX_SET:
+        memcpy(n->first_ascii, re->sets[n->set].ascii, sizeof n->first_ascii);
+        n->first_nonascii = true;
+        break;
+    case RX_ANY:
+        memset(n->first_ascii, 0xFF, sizeof n->first_ascii);
+        n->first_ascii['\n' >> 5] &= ~(1u << ('\n' & 31));
+        n->first_nonascii = true;
+        break;
+    case RX_SEQ:
+        for (int k = 0; k < n->n; k++) rx_first(re, re->kids[n->first + k]);
+        n->nullable = true;
+        for (int k = 0; k < n->n && n->nullable; k++) {
+            const rx_node *c = &re->nodes[re->kids[n->first + k]];
+            first_union(n, c);
+            n->nullable = c->nullable;
+        }
+        break;
+    case RX_ALT:
+        for (int k = 0; k < n->n; k++) {
+            int c = re->kids[n->first + k];
+            rx_first(re, c);
+            first_union(n, &re->nodes[c]);
+            n->nullable |= re->nodes[c].nullable;
+        }
+        break;
+    case RX_REP:
+    case RX_ATOMIC:
+        rx_first(re, n->child);
+        first_union(n, &re->nodes[n->child]);
+        n->nullable = re->nodes[n->child].nullable || (n->kind == RX_REP && n->min == 0);
+        break;
+    case RX_LOOK: /* consumes nothing: what follows decides */
+        rx_first(re, n->child);
+        n->nullable = true;
+        break;
+    case RX_EMPTY: n->nullable = true; break;
+    }
+}
+
+/* Can node n match at a position holding cp (or at the end)? False only
+ * when it certainly cannot. */
+static bool rx_may_start(const rx_node *n, size_t pos, size_t end, uint32_t cp)
+{
+    if (n->nullable) return true;
+    if (pos >= end) return false;
+    if (cp < 128) return (n->first_ascii[cp >> 5] >> (cp & 31)) & 1u;
+    return n->first_nonascii;
+}
+
 tok_regex *tok_regex_compile(const char *pattern, char *err, size_t errsz)
 {
     tok_regex *re = xcalloc(1, sizeof *re);
@@ -735,6 +810,7 @@ tok_regex *tok_regex_compile(const char *pattern, char *err, size_t errsz)
         tok_regex_free(re);
         return NULL;
     }
+    rx_first(re, re->root);
     return re;
 }
 
@@ -848,12 +924,16 @@ static bool rx_m(rx_run *r, int node, size_t pos, const rx_frame *k)
         rx_frame f = {node, 1, k};
         return rx_m(r, r->re->kids[n->first], pos, &f);
     }
-    case RX_ALT:
+    case RX_ALT: {
+        uint32_t cp = pos < r->end ? r->cp[pos] : 0;
         for (int i = 0; i < n->n; i++) {
-            if (rx_m(r, r->re->kids[n->first + i], pos, k)) return true;
+            int c = r->re->kids[n->first + i];
+            if (!rx_may_start(&r->re->nodes[c], pos, r->end, cp)) continue;
+            if (rx_m(r, c, pos, k)) return true;
             if (r->over) return false;
         }
         return false;
+    }
     case RX_REP: {
         rx_kind ck = r->re->nodes[n->child].kind;
         if (ck == RX_CHAR || ck == RX_SET || ck == RX_ANY) return rx_rep_single(r, n, pos, k);
@@ -879,7 +959,9 @@ int tok_regex_find(const tok_regex *re, const tok_cps *t, size_t from, size_t en
 {
     rx_run r = {.re = re, .cp = t->cp, .cat = t->cat, .end = end};
     r.budget = 100000 + 64 * (end - from);
+    const rx_node *root = &re->nodes[re->root];
     for (size_t s = from; s < end; s++) {
+        if (!rx_may_start(root, s, end, t->cp[s])) continue;
         if (rx_m(&r, re->root, s, NULL) && r.mend > s) {
             *ms = s;
             *me = r.mend;
@@ -900,15 +982,18 @@ void tok_cps_fill(tok_cps *t, const char *s, size_t len)
         t->cat = xrealloc(t->cat, t->cap);
         t->off = xrealloc(t->off, t->cap * sizeof *t->off);
     }
+    if (!t->ascii_ready) {
+        for (uint32_t c = 0; c < 128; c++)
+            t->ascii_cat[c] = (uint8_t)(uni_category(c) | (uni_is_white_space(c) ? 0x80 : 0));
+        t->ascii_ready = true;
+    }
     size_t i = 0, n = 0;
     while (i < len) {
         unsigned char b = (unsigned char)s[i];
         t->off[n] = i;
         if (b < 0x80) {
-            /* ASCII categories, precomputed once below would need state;
-             * utf8proc's lookup is two table reads, fine here too */
             t->cp[n] = b;
-            t->cat[n] = (uint8_t)(uni_category(b) | (uni_is_white_space(b) ? 0x80 : 0));
+            t->cat[n] = t->ascii_cat[b];
             i++;
         } else {
             uint32_t cp = 0xFFFD;

@@ -287,8 +287,38 @@ static void test_merge_loops_agree(void **state)
     free(text);
 }
 
-/* Encoding the play in one call equals encoding it line by line where the
- * pre-tokenizer cannot join lines, and the cache changes nothing. */
+/* The fast path (cache, scan / heap merge loops) equals the textbook BPE
+ * without a cache on a long text in several scripts. */
+static void test_fast_equals_textbook(void **state)
+{
+    fixture *f = *state;
+    size_t len;
+    char *play = read_file(LATHE_SHARED_DIR "/data/tinyshakespeare/input.txt", &len);
+    sb text;
+    sb_init(&text);
+    sb_putn(&text, play, len > 150000 ? 150000 : len);
+    for (size_t i = 0; i < sizeof VARIED / sizeof VARIED[0]; i++) sb_puts(&text, VARIED[i]);
+    tok_tokenizer *ts[2] = {f->qwen, f->llama};
+    for (int k = 0; k < 2; k++) {
+        tok_ids a, b;
+        tok_ids_init(&a);
+        tok_ids_init(&b);
+        char err[256];
+        assert_true(tok_encode(ts[k], text.buf, text.len, 0, &a, err, sizeof err));
+        ts[k]->naive = true;
+        assert_true(tok_encode(ts[k], text.buf, text.len, 0, &b, err, sizeof err));
+        ts[k]->naive = false;
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.ids, b.ids, a.len * sizeof *a.ids);
+        assert_memory_equal(a.offsets, b.offsets, a.len * sizeof *a.offsets);
+        tok_ids_free(&a);
+        tok_ids_free(&b);
+    }
+    sb_free(&text);
+    free(play);
+}
+
+/* Encoding twice gives the same result: the cache changes nothing. */
 static void test_cache_consistent(void **state)
 {
     fixture *f = *state;
@@ -392,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_offsets),
         cmocka_unit_test(test_merge_loops_agree),
+        cmocka_unit_test(test_fast_equals_textbook),
         cmocka_unit_test(test_cache_consistent),
         cmocka_unit_test(test_special_flags),
         cmocka_unit_test(test_errors),
