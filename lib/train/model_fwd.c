@@ -16,7 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CE_CHUNK 64 /* rows of logits computed at once */
+/* Rows of logits computed at once: as many as fit in CE_BUDGET bytes (at
+ * least 64), so the lm_head weight is streamed through the matmul once or a
+ * few times per sequence rather than once per 64 rows. */
+#define CE_BUDGET ((size_t)320 << 20)
+static int ce_chunk(const tr_config *c, int T)
+{
+    size_t rows = CE_BUDGET / ((size_t)c->vocab * sizeof(float));
+    if (rows < 64) rows = 64;
+    return (int)(rows < (size_t)T ? rows : (size_t)T);
+}
 
 /* One layer's activations, all [T, ...]. */
 typedef struct acts {
@@ -48,7 +57,8 @@ struct tr_ws {
     float *xtmp;       /* [Tcap, D] */
     float *xf, *rstdf, *dxf; /* final norm */
     float *cosv, *sinv;
-    float *ce_x, *ce_dx, *ce_logits; /* [CE_CHUNK, D], [CE_CHUNK, D], [CE_CHUNK, V] */
+    float *ce_x, *ce_dx, *ce_logits; /* [chunk, D], [chunk, D], [chunk, V] */
+    int ce_rows;
     grads g;
 };
 
@@ -99,8 +109,9 @@ static void carve_all(carver *c, struct tr_ws *w, const tr_model *m)
     w->xf = carve(c, T * D); w->rstdf = carve(c, T); w->dxf = carve(c, T * D);
     w->cosv = carve(c, (size_t)w->Lcap * k->head_dim / 2);
     w->sinv = carve(c, (size_t)w->Lcap * k->head_dim / 2);
-    w->ce_x = carve(c, CE_CHUNK * D); w->ce_dx = carve(c, CE_CHUNK * D);
-    w->ce_logits = carve(c, CE_CHUNK * V);
+    w->ce_rows = ce_chunk(k, (int)T);
+    w->ce_x = carve(c, w->ce_rows * D); w->ce_dx = carve(c, w->ce_rows * D);
+    w->ce_logits = carve(c, w->ce_rows * V);
     memset(&w->g, 0, sizeof w->g);
     if (!w->backward) return;
     int rmax = 0, inmax = 0;
@@ -340,7 +351,7 @@ static float *forward_layers(tr_model *m, struct tr_ws *w, const int32_t *ids, i
     return w->resid + k->n_layers * TD;
 }
 
-/* Cross-entropy over the targets, CE_CHUNK rows at a time. With backward,
+/* Cross-entropy over the targets, w->ce_rows rows at a time. With backward,
  * fills w->dxf (d loss*scale / d xf). */
 static double loss_head(tr_model *m, struct tr_ws *w, const int32_t *ids, const uint8_t *mask,
                         int T, float scale, bool backward, int *n_targets)
@@ -353,9 +364,9 @@ static double loss_head(tr_model *m, struct tr_ws *w, const int32_t *ids, const 
         if (mask[j]) rows[n++] = j - 1;
     if (backward) memset(w->dxf, 0, (size_t)T * D * sizeof(float));
     double total = 0;
-    float losses[CE_CHUNK];
-    for (int c0 = 0; c0 < n; c0 += CE_CHUNK) {
-        int cn = n - c0 < CE_CHUNK ? n - c0 : CE_CHUNK;
+    float *losses = xmalloc((size_t)w->ce_rows * sizeof *losses);
+    for (int c0 = 0; c0 < n; c0 += w->ce_rows) {
+        int cn = n - c0 < w->ce_rows ? n - c0 : w->ce_rows;
         for (int i = 0; i < cn; i++)
             memcpy(w->ce_x + (size_t)i * D, w->xf + (size_t)rows[c0 + i] * D, D * sizeof(float));
         m->be->linear_fwd(m->be, w->ce_logits, w->ce_x, m->lm_head.data, m->lm_head.dtype, NULL,
@@ -375,6 +386,7 @@ static double loss_head(tr_model *m, struct tr_ws *w, const int32_t *ids, const 
         }
     }
     free(rows);
+    free(losses);
     *n_targets = n;
     return total;
 }
