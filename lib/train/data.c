@@ -106,6 +106,10 @@ static bool bad_record(loader *L, size_t line, int col, const char *path, const 
 /* A short description of a JSON value for "found ...". */
 static void describe(const json_t *v, char *out, size_t n)
 {
+    if (!v) {
+        snprintf(out, n, "nothing");
+        return;
+    }
     switch (json_typeof(v)) {
     case JSON_OBJECT: snprintf(out, n, "an object"); break;
     case JSON_ARRAY: snprintf(out, n, "an array"); break;
@@ -279,6 +283,10 @@ static bool one_message(loader *L, size_t line, json_t *e, size_t i, chat_messag
 static void record_messages(loader *L, size_t line, json_t *obj)
 {
     json_t *arr = json_object_get(obj, "messages");
+    if (!arr) {
+        bad_record(L, line, 0, "messages", "an array of {role, content}", "nothing", "missing field 'messages'");
+        return;
+    }
     if (!json_is_array(arr) || json_array_size(arr) == 0) {
         char found[64];
         describe(arr, found, sizeof found);

@@ -284,6 +284,8 @@ static void test_malformed(void **state)
     expect_bad(f, "not_object.jsonl", 2, NULL, "wrong type", 1, 1, 0);
     expect_bad(f, "unknown_fields.jsonl", 1, NULL, "none of the known fields", 1, 0, 0);
     expect_bad(f, "bad_role.jsonl", 2, NULL, "role 'function'", 1, 1, 0);
+    /* found by fuzz_data: a later record without the detected form's field */
+    expect_bad(f, "missing_messages.jsonl", 3, "messages", "missing field 'messages'", 1, 2, 0);
     /* the message names the expected and found types */
     data_options o;
     data_options_init(&o);
