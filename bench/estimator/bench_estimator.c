@@ -222,8 +222,8 @@ int main(int argc, char **argv)
         printf("fitted on every usable row: framework_gib %.3f, reserved_frac %.2f\n", c.framework_gib,
                c.reserved_frac);
     }
-    printf("constants: framework %.3f GiB, allocator slack %.2f of the loss and layer-backward "
-           "memory, %.1f fp32 loss buffers (derived)\n\n",
+    printf("constants: framework %.3f GiB, allocator slack %.2f of the loss buffers and weight "
+           "copies, %.1f fp32 loss buffers (derived)\n\n",
            c.framework_gib, c.reserved_frac, c.loss_buffers);
     if (o.verbose) {
         printf("%5s %-34s %-5s %-6s %-22s %-3s %-6s %-5s %-8s %-6s %-8s %-9s | %7s %7s %7s | %7s %8s\n",

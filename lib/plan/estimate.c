@@ -162,7 +162,8 @@ static double trainable_on_gpu(const est_ctx *x, est_result *r)
 
 /* Bytes of optimizer state per trainable parameter:
  *   AdamW (torch): exp_avg and exp_avg_sq in the parameter's dtype
- *   + an fp32 master copy under DeepSpeed ZeRO with bf16/fp16 training
+ *   DeepSpeed ZeRO with bf16/fp16 training: fp32 exp_avg, exp_avg_sq and
+ *     master copy (the model holds the 16-bit weights)
  *   8-bit AdamW (bitsandbytes): two uint8 states + an fp32 absmax per 2048
  *   SGD without momentum (the Hugging Face default): none */
 static double state_bytes(const est_ctx *x)
@@ -171,7 +172,7 @@ static double state_bytes(const est_ctx *x)
     case OPT_ADAMW8BIT:
     case OPT_PAGED_ADAMW8BIT: return 2.0 + 2.0 * 4.0 / 2048.0;
     case OPT_SGD: return 0;
-    default: return 2.0 * x->pb + (x->deepspeed_amp ? 4.0 : 0);
+    default: return x->deepspeed_amp ? 3.0 * 4.0 : 2.0 * x->pb;
     }
 }
 
@@ -376,14 +377,15 @@ static void phases(const est_ctx *x, const est_calib *c, est_result *r)
     r->allocated = r->phase[r->peak_phase];
     /* The caching allocator keeps the blocks of freed tensors; when a
      * later, differently sized tensor does not fit them it reserves more.
-     * Activations, logits and their gradients are freed and re-allocated
-     * in varying sizes every step; weights, states, gradients and the
-     * optimizer's temporaries come back at the same sizes and reuse their
-     * blocks. So the slack is a fraction of the activation-like memory of
-     * each phase, and the reserved peak the largest phase with its slack. */
+     * The loss buffers (a few huge tensors of three sizes) and the
+     * dequantised / copied weights are freed and re-allocated in varying
+     * sizes every step; weights, states, gradients, the optimizer's
+     * temporaries and the per-layer activations (the same sizes layer after
+     * layer) reuse their blocks. So the slack is a fraction of the former,
+     * and the reserved peak the largest phase with its slack. */
     double act_like[3] = {
         r->logits + r->head_grad + r->weight_temp,
-        r->layer_backward + r->weight_temp,
+        r->weight_temp,
         0,
     };
     r->reserved = 0;

@@ -316,8 +316,8 @@ void est_calib_fit(const est_row *rows, size_t n, const bool *use, const est_cal
     double best_obj = fit_objective(rows, n, use, start);
     /* The grids span the physically sensible values: framework buffers up
      * to 2.5 GiB, allocator slack up to the transient memory itself (a
-     * reserved pool at most twice what the loss and the layer backward
-     * allocate). loss_buffers is derived, not fitted (docs/estimator.md). */
+     * reserved pool at most twice what the loss allocates). loss_buffers is
+     * derived, not fitted (docs/estimator.md). */
     for (int f = 0; f <= 20; f++) {
         c.framework_gib = 0.125 * f;
         for (int s = 0; s <= 20; s++) {

@@ -55,8 +55,11 @@ static size_t build_terms(const est_input *in, const est_result *r, est_term *t)
     n = add_term(t, n, "base_weights", lora ? "base weights (frozen)" : "weights (trained)",
                  r->weights_dense, true);
     str_thousands(count, sizeof count, r->params_total);
+    bool ds_amp = in->precision == PREC_AMP && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s parameters of the model, %s", count,
-             in->quant == QUANT_NONE ? precision_dtype(in->precision) : "the rest in 16 bits");
+             in->quant != QUANT_NONE ? "the rest in 16 bits"
+             : ds_amp                ? "bf16 (DeepSpeed: fp32 master in the optimizer)"
+                                     : precision_dtype(in->precision));
     n = add_term(t, n, "adapter_weights", in->method == METHOD_DORA ? "DoRA adapters" : "LoRA adapters",
                  r->adapter, true);
     str_thousands(count, sizeof count, r->params_trainable);
@@ -65,10 +68,14 @@ static size_t build_terms(const est_input *in, const est_result *r, est_term *t)
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "one per trainable parameter");
     n = add_term(t, n, "optimizer_states", "optimizer states", r->optimizer - r->optimizer_paged, true);
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s", spec_optimizer_name(in->optimizer));
-    n = add_term(t, n, "optimizer_states_paged", "optimizer states, paged", r->optimizer_paged, false);
+    n = add_term(t, n, "optimizer_states_paged", "optimizer states, paged", r->optimizer_paged,
+                 in->counter == EST_COUNTER_DEVICE);
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "CUDA managed memory: device counter only");
     n = add_term(t, n, "optimizer_step_temp", "optimizer step temporaries", r->optimizer_temp, step);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s", r->optimizer_temp > 0 ? "foreach AdamW: sqrt(v) per parameter" : "none");
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s",
+             ds_amp                   ? "fp32 gradient partition"
+             : r->optimizer_temp > 0 ? "foreach AdamW: sqrt(v) per parameter"
+                                     : "none");
     n = add_term(t, n, "sharding_buffers", "sharding / DDP buffers", r->sharding, true);
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s x %d GPUs", spec_strategy_name(in->strategy), in->gpus);
     n = add_term(t, n, "activations", "activations (all layers)", r->activations, loss || bwd);
@@ -80,6 +87,7 @@ static size_t build_terms(const est_input *in, const est_result *r, est_term *t)
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "%d x %d tokens x %lld vocab%s", in->batch, in->seq,
              (long long)in->model->vocab, in->chunked_loss ? ", chunked loss" : "");
     n = add_term(t, n, "lm_head_gradient", "lm_head gradient", r->head_grad, loss);
+    snprintf(t[n - 1].note, sizeof t[n - 1].note, "vocab x hidden, during the loss backward");
     n = add_term(t, n, "weight_temporaries", "temporary weight copies", r->weight_temp, loss || bwd);
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "dequantised / autocast / DoRA norm");
     n = add_term(t, n, "framework", "framework buffers", r->framework, true);

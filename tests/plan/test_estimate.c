@@ -131,6 +131,18 @@ static void test_tiny_full_and_quant(void **state)
     assert_true(fabs(r.weights_dense - 1692928.0 * 2 / 4) < 1e-6);
     assert_true(fabs(r.gradients - 1692928.0 * 2 / 4) < 1e-6);
     assert_true(r.optimizer_temp == 0); /* DeepSpeed's fused Adam */
+    /* DeepSpeed bf16 (amp): 16-bit weights and gradients, fp32 m, v and master */
+    in.precision = PREC_AMP;
+    est_estimate(&in, &bare, &r);
+    assert_true(fabs(r.weights_dense - 1692928.0 * 2 / 4) < 1e-6);
+    assert_true(fabs(r.optimizer - 1692928.0 * 12 / 4) < 1e-6);
+    assert_true(fabs(r.optimizer_temp - 1692928.0 * 4 / 4) < 1e-6);
+    /* amp without DeepSpeed: fp32 weights, gradients and moments */
+    in.strategy = STRAT_DDP;
+    est_estimate(&in, &bare, &r);
+    assert_true(r.weights_dense == 1692928.0 * 4);
+    assert_true(r.optimizer == 1692928.0 * 8);
+    assert_true(r.sharding == r.gradients); /* DDP buckets */
 
     /* NF4 with double quantisation: 4 + 8/64 + 32/16384 bits per linear weight */
     tiny_lora(&in, &m);
