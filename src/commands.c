@@ -12,6 +12,9 @@ extern const cli_command cli_cmd_generate;
 extern const cli_command cli_cmd_tokenize;
 extern const cli_command cli_cmd_validate;
 extern const cli_command cli_cmd_estimate;
+extern const cli_command cli_cmd_plan;
+extern const cli_command cli_cmd_simulate;
+extern const cli_command cli_cmd_trace_gen;
 
 const cli_command *const cli_commands[] = {
     /* &cli_cmd_NAME, one line per command */
@@ -21,5 +24,8 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_tokenize,
     &cli_cmd_validate,
     &cli_cmd_estimate,
+    &cli_cmd_plan,
+    &cli_cmd_simulate,
+    &cli_cmd_trace_gen,
     NULL,
 };

@@ -74,7 +74,7 @@ bool est_input_resolve(est_input *in, diag_list *d);
  * the only numbers fitted to measurements (docs/estimator.md). */
 typedef struct est_calib {
     double framework_gib;    /* allocations no term models: cuBLAS/flash workspaces, RNG, buffers */
-    double reserved_frac;    /* caching-allocator slack, as a fraction of the transient memory */
+    double reserved_frac;    /* caching-allocator slack, a fraction of the loss buffers and weight copies */
     double loss_buffers;     /* fp32 vocab-sized buffers alive at the loss peak (derived: 4) */
     double cuda_context_gib; /* CUDA context and kernels: in the device counter only */
     double nccl_gib;         /* NCCL buffers per GPU when gpus > 1: device counter only */
@@ -189,5 +189,126 @@ void est_calib_fit(const est_row *rows, size_t n, const bool *use, const est_cal
 
 /* ==================================================================== */
 /* ---- planner ---- */
+
+/* A GPU type as the planner sees it. */
+typedef struct plan_gpu {
+    char *name;            /* "A100-80GB" */
+    double memory;         /* bytes the device offers (nvidia-smi's total) */
+    double price_per_hour; /* money per GPU-hour (on-demand list price by default) */
+    double tflops;         /* dense bf16 tensor TFLOP/s from the spec sheet */
+    double mfu;            /* share of tflops a fine-tuning step reaches (docs/planner.md) */
+    int per_node;          /* GPUs in one node of this type */
+    bool nvlink;           /* GPUs inside a node talk over NVLink (else PCIe) */
+    int available;         /* GPUs of this type in the cluster; 0 = no limit (catalogue) */
+    char *source;          /* where the figures come from */
+} plan_gpu;
+
+typedef struct plan_catalog {
+    plan_gpu *gpus;
+    size_t n;
+    char *origin; /* "built-in catalogue" or "cluster FILE" */
+} plan_catalog;
+
+/* The built-in catalogue: A10G-24GB, L4-24GB, RTX4090-24GB, L40S-48GB,
+ * A100-40GB, A100-80GB, H100-80GB, H200-141GB, with default prices. */
+void plan_catalog_builtin(plan_catalog *out);
+/* The GPU types of a Cluster: its gpuTypes (memory, price, tflops when
+ * given), the rest taken from the built-in entry of the same name, and the
+ * count and per-node width from its nodes. Unknown throughput is an error
+ * naming the field to add. Returns false on errors. */
+bool plan_catalog_from_cluster(const spec_cluster *c, plan_catalog *out, diag_list *d);
+void plan_catalog_free(plan_catalog *c);
+/* Finds a type by name: exact (case-insensitive), then ignoring '-', ' ',
+ * "GB"/"G" and a leading "nvidia"; NULL when none or ambiguous. */
+const plan_gpu *plan_catalog_find(const plan_catalog *c, const char *name);
+
+typedef enum { PLAN_CHEAPEST, PLAN_FASTEST } plan_objective;
+
+typedef struct plan_options {
+    const plan_catalog *catalog; /* NULL = built-in */
+    double margin;               /* share of GPU memory kept free; default 0.10 */
+    plan_objective objective;    /* default PLAN_CHEAPEST */
+    int max_gpus;                /* largest job considered; default 512 */
+    const est_calib *calib;      /* NULL = est_calib_default */
+} plan_options;
+
+void plan_options_defaults(plan_options *o);
+
+/* One way to run the job: method, GPUs, parallelism, batch split, and what
+ * the estimator and the throughput model say of it. */
+typedef struct plan_config {
+    spec_method method;
+    spec_quant quant;
+    int bits;
+    const plan_gpu *gpu;
+    int gpus, nodes, gpus_per_node;
+    spec_strategy strategy;
+    int tp, pp, dp;               /* tensor, pipeline, data parallel degrees */
+    int micro_batch, grad_accum;  /* micro_batch x grad_accum x dp = effective batch */
+    bool grad_ckpt, flash_attn;
+    est_input in;
+    est_result mem;
+    double usable;                /* bytes usable on the GPU (memory minus the margin) */
+    bool fits;
+    double flops_per_token;       /* training FLOPs per token, forward and backward */
+    double efficiency;            /* parallel scaling x micro-batch fill x method */
+    double tokens_per_second;     /* of the whole job */
+    double step_seconds;          /* one optimizer step */
+    double seconds;               /* the whole run (0 when the step count is unknown) */
+    double gpu_hours, cost;       /* of the whole run (per 1,000 steps when unknown) */
+} plan_config;
+
+typedef struct plan_result {
+    char *job_name;
+    char *file;
+    model_shape model;
+    model_params params;
+    unsigned targets;            /* MODEL_ROLE_* */
+    int effective_batch;         /* batchSize x gradientAccumulation */
+    int seq;                     /* tokens per sample (maxSeqLength) */
+    long samples;                /* 0 = unknown */
+    char *samples_origin;        /* "trainingData.samples", "counted in FILE", NULL */
+    long steps;                  /* optimizer steps of the run; 0 = unknown */
+    bool fixed_steps;            /* the spec's maxSteps: the count does not follow the batch */
+    double tokens;               /* tokens of the run (upper bound: samples x seq) */
+    double deadline;             /* timeout.maxDuration in seconds; 0 = none */
+
+    bool found;
+    plan_config chosen;
+    bool has_requested;          /* the spec gave resources: this is them */
+    plan_config requested;
+    plan_config *options;        /* the best configuration per (GPU type, method), cheapest first */
+    size_t n_options;
+
+    est_seed seed;               /* the seed article's formula, for comparison */
+    char **reasons;              /* every choice in plain words, with its numbers */
+    size_t n_reasons;
+    plan_catalog *owned_catalog; /* the built-in catalogue the configs point into, when used */
+} plan_result;
+
+/* Plans a job: resolves the model (path, catalogue, generic), checks the
+ * targets against it (errors point at the spec's lines), evaluates every
+ * candidate and picks the cheapest (or fastest) that fits, finishing within
+ * timeout.maxDuration when one can. Checks the spec's own resources when it
+ * gives them. Returns LT_EXIT_OK, LT_EXIT_INVALID (diagnostics in d) or
+ * LT_EXIT_NOFIT (nothing fits; out explains the closest). */
+int plan_job(const spec_job *job, const plan_options *opt, plan_result *out, diag_list *d);
+void plan_result_free(plan_result *r);
+
+/* Checks a job's target modules against a model; each unknown module is
+ * an error at its line in the spec. Returns the MODEL_ROLE_* set. */
+unsigned plan_check_targets(const spec_job *job, const model_shape *m, diag_list *d);
+
+/* The plan for people: choice, memory breakdown, time, cost, reasons,
+ * alternatives. */
+void plan_format_text(const plan_result *r, sb *out);
+/* The same as JSON. Caller frees. */
+char *plan_to_json(const plan_result *r);
+/* The equivalent ms-swift command line (`swift sft ...`), one option per
+ * line. Caller frees. */
+char *plan_emit_swift(const plan_result *r, const spec_job *job);
+/* A copy of the job with the plan's choices written into it (method,
+ * resources, micro-batch, accumulation, checkpointing, strategy). */
+spec_job *plan_resolved_job(const plan_result *r, const spec_job *job);
 
 #endif
