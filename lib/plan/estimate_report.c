@@ -86,7 +86,7 @@ static size_t build_terms(const est_input *in, const est_result *r, est_term *t)
     n = add_term(t, n, "logits_and_loss", "logits and loss", r->logits, loss);
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "%d x %d tokens x %lld vocab%s", in->batch, in->seq,
              (long long)in->model->vocab, in->chunked_loss ? ", chunked loss" : "");
-    n = add_term(t, n, "lm_head_gradient", "lm_head gradient", r->head_grad, loss);
+    n = add_term(t, n, "lm_head_gradient", "lm_head gradient", r->head_grad, loss || (bwd && !lora));
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "vocab x hidden, during the loss backward");
     n = add_term(t, n, "weight_temporaries", "temporary weight copies", r->weight_temp, loss || bwd);
     snprintf(t[n - 1].note, sizeof t[n - 1].note, "dequantised / autocast / DoRA norm");

@@ -316,6 +316,61 @@ static void test_seed_formula(void **state)
     assert_string_equal(s.gpu_type, "H100-80GB");
 }
 
+/* The terms marked in_peak add up to per_gpu_gib. */
+static void expect_sum_is_peak(const est_input *in)
+{
+    est_result r;
+    est_estimate(in, NULL, &r);
+    char *text = est_to_json(in, &r, NULL);
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    assert_non_null(root);
+    json_t *t = json_object_get(root, "terms_gib");
+    double sum = 0;
+    size_t i;
+    json_t *k;
+    json_array_foreach(json_object_get(root, "in_peak"), i, k)
+        sum += json_number_value(json_object_get(t, json_string_value(k)));
+    double total = json_number_value(json_object_get(root, "per_gpu_gib"));
+    if (fabs(sum - total) > 1e-6)
+        fail_msg("%s %s: terms sum to %.4f, total %.4f (%s peak)", spec_method_name(in->method),
+                 est_counter_name(in->counter), sum, total, est_phase_name(r.peak_phase));
+    json_decref(root);
+    free(text);
+}
+
+static void test_terms_add_up(void **state)
+{
+    (void)state;
+    const char *models[] = {"Qwen2-7B", "Llama-2-7b-hf", "Meta-Llama-3-70B"};
+    spec_method methods[] = {METHOD_LORA, METHOD_QLORA, METHOD_DORA, METHOD_FULL};
+    est_counter counters[] = {EST_COUNTER_DEVICE, EST_COUNTER_RESERVED, EST_COUNTER_ALLOCATED};
+    spec_optimizer opts[] = {OPT_ADAMW, OPT_PAGED_ADAMW8BIT};
+    for (size_t mi = 0; mi < 3; mi++) {
+        model_shape m;
+        model_shape_from_catalog(model_catalog_find(models[mi]), &m);
+        for (size_t k = 0; k < 4; k++)
+            for (size_t c = 0; c < 3; c++)
+                for (size_t o = 0; o < 2; o++)
+                    for (int gc = 0; gc < 2; gc++) {
+                        est_input in;
+                        est_input_defaults(&in, &m);
+                        in.method = methods[k];
+                        in.quant = methods[k] == METHOD_QLORA ? QUANT_NF4 : QUANT_NONE;
+                        in.counter = counters[c];
+                        in.optimizer = opts[o];
+                        in.grad_ckpt = gc;
+                        in.batch = 4;
+                        diag_list d;
+                        diag_list_init(&d);
+                        assert_true(est_input_resolve(&in, &d));
+                        diag_list_free(&d);
+                        expect_sum_is_peak(&in);
+                    }
+        model_shape_free(&m);
+    }
+}
+
 static void test_json_keys(void **state)
 {
     (void)state;
@@ -416,7 +471,8 @@ int main(void)
         cmocka_unit_test(test_tiny_lora_terms),  cmocka_unit_test(test_tiny_full_and_quant),
         cmocka_unit_test(test_monotonic),        cmocka_unit_test(test_sharding_scales),
         cmocka_unit_test(test_input_checks),     cmocka_unit_test(test_seed_formula),
-        cmocka_unit_test(test_json_keys),        cmocka_unit_test(test_calibration_error),
+        cmocka_unit_test(test_json_keys),        cmocka_unit_test(test_terms_add_up),
+        cmocka_unit_test(test_calibration_error),
         cmocka_unit_test(test_rows_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
