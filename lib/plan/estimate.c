@@ -10,8 +10,8 @@
  *                  recomputed and back-propagated, the gradients so far
  *   optimizer step weights, states, every gradient, the step's temporaries
  * Counters: allocated = the largest phase; reserved adds the caching
- * allocator's slack on the transient part; device adds the CUDA context
- * (and NCCL) and the optimizer states kept in CUDA managed memory.
+ * allocator's slack on the loss buffers and weight copies; device adds the
+ * CUDA context (and NCCL) and the optimizer states in CUDA managed memory.
  */
 #include "plan/plan.h"
 

@@ -4,6 +4,7 @@
 #include "plan/plan.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,74 +30,89 @@ static const char *precision_dtype(spec_precision p)
     }
 }
 
-static size_t add_term(est_term *t, size_t n, const char *key, const char *label, double bytes,
-                       bool in_peak)
+/* Appends one term; its note is printf-formatted. */
+static void add_term(est_term *t, size_t *n, const char *key, const char *label, double bytes,
+                     bool in_peak, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+static void add_term(est_term *t, size_t *n, const char *key, const char *label, double bytes,
+                     bool in_peak, const char *fmt, ...)
 {
-    t[n].key = key;
-    t[n].label = label;
-    t[n].bytes = bytes;
-    t[n].in_peak = in_peak;
-    t[n].note[0] = '\0';
-    return n + 1;
+    est_term *x = &t[(*n)++];
+    x->key = key;
+    x->label = label;
+    x->bytes = bytes;
+    x->in_peak = in_peak;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->note, sizeof x->note, fmt, ap);
+    va_end(ap);
+}
+
+static bool deepspeed_amp(const est_input *in)
+{
+    return in->precision == PREC_AMP && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
+}
+
+/* Weights and what training keeps for the trainable parameters. */
+static void state_terms(const est_input *in, const est_result *r, est_term *t, size_t *n)
+{
+    est_phase ph = r->peak_phase;
+    bool lora = in->method != METHOD_FULL, ds = deepspeed_amp(in);
+    char total[48], trainable[48];
+    str_thousands(total, sizeof total, r->params_total);
+    str_thousands(trainable, sizeof trainable, r->params_trainable);
+    add_term(t, n, "base_weights_quantised", "base weights, quantised", r->weights_quantised, true,
+             "%s linear weights with their scales", spec_quant_name(in->quant));
+    add_term(t, n, "base_weights", lora ? "base weights (frozen)" : "weights (trained)", r->weights_dense,
+             true, "%s parameters of the model, %s", total,
+             in->quant != QUANT_NONE ? "the rest in 16 bits"
+             : ds                    ? "bf16 (DeepSpeed: fp32 master in the optimizer)"
+                                     : precision_dtype(in->precision));
+    add_term(t, n, "adapter_weights", in->method == METHOD_DORA ? "DoRA adapters" : "LoRA adapters",
+             r->adapter, true, "%s trainable parameters", trainable);
+    add_term(t, n, "gradients", "gradients", r->gradients,
+             ph == EST_PHASE_STEP || (ph == EST_PHASE_BACKWARD && lora), "one per trainable parameter");
+    add_term(t, n, "optimizer_states", "optimizer states", r->optimizer - r->optimizer_paged, true, "%s",
+             spec_optimizer_name(in->optimizer));
+    add_term(t, n, "optimizer_states_paged", "optimizer states, paged", r->optimizer_paged,
+             in->counter == EST_COUNTER_DEVICE, "CUDA managed memory: device counter only");
+    add_term(t, n, "optimizer_step_temp", "optimizer step temporaries", r->optimizer_temp,
+             ph == EST_PHASE_STEP, "%s",
+             ds                      ? "fp32 gradient partition"
+             : r->optimizer_temp > 0 ? "foreach AdamW: sqrt(v) per parameter"
+                                     : "none");
+    add_term(t, n, "sharding_buffers", "sharding / DDP buffers", r->sharding, true, "%s x %d GPUs",
+             spec_strategy_name(in->strategy), in->gpus);
+}
+
+/* Activations, logits and the temporaries of the forward and backward. */
+static void activation_terms(const est_input *in, const est_result *r, est_term *t, size_t *n)
+{
+    est_phase ph = r->peak_phase;
+    bool loss = ph == EST_PHASE_LOSS, bwd = ph == EST_PHASE_BACKWARD;
+    add_term(t, n, "activations", "activations (all layers)", r->activations, loss || bwd, "%d layers x %s",
+             r->layers_on_gpu, in->grad_ckpt ? "checkpoint" : "saved activations");
+    add_term(t, n, "layer_backward", "layer in backward", r->layer_backward, bwd, "%s",
+             in->grad_ckpt ? "recomputed activations + gradients" : "gradients of one layer");
+    add_term(t, n, "logits_and_loss", "logits and loss", r->logits, loss, "%d x %d tokens x %lld vocab%s",
+             in->batch, in->seq, (long long)in->model->vocab, in->chunked_loss ? ", chunked loss" : "");
+    add_term(t, n, "lm_head_gradient", "lm_head gradient", r->head_grad,
+             loss || (bwd && in->method == METHOD_FULL), "vocab x hidden, during the loss backward");
+    add_term(t, n, "weight_temporaries", "temporary weight copies", r->weight_temp, loss || bwd,
+             "dequantised / autocast / DoRA norm");
 }
 
 /* The terms in display order, with which ones the peak phase holds. */
 static size_t build_terms(const est_input *in, const est_result *r, est_term *t)
 {
-    est_phase ph = r->peak_phase;
-    bool loss = ph == EST_PHASE_LOSS, bwd = ph == EST_PHASE_BACKWARD, step = ph == EST_PHASE_STEP;
-    bool lora = in->method != METHOD_FULL;
-    char count[48];
     size_t n = 0;
-
-    n = add_term(t, n, "base_weights_quantised", "base weights, quantised", r->weights_quantised, true);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s linear weights with their scales",
-             in->quant == QUANT_NONE ? "no" : spec_quant_name(in->quant));
-    n = add_term(t, n, "base_weights", lora ? "base weights (frozen)" : "weights (trained)",
-                 r->weights_dense, true);
-    str_thousands(count, sizeof count, r->params_total);
-    bool ds_amp = in->precision == PREC_AMP && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s parameters of the model, %s", count,
-             in->quant != QUANT_NONE ? "the rest in 16 bits"
-             : ds_amp                ? "bf16 (DeepSpeed: fp32 master in the optimizer)"
-                                     : precision_dtype(in->precision));
-    n = add_term(t, n, "adapter_weights", in->method == METHOD_DORA ? "DoRA adapters" : "LoRA adapters",
-                 r->adapter, true);
-    str_thousands(count, sizeof count, r->params_trainable);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s trainable parameters", lora ? count : "none");
-    n = add_term(t, n, "gradients", "gradients", r->gradients, step || (bwd && lora));
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "one per trainable parameter");
-    n = add_term(t, n, "optimizer_states", "optimizer states", r->optimizer - r->optimizer_paged, true);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s", spec_optimizer_name(in->optimizer));
-    n = add_term(t, n, "optimizer_states_paged", "optimizer states, paged", r->optimizer_paged,
-                 in->counter == EST_COUNTER_DEVICE);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "CUDA managed memory: device counter only");
-    n = add_term(t, n, "optimizer_step_temp", "optimizer step temporaries", r->optimizer_temp, step);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s",
-             ds_amp                   ? "fp32 gradient partition"
-             : r->optimizer_temp > 0 ? "foreach AdamW: sqrt(v) per parameter"
-                                     : "none");
-    n = add_term(t, n, "sharding_buffers", "sharding / DDP buffers", r->sharding, true);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s x %d GPUs", spec_strategy_name(in->strategy), in->gpus);
-    n = add_term(t, n, "activations", "activations (all layers)", r->activations, loss || bwd);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%d layers x %s", r->layers_on_gpu,
-             in->grad_ckpt ? "checkpoint" : "saved activations");
-    n = add_term(t, n, "layer_backward", "layer in backward", r->layer_backward, bwd);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%s", in->grad_ckpt ? "recomputed activations + gradients" : "gradients of one layer");
-    n = add_term(t, n, "logits_and_loss", "logits and loss", r->logits, loss);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "%d x %d tokens x %lld vocab%s", in->batch, in->seq,
-             (long long)in->model->vocab, in->chunked_loss ? ", chunked loss" : "");
-    n = add_term(t, n, "lm_head_gradient", "lm_head gradient", r->head_grad, loss || (bwd && !lora));
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "vocab x hidden, during the loss backward");
-    n = add_term(t, n, "weight_temporaries", "temporary weight copies", r->weight_temp, loss || bwd);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "dequantised / autocast / DoRA norm");
-    n = add_term(t, n, "framework", "framework buffers", r->framework, true);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "calibrated");
-    n = add_term(t, n, "allocator_slack", "allocator slack (reserved)", r->allocator,
-                 in->counter != EST_COUNTER_ALLOCATED);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "caching allocator, calibrated");
-    n = add_term(t, n, "cuda_context", "CUDA context (+ NCCL)", r->cuda_context, in->counter == EST_COUNTER_DEVICE);
-    snprintf(t[n - 1].note, sizeof t[n - 1].note, "device counter only");
+    state_terms(in, r, t, &n);
+    activation_terms(in, r, t, &n);
+    add_term(t, &n, "framework", "framework buffers", r->framework, true, "calibrated");
+    add_term(t, &n, "allocator_slack", "allocator slack (reserved)", r->allocator,
+             in->counter != EST_COUNTER_ALLOCATED, "caching allocator, calibrated");
+    add_term(t, &n, "cuda_context", "CUDA context (+ NCCL)", r->cuda_context, in->counter == EST_COUNTER_DEVICE,
+             "device counter only");
     return n;
 }
 
