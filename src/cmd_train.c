@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include "base/base.h"
+#include "spec/spec.h"
 #include "train/train.h"
 
 #include <errno.h>
@@ -29,9 +30,11 @@ static void train_on_signal(int sig)
 
 typedef struct train_args {
     tr_train_opts o;
-    const char *text, *data;
+    const char *text, *data, *tokenizer, *chat_template, *job_file;
     int seq_len, byte_offset;
-    bool alpha_set;
+    bool alpha_set, pack, skip_bad;
+    spec_file spec; /* the job file, when given (owns the strings used) */
+    bool have_spec;
 } train_args;
 
 static bool parse_long(const char *s, long lo, long hi, long *out)
@@ -94,6 +97,8 @@ static int apply_option(train_args *a, const char *opt, const char *val)
     if (!strcmp(opt, "--model")) o->model_dir = val;
     else if (!strcmp(opt, "--data")) a->data = val;
     else if (!strcmp(opt, "--text")) a->text = val;
+    else if (!strcmp(opt, "--tokenizer")) a->tokenizer = val;
+    else if (!strcmp(opt, "--chat-template")) a->chat_template = val;
     else if (!strcmp(opt, "--checkpoint-dir")) o->checkpoint_dir = val;
     else if (!strcmp(opt, "--output")) o->output_dir = val;
     else if (!strcmp(opt, "--checkpoint-interval")) { NEED_LONG(0, 100000000); o->checkpoint_interval = (int)n; }
@@ -137,18 +142,36 @@ static int apply_option(train_args *a, const char *opt, const char *val)
 #undef NEED_DOUBLE
 }
 
+static const char *const train_flags[] = {"--full", "--rslora", "--grad-checkpoint", "--no-resume",
+                                          "--packing", "--skip-bad"};
+
+/* The job file: the one argument that is not an option or its value. */
+static int find_job_file(train_args *a, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        bool flag = false;
+        for (size_t k = 0; k < sizeof train_flags / sizeof *train_flags; k++)
+            flag |= !strcmp(argv[i], train_flags[k]);
+        if (flag) continue;
+        if (!strncmp(argv[i], "--", 2)) { i++; continue; }
+        if (a->job_file) return cli_usage_error("train", "two job files given: %s and %s", a->job_file, argv[i]);
+        a->job_file = argv[i];
+    }
+    return LT_EXIT_OK;
+}
+
 static int parse_args(train_args *a, int argc, char **argv)
 {
-    static const char *const flags[] = {"--full", "--rslora", "--grad-checkpoint", "--no-resume"};
+    const char *const *flags = train_flags;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
         if (!strcmp(opt, flags[0])) { a->o.model.mode = TR_MODE_FULL; continue; }
         if (!strcmp(opt, flags[1])) { a->o.model.lora.rslora = true; continue; }
         if (!strcmp(opt, flags[2])) { a->o.model.grad_checkpoint = true; continue; }
         if (!strcmp(opt, flags[3])) { a->o.resume = false; continue; }
-        if (strncmp(opt, "--", 2) != 0)
-            return cli_usage_error("train", "unexpected argument %s (job YAML files are read by "
-                                   "`lathe submit`; give options here)", opt);
+        if (!strcmp(opt, flags[4])) { a->pack = true; continue; }
+        if (!strcmp(opt, flags[5])) { a->skip_bad = true; continue; }
+        if (strncmp(opt, "--", 2) != 0) continue; /* the job file */
         if (i + 1 >= argc) return cli_usage_error("train", "%s needs a value", opt);
         int rc = apply_option(a, opt, argv[++i]);
         if (rc) return rc;
@@ -173,9 +196,88 @@ static int open_data(const train_args *a, tr_data *d)
         }
         return LT_EXIT_OK;
     }
-    fprintf(stderr, "lathe train: %s: JSONL datasets need the tokenizer and data part, which this "
-            "build does not have yet; use --text FILE for plain text\n", a->data);
-    return LT_EXIT_INVALID;
+    char *tok = a->tokenizer ? xstrdup(a->tokenizer) : path_join(a->o.model_dir, "tokenizer.json");
+    tr_jsonl_opts jo = {.path = a->data, .tokenizer = tok, .chat_template = a->chat_template,
+                        .seq_len = a->seq_len, .pack = a->pack, .skip_bad = a->skip_bad,
+                        .seed = a->o.seed};
+    char *summary = NULL;
+    bool ok = tr_jsonl_source_open(d, &jo, &summary, err, sizeof err);
+    free(tok);
+    if (!ok) {
+        fprintf(stderr, "lathe train: %s\n", err);
+        return LT_EXIT_INVALID;
+    }
+    printf("[lathe-train] %s\n", summary);
+    free(summary);
+    return LT_EXIT_OK;
+}
+
+/* A LoRATrainingJob's fields as trainer options (the environment and the
+ * command line override them). */
+static int apply_job(train_args *a)
+{
+    diag_list d;
+    diag_list_init(&d);
+    spec_load_file(a->job_file, &a->spec, &d);
+    a->have_spec = true;
+    const spec_job *j = d.errors ? NULL : spec_file_job(&a->spec);
+    if (!j) {
+        diag_print_all(&d, stderr);
+        if (!d.errors) fprintf(stderr, "lathe train: %s holds no LoRATrainingJob\n", a->job_file);
+        diag_list_free(&d);
+        return LT_EXIT_INVALID;
+    }
+    diag_list_free(&d);
+    if (j->method == METHOD_QLORA || j->quantization.bits == 4 || j->quantization.bits == 8 ||
+        j->method == METHOD_DORA) {
+        fprintf(stderr, "lathe train: %s: spec.method %s: the built-in CPU trainer does LoRA and full "
+                "fine-tuning in fp32 (set method: lora, or run the job with another trainer)\n",
+                a->job_file, spec_method_name(j->method));
+        return LT_EXIT_INVALID;
+    }
+    tr_train_opts *o = &a->o;
+    if (j->base_model.path) o->model_dir = j->base_model.path;
+    if (j->method == METHOD_FULL) o->model.mode = TR_MODE_FULL;
+    o->model.lora.rank = j->lora.rank;
+    o->model.lora.alpha = (float)j->lora.alpha;
+    a->alpha_set = true;
+    o->model.lora.dropout = (float)j->lora.dropout;
+    o->model.lora.rslora = j->lora.use_rslora;
+    if (j->lora.n_target_modules) {
+        sb list;
+        sb_init(&list);
+        for (size_t i = 0; i < j->lora.n_target_modules; i++)
+            sb_printf(&list, "%s%s", i ? "," : "", j->lora.target_modules[i]);
+        char err[256];
+        bool ok = tr_targets_parse(sb_str(&list), &o->model.lora.targets, err, sizeof err);
+        sb_free(&list);
+        if (!ok) {
+            fprintf(stderr, "lathe train: %s: spec.lora.targetModules: %s\n", a->job_file, err);
+            return LT_EXIT_INVALID;
+        }
+    }
+    a->data = j->training_data.dataset_path;
+    a->pack = j->training_data.packing;
+    o->batch_size = j->training_data.batch_size > 0 ? j->training_data.batch_size : 1;
+    o->grad_accum = j->training_data.gradient_accumulation > 0 ? j->training_data.gradient_accumulation : 1;
+    o->epochs = j->hyperparams.epochs > 0 ? j->hyperparams.epochs : 1;
+    o->max_steps = j->hyperparams.max_steps;
+    o->optim.lr = j->hyperparams.learning_rate;
+    o->optim.warmup_steps = j->hyperparams.warmup_steps;
+    o->optim.weight_decay = j->hyperparams.weight_decay;
+    o->optim.max_grad_norm = j->hyperparams.max_grad_norm;
+    if (j->hyperparams.lr_scheduler && !tr_schedule_parse(j->hyperparams.lr_scheduler, &o->optim.schedule)) {
+        fprintf(stderr, "lathe train: %s: spec.hyperparams.lrScheduler %s: the built-in trainer knows "
+                "cosine, linear and constant\n", a->job_file, j->hyperparams.lr_scheduler);
+        return LT_EXIT_INVALID;
+    }
+    if (j->hyperparams.max_seq_length > 0) a->seq_len = j->hyperparams.max_seq_length;
+    o->seed = j->hyperparams.seed;
+    o->model.grad_checkpoint = j->hyperparams.gradient_checkpointing == TOGGLE_ON;
+    if (j->checkpoint.path) o->checkpoint_dir = j->checkpoint.path;
+    if (j->checkpoint.interval_steps > 0) o->checkpoint_interval = j->checkpoint.interval_steps;
+    if (j->checkpoint.keep_last > 0) o->keep_last = j->checkpoint.keep_last;
+    return LT_EXIT_OK;
 }
 
 /* Re-executes `lathe CMD ARGS` with OMP_WAIT_POLICY=passive (see train.h). */
@@ -193,12 +295,16 @@ static int train_run(int argc, char **argv)
     train_passive_wait(argc, argv);
     train_args a = {.seq_len = 512, .byte_offset = 3};
     tr_train_defaults(&a.o);
-    int rc = apply_env(&a);
+    int rc = find_job_file(&a, argc, argv);
+    if (!rc && a.job_file) rc = apply_job(&a);
+    if (!rc) rc = apply_env(&a);
     if (!rc) rc = parse_args(&a, argc, argv);
-    if (rc) return rc;
     tr_data data;
-    rc = open_data(&a, &data);
-    if (rc) return rc;
+    if (!rc) rc = open_data(&a, &data);
+    if (rc) {
+        if (a.have_spec) spec_file_free(&a.spec);
+        return rc;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = train_on_signal;
@@ -207,6 +313,7 @@ static int train_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     rc = tr_train(&a.o, &data, &train_stop_flag, stdout);
     data.destroy(data.ctx);
+    if (a.have_spec) spec_file_free(&a.spec);
     return rc == -1 ? TRAIN_EXIT_STOPPED : rc;
 }
 
@@ -214,13 +321,15 @@ const cli_command cli_cmd_train = {
     .name = "train",
     .summary = "fine-tune a model with LoRA (or fully) with the built-in CPU trainer",
     .help =
-        "usage: lathe train --model DIR (--text FILE | --data FILE.jsonl) --checkpoint-dir DIR [options]\n"
+        "usage: lathe train [JOB.yaml] --model DIR (--text FILE | --data FILE.jsonl) --checkpoint-dir DIR [options]\n"
         "\n"
         "Trains LoRA adapters (or every weight with --full) of a Hugging Face Llama,\n"
         "Mistral, Qwen2/2.5 or Qwen3 model on the CPU. Writes PEFT checkpoints into\n"
         "CHECKPOINT_DIR/checkpoint-<step>/ and the final adapter into --output\n"
         "(default CHECKPOINT_DIR/final). Resumes from the newest checkpoint by default.\n"
         "One progress line per step on stdout (format: docs/trainer.md).\n"
+        "A LoRATrainingJob YAML gives the defaults (baseModel.path, lora, trainingData,\n"
+        "hyperparams, checkpoint); the environment and the options override it.\n"
         "\n"
         "environment (the trainer contract; options win):\n"
         "  BASE_MODEL_PATH, DATASET_PATH, LORA_RANK, CHECKPOINT_DIR, CHECKPOINT_INTERVAL,\n"
@@ -231,6 +340,10 @@ const cli_command cli_cmd_train = {
         "  --text FILE              plain text, one token per byte (id = byte + --byte-offset)\n"
         "  --byte-offset N          id of byte 0 for --text (default 3, llama2.c's layout)\n"
         "  --data FILE.jsonl        alpaca / messages / text JSONL (needs tokenizer.json)\n"
+        "  --tokenizer PATH         tokenizer.json (default: MODEL/tokenizer.json)\n"
+        "  --chat-template NAME     force a template family (chatml, qwen2.5, qwen3, llama3, ...)\n"
+        "  --packing                pack records into full sequences\n"
+        "  --skip-bad               skip malformed records (counted) instead of failing\n"
         "  --seq-len N              sequence length (default 512)\n"
         "LoRA:\n"
         "  --rank N (16)  --alpha A (2*rank)  --dropout P (0.05)  --rslora\n"

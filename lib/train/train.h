@@ -466,6 +466,22 @@ typedef struct tr_data {
 bool tr_text_source_open(tr_data *d, const char *path, int seq_len, int id_offset,
                          uint64_t seed, char *err, size_t errsz);
 
+/* JSONL data (alpaca, messages or text records) through the tokenizer and
+ * chat template of the tokenizer part (data.h). */
+typedef struct tr_jsonl_opts {
+    const char *path;
+    const char *tokenizer;     /* tokenizer.json or a folder holding one */
+    const char *chat_template; /* a family name to force, or NULL to detect */
+    int seq_len;
+    bool pack, skip_bad;
+    uint64_t seed;
+} tr_jsonl_opts;
+
+/* Opens a JSONL dataset; *summary (may be NULL) gets a one-line description
+ * (records, sequences, tokens, template) the caller frees. */
+bool tr_jsonl_source_open(tr_data *d, const tr_jsonl_opts *o, char **summary, char *err,
+                          size_t errsz);
+
 /* ======================================================================
  * trainer
  * ====================================================================== */

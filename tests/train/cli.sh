@@ -38,6 +38,48 @@ grep -q '"torch_dtype": "bfloat16"' "$WORK/bf16/config.json" || fail "bf16 confi
 "$LATHE" train --model "$WORK/bf16" --text "$TEXT" --byte-offset 0 --seq-len 32 --max-steps 2 \
     --checkpoint-dir "$WORK/ck-bf16" --threads 2 >/dev/null 2>&1 || fail "train on bf16 weights"
 
+# JSONL data through the tokenizer and chat template, from a job YAML; exact
+# resume works with the data part's position too
+"$LATHE" init-model "$WORK/q3" --arch qwen3 --preset tiny --tokenizer "$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json" \
+    >/dev/null || fail "init-model --tokenizer"
+[ -f "$WORK/q3/tokenizer.json" ] && [ -f "$WORK/q3/tokenizer_config.json" ] || fail "tokenizer files not copied"
+cat >"$WORK/job.yaml" <<YAML
+apiVersion: lathe/v1
+kind: LoRATrainingJob
+metadata:
+  name: toy
+spec:
+  baseModel:
+    path: $WORK/q3
+  lora:
+    rank: 4
+    alpha: 8
+    targetModules: [q_proj, v_proj]
+    dropout: 0.1
+  trainingData:
+    datasetPath: $LATHE_SHARED_DIR/data/self-instruct/seed_tasks.messages.jsonl
+    gradientAccumulation: 2
+  hyperparams:
+    maxSteps: 4
+    maxSeqLength: 64
+  checkpoint:
+    intervalSteps: 1
+    path: $WORK/ck-yaml
+YAML
+"$LATHE" train "$WORK/job.yaml" --threads 2 >"$WORK/yaml.out" 2>&1 || fail "train JOB.yaml: $(tail -3 "$WORK/yaml.out")"
+grep -q "messages records" "$WORK/yaml.out" || fail "no data summary line"
+grep -q "chat template qwen3" "$WORK/yaml.out" || fail "chat template not reported"
+grep -q '"r": 4' "$WORK/ck-yaml/final/adapter_config.json" || fail "job's lora.rank not used"
+( "$LATHE" train "$WORK/job.yaml" --threads 2 --checkpoint-dir "$WORK/ck-yaml2" --fault-kill 3:1 >/dev/null 2>&1 ) 2>/dev/null
+"$LATHE" train "$WORK/job.yaml" --threads 2 --checkpoint-dir "$WORK/ck-yaml2" >"$WORK/yaml2.out" 2>&1 || fail "resume of JSONL run"
+grep -q "resume step=2" "$WORK/yaml2.out" || fail "JSONL run did not resume from step 2"
+cmp "$WORK/ck-yaml/final/adapter_model.safetensors" "$WORK/ck-yaml2/final/adapter_model.safetensors" \
+    || fail "JSONL run: resumed adapter differs"
+out=$("$LATHE" generate --model "$WORK/q3" --adapter "$WORK/ck-yaml/final" --prompt "Hello" --chat --max-new 4) \
+    || fail "generate --prompt --chat"
+[ -n "$out" ] || fail "generate printed nothing"
+echo "ok: JSONL + job YAML + exact resume + generate --chat"
+
 # bad input: message and exit code
 expect() { # CODE PATTERN command...
     local code=$1 pat=$2; shift 2
@@ -59,5 +101,7 @@ expect 2 "no model.safetensors" "$LATHE" generate --model "$WORK/x" --ids 1
 printf '{"model_type":"llama","vocab_size":300}' > "$WORK/broken.json"
 mkdir -p "$WORK/broken" && cp "$WORK/broken.json" "$WORK/broken/config.json"
 expect 2 "field hidden_size" "$LATHE" generate --model "$WORK/broken" --ids 1
+sed 's/^spec:$/spec:\n  method: qlora/' "$WORK/job.yaml" >"$WORK/qlora.yaml"
+expect 2 "spec.method qlora" "$LATHE" train "$WORK/qlora.yaml"
 echo "ok: errors"
 echo "1 passed, 0 failed"
