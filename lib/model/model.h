@@ -181,26 +181,29 @@ enum {
     MODEL_ROLE_GATE = 1u << 4,
     MODEL_ROLE_UP = 1u << 5,
     MODEL_ROLE_DOWN = 1u << 6,
-    MODEL_ROLE_LM_HEAD = 1u << 7
+    MODEL_ROLE_LM_HEAD = 1u << 7,
+    MODEL_ROLE_EMBED = 1u << 8 /* the token embedding (PEFT LoRA on nn.Embedding) */
 };
 #define MODEL_ROLES_ATTN (MODEL_ROLE_Q | MODEL_ROLE_K | MODEL_ROLE_V | MODEL_ROLE_O)
 #define MODEL_ROLES_MLP (MODEL_ROLE_GATE | MODEL_ROLE_UP | MODEL_ROLE_DOWN)
 #define MODEL_ROLES_ALL_LINEAR (MODEL_ROLES_ATTN | MODEL_ROLES_MLP) /* PEFT "all-linear" */
 
 typedef struct model_module {
-    const char *name; /* PEFT target name: "q_proj", "qkv_proj", "c_attn", "wqkv", "lm_head" */
+    const char *name; /* PEFT target name: "q_proj", "qkv_proj", "c_attn", "wqkv", "lm_head", "embed_tokens" */
     unsigned roles;   /* MODEL_ROLE_* it computes */
     int64_t in, out;  /* one matrix: out x in */
-    bool per_layer;   /* false for lm_head (one per model) */
+    bool per_layer;   /* false for the embedding and the lm_head (one per model) */
 } model_module;
 
-#define MODEL_MAX_MODULES 8
-/* The architecture's adaptable linear modules, lm_head last. Returns the count. */
+#define MODEL_MAX_MODULES 9
+/* The architecture's adaptable modules: the layers' projections, then the
+ * embedding (in = vocab, out = hidden) and the lm_head. Returns the count. */
 size_t model_modules(const model_shape *m, model_module out[MODEL_MAX_MODULES]);
 /* True when the model has a module of that name (PEFT target spelling, or
  * "all-linear"). The planner rejects targets for which this is false. */
 bool model_has_module(const model_shape *m, const char *name);
-/* Translates target names ("q_proj", "c_attn", "all-linear", "lm_head") into
+/* Translates target names ("q_proj", "c_attn", "all-linear", "lm_head",
+ * "embed_tokens") into
  * MODEL_ROLE_* bits. Unknown names add an error to d (with field as its path
  * and a suggestion: the nearest name, or the fused module that holds it).
  * Returns false on any error. */
@@ -214,12 +217,13 @@ typedef struct model_lora_count {
     uint64_t total;          /* trainable parameters */
     uint64_t per_layer;      /* in one decoder layer */
     uint64_t lm_head;        /* the lm_head adapter, if adapted */
+    uint64_t embedding;      /* the embedding adapter, if adapted: r x (vocab + hidden) */
     uint64_t magnitude;      /* DoRA magnitude vectors (included in total) */
     unsigned matrices_per_layer; /* adapted matrices per layer */
     int64_t max_in, max_out; /* largest adapted matrix, for transient buffers */
 } model_lora_count;
 
-/* LoRA: r x (in + out) per adapted matrix per layer (+ lm_head once); a
+/* LoRA: r x (in + out) per adapted matrix per layer (+ lm_head and embedding once); a
  * fused module is adapted as one matrix when any of its roles is asked for.
  * DoRA adds the magnitude vector (out) per adapted matrix. */
 void model_lora_params(const model_shape *m, unsigned roles, int rank, bool dora,

@@ -6,9 +6,11 @@
  *   Llama, Mistral, Qwen2/3, Gemma/2  q_proj k_proj v_proj o_proj gate_proj up_proj down_proj
  *   Phi-3      qkv_proj (fused q,k,v), o_proj, gate_up_proj (fused), down_proj
  *   InternLM2  wqkv (fused), wo, w1 (gate), w3 (up), w2 (down); lm_head is "output"
+ *   embedding  embed_tokens; Qwen v1 wte; InternLM2 tok_embeddings
  *   Qwen v1    c_attn (fused q,k,v with bias), attn.c_proj, w2 (gate: a1 * silu(w2 x)),
  *              w1 (up), mlp.c_proj (down); "c_proj" names both projections
- * LoRA adds B (out x r) and A (r x in) to each adapted matrix: r x (in + out).
+ * LoRA adds B (out x r) and A (r x in) to each adapted matrix: r x (in + out);
+ * on the embedding (PEFT's LoRA Embedding) A is r x vocab and B hidden x r.
  * DoRA adds a magnitude vector of length out per adapted matrix.
  */
 #include "model/model.h"
@@ -34,6 +36,7 @@ size_t model_modules(const model_shape *m, model_module out[MODEL_MAX_MODULES])
         n = add(out, n, "o_proj", MODEL_ROLE_O, q, h, true);
         n = add(out, n, "gate_up_proj", MODEL_ROLE_GATE | MODEL_ROLE_UP, h, 2 * I, true);
         n = add(out, n, "down_proj", MODEL_ROLE_DOWN, I, h, true);
+        n = add(out, n, "embed_tokens", MODEL_ROLE_EMBED, m->vocab, h, false);
         n = add(out, n, "lm_head", MODEL_ROLE_LM_HEAD, h, m->vocab, false);
         break;
     case MODEL_ARCH_INTERNLM2:
@@ -42,6 +45,7 @@ size_t model_modules(const model_shape *m, model_module out[MODEL_MAX_MODULES])
         n = add(out, n, "w1", MODEL_ROLE_GATE, h, I, true);
         n = add(out, n, "w3", MODEL_ROLE_UP, h, I, true);
         n = add(out, n, "w2", MODEL_ROLE_DOWN, I, h, true);
+        n = add(out, n, "tok_embeddings", MODEL_ROLE_EMBED, m->vocab, h, false);
         n = add(out, n, "output", MODEL_ROLE_LM_HEAD, h, m->vocab, false);
         break;
     case MODEL_ARCH_QWEN:
@@ -50,6 +54,7 @@ size_t model_modules(const model_shape *m, model_module out[MODEL_MAX_MODULES])
         n = add(out, n, "w2", MODEL_ROLE_GATE, h, I, true);
         n = add(out, n, "w1", MODEL_ROLE_UP, h, I, true);
         n = add(out, n, "c_proj", MODEL_ROLE_DOWN, I, h, true);
+        n = add(out, n, "wte", MODEL_ROLE_EMBED, m->vocab, h, false);
         n = add(out, n, "lm_head", MODEL_ROLE_LM_HEAD, h, m->vocab, false);
         break;
     default:
@@ -60,6 +65,7 @@ size_t model_modules(const model_shape *m, model_module out[MODEL_MAX_MODULES])
         n = add(out, n, "gate_proj", MODEL_ROLE_GATE, h, I, true);
         n = add(out, n, "up_proj", MODEL_ROLE_UP, h, I, true);
         n = add(out, n, "down_proj", MODEL_ROLE_DOWN, I, h, true);
+        n = add(out, n, "embed_tokens", MODEL_ROLE_EMBED, m->vocab, h, false);
         n = add(out, n, "lm_head", MODEL_ROLE_LM_HEAD, h, m->vocab, false);
         break;
     }
@@ -93,6 +99,7 @@ static const char *fused_holder(const model_shape *m, const char *name)
         {"q_proj", MODEL_ROLE_Q},       {"k_proj", MODEL_ROLE_K},   {"v_proj", MODEL_ROLE_V},
         {"o_proj", MODEL_ROLE_O},       {"gate_proj", MODEL_ROLE_GATE}, {"up_proj", MODEL_ROLE_UP},
         {"down_proj", MODEL_ROLE_DOWN}, {"lm_head", MODEL_ROLE_LM_HEAD},
+        {"embed_tokens", MODEL_ROLE_EMBED},
     };
     model_module mods[MODEL_MAX_MODULES];
     size_t n = model_modules(m, mods);
@@ -177,7 +184,7 @@ void model_lora_params(const model_shape *m, unsigned roles, int rank, bool dora
     model_module mods[MODEL_MAX_MODULES];
     size_t n = model_modules(m, mods);
     uint64_t r = rank > 0 ? (uint64_t)rank : 0;
-    uint64_t mag_layer = 0, mag_head = 0;
+    uint64_t mag_layer = 0, mag_once = 0;
     for (size_t i = 0; i < n; i++) {
         if (!(mods[i].roles & roles)) continue;
         uint64_t p = r * (uint64_t)(mods[i].in + mods[i].out);
@@ -187,14 +194,17 @@ void model_lora_params(const model_shape *m, unsigned roles, int rank, bool dora
             mag_layer += mag;
             out->matrices_per_layer++;
         } else {
-            out->lm_head += p + mag;
-            mag_head += mag;
+            if (mods[i].roles & MODEL_ROLE_EMBED)
+                out->embedding += p + mag;
+            else
+                out->lm_head += p + mag;
+            mag_once += mag;
         }
         if (mods[i].in * mods[i].out > out->max_in * out->max_out) {
             out->max_in = mods[i].in;
             out->max_out = mods[i].out;
         }
     }
-    out->magnitude = mag_layer * (uint64_t)m->layers + mag_head;
-    out->total = out->per_layer * (uint64_t)m->layers + out->lm_head;
+    out->magnitude = mag_layer * (uint64_t)m->layers + mag_once;
+    out->total = out->per_layer * (uint64_t)m->layers + out->lm_head + out->embedding;
 }

@@ -157,6 +157,7 @@ static double trainable_on_gpu(const est_ctx *x, est_result *r)
     model_lora_params(x->m, x->in->targets, x->in->rank, x->in->method == METHOD_DORA, &r->lora);
     double t = (double)r->lora.per_layer * x->layers / x->tp;
     if (x->last_stage) t += (double)r->lora.lm_head / x->tp;
+    if (x->first_stage) t += (double)r->lora.embedding / x->tp;
     return t;
 }
 

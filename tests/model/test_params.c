@@ -153,6 +153,9 @@ static void test_lora_counts(void **state)
                      32ull * 8 * ((4096 + 4096) + (11008 + 4096)));
     assert_int_equal(lora_of("internlm2-7b", "wqkv,wo", 8, false),
                      32ull * 8 * ((4096 + 4096 + 2 * 1024) + (4096 + 4096)));
+    /* the embedding once: A is 8 x 32000, B 4096 x 8 */
+    assert_int_equal(lora_of("Llama-2-7b-hf", "embed_tokens", 8, false), 8ull * (32000 + 4096));
+    assert_int_equal(lora_of("Qwen-7B-Chat", "wte", 4, false), 4ull * (151936 + 4096));
     /* DoRA adds a magnitude of length out per adapted matrix */
     assert_int_equal(lora_of("Llama-2-7b-hf", "q_proj,v_proj", 8, true), 4194304ull + 32 * 2 * 4096);
 }
@@ -187,6 +190,8 @@ static void test_modules(void **state)
     assert_true(model_has_module(&m, "wqkv"));
     assert_true(model_has_module(&m, "output"));
     assert_false(model_has_module(&m, "lm_head"));
+    assert_true(model_has_module(&m, "tok_embeddings"));
+    assert_false(model_has_module(&m, "embed_tokens"));
     model_shape_free(&m);
 
     shape_of("Llama-2-7b-hf", &m);
