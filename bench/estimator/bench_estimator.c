@@ -210,7 +210,7 @@ int main(int argc, char **argv)
         diag_print_all(&d, stderr);
         diag_list_free(&d);
         est_rows_free(rows, n);
-        return LT_EXIT_INVALID;
+        return file_exists(o.path) ? LT_EXIT_INVALID : LT_EXIT_IO;
     }
     diag_list_free(&d);
     est_calib c = est_calib_default;
