@@ -119,8 +119,9 @@ static int tk_parse(tk_args *a, int argc, char **argv)
     return LT_EXIT_OK;
 }
 
-/* Reads all of a stream. */
-static char *tk_read_stream(FILE *f, size_t *len)
+/* Reads all of a stream; NULL (after a message) when it is larger than
+ * TK_MAX_INPUT or cannot be read. */
+static char *tk_read_stream(FILE *f, const char *name, size_t *len)
 {
     sb s;
     sb_init(&s);
@@ -128,7 +129,16 @@ static char *tk_read_stream(FILE *f, size_t *len)
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
         sb_putn(&s, buf, n);
-        if (s.len > TK_MAX_INPUT) break;
+        if (s.len > TK_MAX_INPUT) {
+            fprintf(stderr, "lathe tokenize: %s: input larger than 1 GiB; split it\n", name);
+            sb_free(&s);
+            return NULL;
+        }
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "lathe tokenize: %s: read error\n", name);
+        sb_free(&s);
+        return NULL;
     }
     *len = s.len;
     return s.buf ? sb_take(&s) : xstrdup("");
@@ -154,7 +164,9 @@ static char *tk_input(const tk_args *a, size_t *len, const char **name, int *rc)
         return xstrdup(a->text);
     }
     *name = "<stdin>";
-    return tk_read_stream(stdin, len);
+    char *s = tk_read_stream(stdin, *name, len);
+    if (!s) *rc = LT_EXIT_IO;
+    return s;
 }
 
 static tok_tokenizer *tk_load(const char *path, int *rc)

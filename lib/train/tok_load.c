@@ -253,8 +253,8 @@ static bool load_merges(loader *L, json_t *model)
         const char *a, *b;
         size_t alen, blen;
         char path[64];
-        snprintf(path, sizeof path, "model.merges[%zu]", i);
         if (!merge_parts(json_array_get(merges, i), &a, &alen, &b, &blen)) {
+            snprintf(path, sizeof path, "model.merges[%zu]", i);
             diag *x = lerr(L, L->file, path, "malformed merge");
             diag_set_expected(x, "\"a b\" (two tokens, one space) or [\"a\", \"b\"]");
             ok = false;
@@ -266,6 +266,7 @@ static bool load_merges(loader *L, json_t *model)
         sb_putn(&both, b, blen);
         int32_t im = spelling_id(t, both.buf, both.len, &scratch);
         if (ia < 0 || ib < 0 || im < 0) {
+            snprintf(path, sizeof path, "model.merges[%zu]", i);
             const char *missing = ia < 0 ? a : ib < 0 ? b : both.buf;
             int mlen = (int)(ia < 0 ? alen : ib < 0 ? blen : both.len);
             lerr(L, L->file, path, "merge uses token \"%.*s\", which is not in the vocabulary",
