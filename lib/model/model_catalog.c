@@ -219,6 +219,7 @@ bool model_generic_shape(double params, model_shape *out)
 
 bool model_size_from_name(const char *name, double *params)
 {
+    if (!name || strlen(name) > 200) return false; /* no model name is that long */
     char key[256];
     model_catalog_key(name, false, key, sizeof key);
     char *save = NULL;
