@@ -32,6 +32,16 @@ a=$("$LATHE" generate --model "$WORK/llama" --ids 1 --max-new 8 --temperature 1 
 b=$("$LATHE" generate --model "$WORK/llama" --ids 1 --max-new 8 --temperature 1 --top-p 0.9 --seed 4 --no-eos)
 [ "$a" = "$b" ] || fail "sampling with the same seed differs"
 
+# full fine-tuning: the final folder is a complete model that loads again
+"$LATHE" train --model "$WORK/qwen3" --text "$TEXT" --byte-offset 0 --seq-len 32 --max-steps 3 --full \
+    --lr 1e-3 --checkpoint-dir "$WORK/ck-full" --threads 2 >/dev/null 2>&1 || fail "train --full"
+[ -f "$WORK/ck-full/final/model.safetensors" ] && [ -f "$WORK/ck-full/final/config.json" ] || fail "--full: no model in final/"
+[ -f "$WORK/ck-full/checkpoint-3/optimizer.safetensors" ] || fail "--full: no optimizer state"
+"$LATHE" generate --model "$WORK/ck-full/final" --ids "1 2" --max-new 3 --no-eos >/dev/null || fail "generate from the fully fine-tuned model"
+"$LATHE" train --model "$WORK/qwen3" --text "$TEXT" --byte-offset 0 --seq-len 32 --max-steps 4 --full \
+    --lr 1e-3 --checkpoint-dir "$WORK/ck-full" --threads 2 >"$WORK/full2.out" 2>&1 || fail "train --full resume"
+grep -q "resume step=3" "$WORK/full2.out" || fail "--full did not resume"
+
 # bf16 weights load and train
 "$LATHE" init-model "$WORK/bf16" --arch qwen2 --preset tiny --vocab 300 --dtype bf16 >/dev/null || fail "bf16 init"
 grep -q '"torch_dtype": "bfloat16"' "$WORK/bf16/config.json" || fail "bf16 config"

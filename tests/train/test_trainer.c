@@ -171,6 +171,48 @@ static void test_loss_decreases_and_outputs(void **state)
     tu_rmdir(dir);
 }
 
+/* batch 2 x accumulation 1 and batch 1 x accumulation 2 see the same
+ * sequences in the same order with the same normalisation: same adapter. */
+static void test_accumulation_equals_batch(void **state)
+{
+    (void)state;
+    char *dir = tu_tempdir();
+    char *text = write_text_file(dir, "abcdefghij klmnopqrst uvwxyz. ", 40);
+    char *out[2];
+    for (int k = 0; k < 2; k++) {
+        char *ck = xasprintf("%s/ck%d", dir, k);
+        tr_train_opts o;
+        tr_train_defaults(&o);
+        o.model_dir = GOLD;
+        o.checkpoint_dir = ck;
+        o.max_steps = 4;
+        o.checkpoint_interval = 0;
+        o.model.lora = (tr_lora_opts){.rank = 2, .alpha = 4, .dropout = 0.1f, .targets = 0x7f};
+        o.batch_size = k ? 1 : 2;
+        o.grad_accum = k ? 2 : 1;
+        o.threads = 2;
+        tr_data d;
+        char err[256];
+        assert_true(tr_text_source_open(&d, text, 24, 300, 5, err, sizeof err));
+        FILE *devnull = fopen("/dev/null", "w");
+        assert_int_equal(tr_train(&o, &d, NULL, devnull), 0);
+        fclose(devnull);
+        d.destroy(d.ctx);
+        out[k] = xasprintf("%s/final/adapter_model.safetensors", ck);
+        free(ck);
+    }
+    size_t l0, l1;
+    char err[256];
+    char *a = file_read_all(out[0], 1 << 24, &l0, err, sizeof err);
+    char *b = file_read_all(out[1], 1 << 24, &l1, err, sizeof err);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(l0, l1);
+    assert_memory_equal(a, b, l0);
+    free(a); free(b); free(out[0]); free(out[1]); free(text);
+    tu_rmdir(dir);
+}
+
 /* PEFT's initialisation: A uniform within 1/sqrt(in), B zero; same seed,
  * same A. */
 static void test_lora_init(void **state)
@@ -240,6 +282,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loss_decreases_and_outputs),
+        cmocka_unit_test(test_accumulation_equals_batch),
         cmocka_unit_test(test_lora_init),
         cmocka_unit_test(test_schedule_and_adamw),
     };
