@@ -33,7 +33,9 @@ void sched_config_default(sched_config *cfg, sched_policy policy)
     cfg->policy = policy;
     cfg->half_life = 7 * 86400.0; /* Slurm's PriorityDecayHalfLife default */
     cfg->min_run_time = 600;
+    cfg->reclaim_min_run = 3600;
     cfg->max_slack = 6 * 3600.0;
+    cfg->starve_after = 48 * 3600.0;
     cfg->slack_factor = 0.5;
     cfg->default_estimate = 4 * 3600.0;
     cfg->gpu_share_limit = 4;

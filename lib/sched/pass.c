@@ -60,6 +60,7 @@ typedef struct pass {
     double S;
     int *resv;
     int nresv;
+    double *freed_at; /* [gpus] shadow schedule scratch */
     int attempts;
     bool stop;
     bool reclaim_possible; /* some limited team could reclaim from a borrower */
@@ -111,12 +112,12 @@ static void pool_at(const pass *p, int L, int type, int me, int *lend, int *borr
         long qo = (long)(to->quota[L] == SCHED_UNLIMITED ? 0 : to->quota[L]) * SCHED_SHARE_WHOLE;
         assigned += qo;
         if (o == me) continue;
+        long ll = to->lend_limit[L] == SCHED_UNLIMITED ? qo : (long)to->lend_limit[L] * SCHED_SHARE_WHOLE;
         if (uo > qo) {
             borrow += uo - qo;
         } else {
-            long i = qo - uo, ll = to->lend_limit[L];
-            if (ll != SCHED_UNLIMITED && i > ll * SCHED_SHARE_WHOLE) i = ll * SCHED_SHARE_WHOLE;
-            idle += i;
+            long i = qo - uo;
+            idle += i < ll ? i : ll;
         }
     }
     long free_cap = total - assigned > 0 ? total - assigned : 0;
@@ -129,7 +130,7 @@ static int gpus_up(int units)
     return (units + SCHED_SHARE_WHOLE - 1) / SCHED_SHARE_WHOLE;
 }
 
-static bool level_ok(const pass *p, int team, int L, int type, int need, sched_reason *why)
+static bool level_ok(const pass *p, int team, int L, int type, int need, bool due, sched_reason *why)
 {
     const sched_team *tm = &p->c->teams[team];
     int T1 = p->c->n_types + 1, any = p->c->n_types;
@@ -150,6 +151,7 @@ static bool level_ok(const pass *p, int team, int L, int type, int need, sched_r
         }
         return false;
     }
+    if (due) return true; /* a job that waited long may borrow beyond the idle pool */
     int lend, borrowed;
     pool_at(p, L, type, team, &lend, &borrowed);
     int mine_before = used > q100 ? used - q100 : 0, mine_after = used + need - q100;
@@ -167,16 +169,24 @@ static bool level_ok(const pass *p, int team, int L, int type, int need, sched_r
     return false;
 }
 
-/* Quota admission of `need` share units of `type` for a team. */
-static bool admit(const pass *p, int team, int type, int need, sched_reason *why)
+/* Quota admission of `need` share units of `type` for a team. due: the job
+ * has waited long (lathe) and may borrow even when others' idle quota does
+ * not cover it; the team's borrowing limit still holds. */
+static bool admit(const pass *p, int team, int type, int need, bool due, sched_reason *why)
 {
     const sched_team *tm = &p->c->teams[team];
     if (!tm->limited) return true;
     int any = p->c->n_types;
     bool specific = tm->quota[type] != SCHED_UNLIMITED || tm->quota[any] == SCHED_UNLIMITED;
-    if (specific && !level_ok(p, team, type, type, need, why)) return false;
-    if (tm->quota[any] != SCHED_UNLIMITED && !level_ok(p, team, any, type, need, why)) return false;
+    if (specific && !level_ok(p, team, type, type, need, due, why)) return false;
+    if (tm->quota[any] != SCHED_UNLIMITED && !level_ok(p, team, any, type, need, due, why)) return false;
     return true;
+}
+
+/* Lathe: has the job waited so long that it goes ahead of fair share? */
+static bool is_due(const pass *p, const pjob *pj)
+{
+    return p->lathe && pj->key <= p->now - p->cfg->starve_after;
 }
 
 /* True when the team holds at least its quota share units at the level
@@ -297,7 +307,7 @@ typedef struct cand {
     double start;
     uint64_t id;
     int slot;
-    bool for_prio;
+    int why; /* SCHED_WHY_PREEMPT_* */
 } cand;
 
 static int cmp_cand(const void *a, const void *b)
@@ -349,13 +359,16 @@ static bool fits_any(const pass *p, const pclass *pc, const pjob *pj)
         if (!(pc->types >> t & 1)) continue;
         int units = st_units_on(p->st, &pj->j, t);
         int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
-        if (admit(p, pc->team, t, need, NULL) && fits_on(p, pc, pj, t, units)) return true;
+        if (admit(p, pc->team, t, need, is_due(p, pj), NULL) && fits_on(p, pc, pj, t, units)) return true;
     }
     return false;
 }
 
-/* Collects the running jobs this job may preempt, cheapest loss first. */
-static int collect_victims(pass *p, const pclass *pc, const pjob *pj, cand **out)
+/* Collects the running jobs this job may preempt, cheapest loss first.
+ * budget > 0: the job is due and may also preempt jobs of no higher
+ * priority that come after it in the order (never the other way round, so
+ * preemption cannot cycle) and did not start as due themselves. */
+static int collect_victims(pass *p, const pclass *pc, const pjob *pj, double budget, cand **out)
 {
     sched_state *st = p->st;
     const sched_job *j = &pj->j;
@@ -368,18 +381,23 @@ static int collect_victims(pass *p, const pclass *pc, const pjob *pj, cand **out
         reclaim[t] = within_quota(p, pc->team, t, need);
         any_reclaim |= reclaim[t];
     }
-    if (!j->preempt_lower && !any_reclaim) return 0;
+    if (!j->preempt_lower && !any_reclaim && budget <= 0) return 0;
     cand *cs = xmalloc((size_t)(st->nrj + 1) * sizeof *cs);
     int n = 0;
     for (int s = 0; s < st->nrj; s++) {
         const rjob *r = &st->rj[s];
         if (!r->alive || r->pre_gen == st->pass_gen || r->j.no_preempt) continue;
         if (!(pc->types >> r->type & 1)) continue;
-        if (p->now - r->j.start_time < p->cfg->min_run_time) continue;
+        double ran = p->now - r->j.start_time;
+        if (ran < p->cfg->min_run_time) continue;
         bool for_prio = j->preempt_lower && r->j.priority < j->priority;
-        bool for_reclaim = reclaim[r->type] && r->j.team != pc->team && borrowing(p, r->j.team, r->type);
-        if (!for_prio && !for_reclaim) continue;
-        cs[n++] = (cand){lost_work(p, r), r->j.priority, r->j.start_time, r->j.id, s, for_prio};
+        bool for_due = budget > 0 && !r->guarded && r->j.priority <= j->priority && r->key > pj->key;
+        bool for_reclaim = reclaim[r->type] && !r->guarded && ran >= p->cfg->reclaim_min_run &&
+                           r->j.team != pc->team && borrowing(p, r->j.team, r->type);
+        if (!for_prio && !for_reclaim && !for_due) continue;
+        int why = for_prio ? SCHED_WHY_PREEMPT_PRIORITY : for_reclaim ? SCHED_WHY_PREEMPT_RECLAIM
+                                                                    : SCHED_WHY_PREEMPT_DUE;
+        cs[n++] = (cand){lost_work(p, r), r->j.priority, r->j.start_time, r->j.id, s, why};
     }
     qsort(cs, (size_t)n, sizeof *cs, cmp_cand);
     *out = cs;
@@ -391,8 +409,8 @@ static void emit_preempt(pass *p, const cand *v, const pjob *pj)
     const rjob *r = &p->st->rj[v->slot];
     sched_decision *d = res_add(p->out, SCHED_PREEMPT, r->j.id, r->j.name);
     d->type = r->type;
-    reason_init(&d->why, v->for_prio ? SCHED_WHY_PREEMPT_PRIORITY : SCHED_WHY_PREEMPT_RECLAIM);
-    d->why.team = v->for_prio ? r->j.team : pj->j.team;
+    reason_init(&d->why, (sched_why)v->why);
+    d->why.team = v->why == SCHED_WHY_PREEMPT_RECLAIM ? pj->j.team : r->j.team;
     d->why.type = r->type;
     d->why.other = pj->j.id;
     d->why.other_name = pj->j.name;
@@ -405,18 +423,18 @@ static void emit_preempt(pass *p, const cand *v, const pjob *pj)
  * priority (when the job's class preempts) or jobs of teams borrowing the
  * GPU type the job's team is entitled to. Greedy by least lost work, then
  * pruned so that no victim is stopped needlessly. */
-static bool try_preempt(pass *p, const pclass *pc, int slot)
+static bool try_preempt(pass *p, const pclass *pc, int slot, double budget)
 {
     const pjob *pj = &p->st->pj[slot];
     if (p->attempts >= p->cfg->max_preempt_attempts) return false;
     p->attempts++;
     cand *cs = NULL;
-    int n = collect_victims(p, pc, pj, &cs);
+    int n = collect_victims(p, pc, pj, budget, &cs);
     int *chosen = xmalloc((size_t)(n + 1) * sizeof *chosen), nch = 0;
     bool ok = false;
     for (int i = 0; i < n && !ok; i++) {
         const rjob *r = &p->st->rj[cs[i].slot];
-        if (!cs[i].for_prio && !borrowing(p, r->j.team, r->type)) continue;
+        if (cs[i].why == SCHED_WHY_PREEMPT_RECLAIM && !borrowing(p, r->j.team, r->type)) continue;
         rj_release(p, cs[i].slot);
         chosen[nch++] = i;
         ok = fits_any(p, pc, pj);
@@ -430,6 +448,12 @@ static bool try_preempt(pass *p, const pclass *pc, int slot)
                 rj_release(p, cs[chosen[i]].slot);
             }
         }
+    if (ok && budget > 0) { /* a due job's preemption must cost less than draining */
+        double lost = 0;
+        for (int i = 0; i < nch; i++)
+            if (chosen[i] >= 0) lost += cs[chosen[i]].lost;
+        ok = lost < budget;
+    }
     int type = -1, units = 0;
     if (ok) {
         ok = false;
@@ -438,7 +462,7 @@ static bool try_preempt(pass *p, const pclass *pc, int slot)
             if (!(pc->types >> type & 1)) continue;
             units = st_units_on(p->st, &pj->j, type);
             int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
-            ok = admit(p, pc->team, type, need, NULL) && place_on(p, pc, pj, type, units);
+            ok = admit(p, pc->team, type, need, is_due(p, pj), NULL) && place_on(p, pc, pj, type, units);
         }
     }
     for (int i = 0; i < nch; i++) {
@@ -503,16 +527,11 @@ static int head_fit_type(const pass *p, const pclass *pc, uint64_t types)
     return -1;
 }
 
-/* Makes a job the head: finds the earliest time it fits, releasing running
- * jobs (and jobs started in this pass) in order of estimated end, and
- * reserves the GPUs it would get then. A sharing head reserves a whole GPU. */
-static void make_head(pass *p, const pclass *pc, int slot, uint64_t admitted)
+/* The running jobs (and jobs started in this pass) in order of estimated
+ * end, for the shadow schedule. Caller frees. */
+static rel *ending_order(pass *p, int *n)
 {
     sched_state *st = p->st;
-    p->head_set = true;
-    p->head_slot = slot;
-    p->S = INFINITY;
-    /* the jobs that will end, in order */
     int nrel = 0;
     rel *rs = xmalloc((size_t)(st->nrorder + p->nops + 1) * sizeof *rs);
     for (int i = 0; i < st->nrorder; i++) {
@@ -532,14 +551,47 @@ static void make_head(pass *p, const pclass *pc, int slot, uint64_t admitted)
         free(rs);
         rs = m;
     }
-    int g = pc->units_whole ? pc->g : 1, r = pc->units_whole ? pc->r : 1;
+    *n = nrel;
+    return rs;
+}
+
+/* The time a GPU was freed in the shadow schedule. */
+static void note_freed(pass *p, const rel *r)
+{
+    const int *g;
+    int n;
+    if (r->kind == 0) {
+        g = p->st->rj[r->idx].gpus;
+        n = p->st->rj[r->idx].n_gpus;
+    } else {
+        g = p->out->gpus + p->ops[r->idx].off;
+        n = p->ops[r->idx].n;
+    }
+    for (int i = 0; i < n; i++) p->freed_at[g[i]] = r->end;
+}
+
+/* The shadow schedule of a head job: releases running jobs in order of
+ * estimated end until it fits, and finds the GPUs it would get then (a
+ * sharing job counts as a whole GPU). Sets p->S (INFINITY: never) and
+ * p->resv, leaves the index as it was, and returns the GPU-seconds the
+ * reserved GPUs would stand idle until S if nothing backfilled them. */
+static double shadow(pass *p, const pclass *pc, uint64_t admitted)
+{
+    int nrel, g = pc->units_whole ? pc->g : 1, r = pc->units_whole ? pc->r : 1;
+    rel *rs = ending_order(p, &nrel);
+    if (!p->freed_at) p->freed_at = xmalloc((size_t)(p->c->n_gpus + 1) * sizeof *p->freed_at);
+    p->S = INFINITY;
     int done = 0, type = head_fit_type(p, pc, admitted);
     while (type < 0 && done < nrel) {
         double t = rs[done].end;
-        while (done < nrel && rs[done].end == t) release_item(p, &rs[done++], -1);
+        while (done < nrel && rs[done].end == t) {
+            note_freed(p, &rs[done]);
+            release_item(p, &rs[done++], -1);
+        }
         type = head_fit_type(p, pc, admitted);
         if (type >= 0) p->S = t;
     }
+    double idle = 0;
     if (type >= 0) {
         if (done == 0) p->S = p->now;
         cap_place_whole(p->k, CAP_ALL, type, g, r, p->lathe, p->buf);
@@ -549,8 +601,20 @@ static void make_head(pass *p, const pclass *pc, int slot, uint64_t admitted)
         p->nresv = g * r;
     }
     while (done > 0) release_item(p, &rs[--done], +1);
-    for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], true);
+    for (int i = 0; i < p->nresv; i++) {
+        int gpu = p->resv[i];
+        idle += p->S - (cap_gpu_free(p->k, CAP_ALL, gpu) ? p->now : p->freed_at[gpu]);
+    }
     free(rs);
+    return idle;
+}
+
+/* Makes a job the head, holding the GPUs shadow() found. */
+static void set_head(pass *p, int slot)
+{
+    p->head_set = true;
+    p->head_slot = slot;
+    for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], true);
 }
 
 /* ---- one job ---- */
@@ -585,6 +649,21 @@ static bool team_open(pass *p, int team)
     return true;
 }
 
+/* Lathe: a job that has waited long but is held back by its team's own
+ * borrowing limit keeps the team's later jobs from taking the quota it
+ * waits for (as a strict FIFO would, for this job only). */
+static int hold_for(pass *p, const pclass *pc, int slot, const sched_reason *adm)
+{
+    if (adm->code != SCHED_WHY_QUOTA) return R_CLASS_BLOCKED;
+    const pjob *pj = &p->st->pj[slot];
+    sched_reason r;
+    reason_init(&r, SCHED_WHY_TEAM_HELD);
+    r.team = pc->team;
+    r.other = pj->j.id;
+    r.other_name = pj->j.name;
+    return block_team(p, pc->team, &r);
+}
+
 static int try_job(pass *p, pclass *pc, int slot)
 {
     const pjob *pj = &p->st->pj[slot];
@@ -599,7 +678,7 @@ static int try_job(pass *p, pclass *pc, int slot)
         if (!(pc->types >> t & 1)) continue;
         int units = st_units_on(p->st, &pj->j, t);
         int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
-        if (!admit(p, pc->team, t, need, &adm)) continue;
+        if (!admit(p, pc->team, t, need, is_due(p, pj), &adm)) continue;
         admitted |= 1ull << t;
         if (first_type < 0) {
             first_type = t;
@@ -616,6 +695,7 @@ static int try_job(pass *p, pclass *pc, int slot)
     sched_policy pol = p->cfg->policy;
     if (!admitted) {
         pc->why = adm;
+        if (is_due(p, pj)) return hold_for(p, pc, slot, &adm);
         if (pol == SCHED_FIFO) {
             sched_reason r = adm;
             r.code = SCHED_WHY_FIFO_BLOCKED;
@@ -641,8 +721,19 @@ static int try_job(pass *p, pclass *pc, int slot)
         }
         return R_SKIP;
     }
-    if (p->lathe && try_preempt(p, pc, slot)) return R_STARTED;
-    if (p->backfill && !p->head_set) make_head(p, pc, slot, admitted);
+    if (p->lathe && try_preempt(p, pc, slot, 0)) return R_STARTED;
+    if (!p->backfill || p->head_set) return R_CLASS_BLOCKED;
+    double idle = shadow(p, pc, admitted);
+    /* a job that waited long: preempt newer jobs when they lose less work
+     * than the drain would leave GPUs idle */
+    if (p->lathe && p->cfg->due_preempt && is_due(p, pj) && idle > 0 && try_preempt(p, pc, slot, idle)) {
+        free(p->resv);
+        p->resv = NULL;
+        p->nresv = 0;
+        p->S = INFINITY;
+        return R_STARTED;
+    }
+    set_head(p, slot);
     return R_CLASS_BLOCKED;
 }
 
@@ -688,24 +779,20 @@ static bool class_advance(pass *p, pclass *pc)
     return pc->cur < pc->n;
 }
 
-/* The team whose job goes next: lowest fair-share key (lathe) or lowest
- * order key of its next job (the baselines). */
+/* The team whose job goes next: the team of the lowest order key (the
+ * baselines; lathe when that job's key is starve_after in the past), else
+ * the lowest fair-share key (lathe). */
 static int pick_team(const pass *p)
 {
-    int best = -1;
+    int first = -1, fair = -1;
     for (int t = 0; t < p->c->n_teams; t++) {
         if (!p->hlen[t] || p->tblock[t].code != SCHED_WHY_NONE) continue;
-        if (best < 0) {
-            best = t;
-            continue;
-        }
-        if (p->lathe) {
-            if (p->fair[t] < p->fair[best]) best = t;
-        } else if (heap_less(p, p->heap[p->hoff[t]], p->heap[p->hoff[best]])) {
-            best = t;
-        }
+        if (first < 0 || heap_less(p, p->heap[p->hoff[t]], p->heap[p->hoff[first]])) first = t;
+        if (fair < 0 || p->fair[t] < p->fair[fair]) fair = t;
     }
-    return best;
+    if (!p->lathe || first < 0) return first;
+    if (class_head(p, p->heap[p->hoff[first]])->key <= p->now - p->cfg->starve_after) return first;
+    return fair;
 }
 
 /* Could anything still start? Nothing free and no preemption left to try. */
@@ -808,7 +895,7 @@ static void late_reason(pass *p, pclass *pc, const pjob *pj)
         if (!(pc->types >> t & 1)) continue;
         int units = st_units_on(p->st, &pj->j, t);
         int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
-        if (!admit(p, pc->team, t, need, &adm)) continue;
+        if (!admit(p, pc->team, t, need, is_due(p, pj), &adm)) continue;
         no_fit_reason(p, pc, t, units, &pc->why);
         return;
     }
@@ -841,8 +928,9 @@ static void wait_reasons(pass *p)
                     } else {
                         d->why.code = SCHED_WHY_NODES_DOWN;
                     }
-                } else if (tb->code != SCHED_WHY_NONE && !(tb->code == SCHED_WHY_FIFO_BLOCKED &&
-                                                           tb->other == pj->j.id)) {
+                } else if (tb->code != SCHED_WHY_NONE &&
+                           !((tb->code == SCHED_WHY_FIFO_BLOCKED || tb->code == SCHED_WHY_TEAM_HELD) &&
+                             tb->other == pj->j.id)) {
                     d->why = *tb;
                 } else if (seen && e < pc->cur && p->head_set) {
                     reason_init(&d->why, SCHED_WHY_BEHIND_HEAD);
@@ -937,6 +1025,7 @@ static void pass_free(pass *p)
     free(p->ops);
     free(p->buf);
     free(p->resv);
+    free(p->freed_at);
 }
 
 static int cmp_decision_id(const void *a, const void *b)

@@ -183,6 +183,10 @@ static void fmt_preempt(const sched_cluster *c, const sched_reason *r, sb *out)
         sb_puts(out, "preempted for ");
         other_job(r, out);
         sb_printf(out, " (priority %lld)", (long long)r->priority);
+    } else if (r->code == SCHED_WHY_PREEMPT_DUE) {
+        sb_puts(out, "preempted for ");
+        other_job(r, out);
+        sb_puts(out, ", which has waited longest; this loses less work than emptying GPUs for it");
     } else {
         sb_printf(out, "preempted: %s reclaims the ", team_name(c, r->team));
         gpus_of(c, r->type, out);
@@ -236,6 +240,11 @@ void sched_reason_format(const sched_cluster *c, const sched_reason *r, double n
         other_job(r, out);
         sb_printf(out, ", the head of %s's queue (strict FIFO)", team_name(c, r->team));
         break;
+    case SCHED_WHY_TEAM_HELD:
+        sb_printf(out, "%s's quota is held for ", team_name(c, r->team));
+        other_job(r, out);
+        sb_puts(out, ", which has waited longest and needs it");
+        break;
     case SCHED_WHY_NODES_DOWN:
         sb_puts(out, "the ");
         gpus_of(c, r->type, out);
@@ -247,6 +256,7 @@ void sched_reason_format(const sched_cluster *c, const sched_reason *r, double n
     case SCHED_WHY_OVER_QUOTA:
     case SCHED_WHY_BAD_JOB: fmt_reject(c, r, out); break;
     case SCHED_WHY_PREEMPT_PRIORITY:
-    case SCHED_WHY_PREEMPT_RECLAIM: fmt_preempt(c, r, out); break;
+    case SCHED_WHY_PREEMPT_RECLAIM:
+    case SCHED_WHY_PREEMPT_DUE: fmt_preempt(c, r, out); break;
     }
 }

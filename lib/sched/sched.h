@@ -38,7 +38,10 @@
  *           is its submit time plus a slack that grows with its estimated
  *           GPU-seconds and is capped, so short and small jobs go first but
  *           no job is ever passed by jobs submitted more than `max_slack`
- *           after it. EASY backfill as above; topology-aware best-fit
+ *           after it. A job whose key is `starve_after` in the past goes
+ *           ahead of fair share (oldest key first), so that the job holding
+ *           the reservation is the one that has waited longest: no job
+ *           starves. EASY backfill as above; topology-aware best-fit
  *           placement (one NVLink group, one node, one rack when possible),
  *           cheaper GPU types first; GPU sharing; preemption for priority and
  *           to reclaim lent quota, choosing victims that lose least work.
@@ -206,7 +209,13 @@ typedef struct sched_config {
     sched_policy policy;
     double half_life;        /* fair-share usage half-life (default 7 days) */
     double min_run_time;     /* a job younger than this is never preempted (10 min) */
+    double reclaim_min_run;  /* nor reclaimed (1 h): a borrower keeps what it got a while */
     double max_slack;        /* lathe: cap of the size slack in the order key (6 h) */
+    double starve_after;     /* lathe: a job whose order key is this much in the past is
+                                "due": it goes ahead of fair share (oldest key first) and
+                                may borrow beyond other teams' idle quota (48 h) */
+    bool due_preempt;        /* lathe: a due job may preempt newer jobs when they lose
+                                less work than draining GPUs for it would idle (off) */
     double slack_factor;     /* lathe: slack = factor * estimated GPU-seconds (0.5) */
     double default_estimate; /* estimate of a job that gives none (4 h) */
     int gpu_share_limit;     /* jobs sharing one GPU at most (4) */
@@ -235,6 +244,7 @@ typedef enum {
     SCHED_WHY_RESERVED,      /* WAIT: first in line; GPUs reserved from `when` */
     SCHED_WHY_BEHIND_HEAD,   /* WAIT: would delay the reserved start of `other` */
     SCHED_WHY_FIFO_BLOCKED,  /* WAIT: behind `other` at the head of a strict FIFO queue */
+    SCHED_WHY_TEAM_HELD,     /* WAIT: the team's quota is held for `other`, its longest waiter */
     SCHED_WHY_NODES_DOWN,    /* WAIT: the GPUs it needs are on nodes not ready */
     SCHED_WHY_TOO_BIG,       /* REJECT: more GPUs than its allowed types have */
     SCHED_WHY_NODE_TOO_SMALL,/* REJECT: more GPUs per replica than any node has */
@@ -242,7 +252,8 @@ typedef enum {
     SCHED_WHY_OVER_QUOTA,    /* REJECT: more than quota + borrowing limit */
     SCHED_WHY_BAD_JOB,       /* REJECT: a field out of range (team, replicas, share) */
     SCHED_WHY_PREEMPT_PRIORITY, /* PREEMPT: for `other`, of higher priority */
-    SCHED_WHY_PREEMPT_RECLAIM   /* PREEMPT: `other`'s team reclaims quota lent to this team */
+    SCHED_WHY_PREEMPT_RECLAIM,  /* PREEMPT: `other`'s team reclaims quota lent to this team */
+    SCHED_WHY_PREEMPT_DUE       /* PREEMPT: for `other`, which waited long; cheaper than draining */
 } sched_why;
 
 /* The facts behind a decision; sched_reason_format() turns them into a
@@ -349,6 +360,10 @@ size_t sched_state_n_pending(const sched_state *st);
 size_t sched_state_n_running(const sched_state *st);
 /* A job held by the state (pending or running), or NULL. */
 const sched_job *sched_state_job(const sched_state *st, uint64_t id);
+
+/* Turns the reasons for waiting jobs on or off for later passes (the
+ * simulator asks for them only when explaining a job). */
+void sched_state_set_reasons(sched_state *st, bool on);
 
 /* One scheduling pass at time now. usage / spent as in sched_input. The
  * result is cleared first. The state is left exactly as it was. */

@@ -175,6 +175,8 @@ typedef struct rjob {
     uint32_t gen;
     double end;       /* estimated end */
     uint32_t pre_gen; /* preempted in pass number pre_gen */
+    bool guarded;     /* lathe: started after waiting past starve_after; not reclaimed */
+    double key;       /* its order key when it started */
 } rjob;
 
 typedef struct band {

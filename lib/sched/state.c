@@ -534,6 +534,8 @@ int sched_state_add_running(sched_state *st, const sched_job *j, char *err, size
     r->alive = true;
     r->gen = gen;
     r->end = j->start_time + st_estimate(st, j);
+    r->key = order_key(st, j, st_estimate(st, j));
+    r->guarded = st->cfg.policy == SCHED_LATHE && j->start_time - r->key >= st->cfg.starve_after;
     idmap_put(&st->ids, j->id, 2 * s + 1);
     st_team_add(st, j->team, type, units * n, +1);
     st->tjobs[j->team]++;
@@ -581,6 +583,11 @@ const sched_job *sched_state_job(const sched_state *st, uint64_t id)
     int v = idmap_get(&st->ids, id);
     if (v < 0) return NULL;
     return (v & 1) ? &st->rj[v / 2].j : &st->pj[v / 2].j;
+}
+
+void sched_state_set_reasons(sched_state *st, bool on)
+{
+    st->cfg.reasons = on;
 }
 
 void sched_state_pass(sched_state *st, double now, const double *usage, const double *spent,

@@ -452,14 +452,14 @@ static void test_reclaim(void **state)
                       running(23, 1, 1, g[2], 0, 9000), running(24, 1, 1, g[3], 0, 9000),
                       running(25, 2, 2, g[4], 0, 9000)};
     for (int i = 0; i < 5; i++) r[i].checkpoint_interval = 1000;
-    r[0].last_checkpoint = 2900; /* 2 GPUs x 100 s = 200 */
-    r[1].last_checkpoint = 2000; /* 2 x 1000 = 2000 */
-    r[2].last_checkpoint = 2950; /* 1 x 50 = 50 */
-    r[3].last_checkpoint = 2500; /* 1 x 500 = 500 */
-    r[4].last_checkpoint = 2999; /* team-b's own: never a victim */
-    sched_job p[1] = {job(1, 2, 1, 4, 2900, 100)};
+    r[0].last_checkpoint = 3900; /* 2 GPUs x 100 s = 200 */
+    r[1].last_checkpoint = 3000; /* 2 x 1000 = 2000 */
+    r[2].last_checkpoint = 3950; /* 1 x 50 = 50 */
+    r[3].last_checkpoint = 3500; /* 1 x 500 = 500 */
+    r[4].last_checkpoint = 3999; /* team-b's own: never a victim */
+    sched_job p[1] = {job(1, 2, 1, 4, 3900, 100)};
     run x;
-    decide(&x, c, SCHED_LATHE, p, 1, r, 5, 3000, NULL, NULL);
+    decide(&x, c, SCHED_LATHE, p, 1, r, 5, 4000, NULL, NULL);
     /* cheapest first: 23 (50), 21 (200) give 3 GPUs on... then 24 (500); 4 GPUs free
      * after 23, 21, 24; pruning keeps all three (each is needed) */
     expect(&x, 23, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, "team-b reclaims the A100-80GB GPUs it lent");
@@ -467,6 +467,16 @@ static void test_reclaim(void **state)
     expect(&x, 24, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
     expect_start(&x, 1, (int[]){0, 1, 4, 5}, 4);
     assert_int_equal(x.r.n_preempt, 3); /* 22 (loses 2000) and team-b's 25 keep running */
+    done(&x);
+    /* a borrower keeps what it got for reclaim_min_run (1 h): 23 started 30 min ago */
+    r[2].start_time = 2200;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 5, 4000, NULL, NULL);
+    /* 21, 24, 22 are taken in order of loss until 4 GPUs are free; pruning
+     * then finds 24 unneeded (21 and 22 free 4) */
+    expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
+    expect(&x, 22, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
+    expect_start(&x, 1, (int[]){0, 1, 2, 3}, 4);
+    assert_int_equal(x.r.n_preempt, 2);
     done(&x);
     sched_cluster_free(c);
 }
@@ -586,6 +596,51 @@ static void test_order_short_first_but_bounded(void **state)
     p[1].submit_time = 6 * 3600 + 1;
     decide(&x, c, SCHED_LATHE, p, 2, r, 1, 6 * 3600 + 10, NULL, NULL);
     expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* The starvation guard: a job whose order key is starve_after (48 h) in the
+ * past goes ahead of fair share, may borrow beyond the idle pool, and holds
+ * its team's quota when its own borrowing limit blocks it. */
+static void test_due_jobs(void **state)
+{
+    (void)state;
+    const double H = 3600;
+    sched_cluster *c = two_teams(2, SCHED_UNLIMITED, 6, 1);
+    int held[7] = {0, 1, 2, 3, 4, 5, 6};
+    sched_job r[1] = {running(9, 2, 7, held, 0, 1e7)}; /* team-b holds 7 of 8 */
+    /* one free GPU; team-a has used far more than team-b */
+    sched_job p[2] = {job(1, 1, 1, 1, 0, 600), job(2, 2, 1, 1, 40 * H, 600)};
+    double usage[3] = {0, 1e9, 0};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 41 * H, usage, NULL);
+    expect(&x, 2, SCHED_START, SCHED_WHY_FITS, NULL); /* fair share */
+    done(&x);
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 49 * H, usage, NULL);
+    expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL); /* job 1 is due: key 300 s <= 49 h - 48 h */
+    done(&x);
+    /* borrowing beyond the pool: team-b lends at most 1, job 3 needs 4 (2 beyond quota) */
+    sched_job q[1] = {job(3, 1, 1, 4, 0, 600)};
+    decide(&x, c, SCHED_LATHE, q, 1, NULL, 0, 10 * H, NULL, NULL);
+    expect(&x, 3, SCHED_WAIT, SCHED_WHY_POOL, NULL);
+    done(&x);
+    decide(&x, c, SCHED_LATHE, q, 1, NULL, 0, 49 * H, NULL, NULL);
+    expect(&x, 3, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    sched_cluster_free(c);
+    /* a borrowing limit: team-a (quota 4, may not borrow) runs 3; its due
+     * 2-GPU job holds the team's quota, so its fresh 1-GPU job waits */
+    c = two_teams(4, 0, 4, SCHED_UNLIMITED);
+    int h3[3] = {0, 1, 2};
+    sched_job r3[1] = {running(9, 1, 3, h3, 0, 1e7)};
+    sched_job w[2] = {job(4, 1, 1, 2, 0, 600), job(5, 1, 1, 1, 48 * H, 600)};
+    decide(&x, c, SCHED_LATHE, w, 2, r3, 1, 49 * H, NULL, NULL);
+    expect(&x, 4, SCHED_WAIT, SCHED_WHY_QUOTA, "team-a uses 3/4");
+    expect(&x, 5, SCHED_WAIT, SCHED_WHY_TEAM_HELD, "team-a's quota is held for job 4");
+    done(&x);
+    decide(&x, c, SCHED_LATHE, w, 2, r3, 1, 48 * H + 100, NULL, NULL);
+    expect(&x, 5, SCHED_START, SCHED_WHY_FITS, NULL); /* job 4 not due yet */
     done(&x);
     sched_cluster_free(c);
 }
@@ -729,6 +784,7 @@ int main(void)
         cmocka_unit_test(test_sharing),
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_order_short_first_but_bounded),
+        cmocka_unit_test(test_due_jobs),
         cmocka_unit_test(test_nodes_down),
         cmocka_unit_test(test_state_matches_pure),
         cmocka_unit_test(test_state_rejects_bad_running),
