@@ -1,0 +1,181 @@
+/* sim.h: the trace simulator and synthetic traces, over the scheduler.
+ *
+ *   trace    a CSV of jobs (docs/simulator.md): required columns
+ *            job_id,submit_time_s,duration_s,num_gpus; optional
+ *            gpu_type,team,priority,gpu_fraction,checkpoint_interval_s,
+ *            estimate_s. Loading reports bad input as file:line, column,
+ *            what is wrong and how to fix it.
+ *   gen      synthetic traces shaped like published cluster studies:
+ *            lognormal durations per size class, mostly 1-GPU jobs with a
+ *            heavy tail of 8-64-GPU gangs, bursty arrivals with a daily
+ *            cycle, teams with quotas. Seeded and reproducible.
+ *   run      event-driven replay of a trace through a policy (the same
+ *            sched_state code the server uses), with the metrics that
+ *            compare policies: completion time, wait, allocation rate,
+ *            makespan, preemptions, fragmentation, fairness, cost.
+ *
+ * The model of a job: it needs `duration` seconds of work on its GPUs; it
+ * saves progress every checkpoint interval of run time; a preempted job
+ * loses the work since its last checkpoint and resumes from there.
+ */
+#ifndef LATHE_SIM_H
+#define LATHE_SIM_H
+
+#include "base/base.h"
+#include "sched/sched.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_MAX_TRACE_BYTES (1u << 30) /* 1 GiB */
+#define SIM_MAX_JOBS 5000000
+
+/* ---- traces ---- */
+typedef struct sim_job {
+    char *id;            /* job_id as written */
+    double submit;       /* submit_time_s */
+    double duration;     /* duration_s: seconds of work */
+    double estimate;     /* estimate_s; 0 = the duration (a perfect estimate) */
+    int gpus;            /* num_gpus */
+    double fraction;     /* gpu_fraction, (0, 1]; below 1 only with num_gpus 1 */
+    double checkpoint;   /* checkpoint_interval_s; 0 = none */
+    char *gpu_type;      /* NULL = any type */
+    char *team;          /* NULL = the default team */
+    char *priority;      /* a priority class name or an integer; NULL = default */
+    int line;            /* its line in the file (for messages) */
+} sim_job;
+
+typedef struct sim_trace {
+    char *path;
+    sim_job *jobs;
+    size_t n, cap;
+} sim_trace;
+
+void sim_trace_init(sim_trace *t);
+void sim_trace_free(sim_trace *t);
+/* Parses CSV text; name is used in messages. Returns the number of errors
+ * added to d; jobs with errors are left out. */
+size_t sim_trace_parse(const char *name, const char *text, size_t len, sim_trace *t, diag_list *d);
+/* Reads and parses a file; an unreadable file is one error. */
+size_t sim_trace_load(const char *path, sim_trace *t, diag_list *d);
+/* The trace as CSV (every column), caller frees. */
+char *sim_trace_to_csv(const sim_trace *t);
+
+/* ---- synthetic traces ---- */
+typedef struct sim_gen_opts {
+    size_t jobs;          /* jobs to generate (20000) */
+    int gpus;             /* cluster size the load is computed for (512) */
+    int gpus_per_node;    /* 8 */
+    int nodes_per_rack;   /* 16 */
+    double load;          /* offered GPU-time / capacity over the arrival period (0.9) */
+    int teams;            /* teams team-1.. with shares 40/30/20/10-like (4); 0 = no team column */
+    uint64_t seed;        /* 1 */
+    double share_jobs;    /* part of 1-GPU jobs asking for a fraction of a GPU (0.1) */
+    double high_priority; /* part of jobs in the "high" priority class (0.02) */
+    double estimate_noise;/* sigma of a lognormal error on estimate_s; 0 = no column */
+    double checkpoint;    /* checkpoint interval written for every job, s (1800) */
+} sim_gen_opts;
+
+void sim_gen_defaults(sim_gen_opts *o);
+/* Generates a trace (jobs sorted by submit time). */
+void sim_gen(const sim_gen_opts *o, sim_trace *out);
+/* A Cluster YAML (lathe/v1) that matches a generated trace: nodes of
+ * gpus_per_node A100-80GB GPUs in racks, the teams with quotas in
+ * proportion to their share of jobs (borrowing allowed), and the priority
+ * classes "high" and "default". Caller frees. */
+char *sim_gen_cluster_yaml(const sim_gen_opts *o);
+
+/* ---- deterministic random numbers (xoshiro256**, seeded by splitmix64) ---- */
+typedef struct sim_rng {
+    uint64_t s[4];
+} sim_rng;
+
+void sim_rng_seed(sim_rng *r, uint64_t seed);
+uint64_t sim_rng_next(sim_rng *r);
+double sim_rng_uniform(sim_rng *r); /* [0, 1) */
+double sim_rng_normal(sim_rng *r);  /* mean 0, sd 1 */
+double sim_rng_exp(sim_rng *r, double mean);
+
+/* ---- replay ---- */
+/* A trace resolved against a cluster: names become indexes. Teams named in
+ * the trace but not in the cluster are added to it without quotas (with a
+ * warning); jobs without a team go to the team "default". */
+typedef struct sim_bound {
+    sched_job *jobs; /* scheduler view, in trace order */
+    double *duration;
+    double *checkpoint;
+    size_t n;
+} sim_bound;
+
+/* Resolves GPU types, teams and priorities. Returns the number of errors
+ * added (unknown GPU type or priority class, at file:line). */
+size_t sim_bind(const sim_trace *t, sched_cluster *c, sim_bound *out, diag_list *d);
+void sim_bound_free(sim_bound *b);
+
+typedef struct sim_team_stats {
+    double gpu_seconds; /* allocated GPU-seconds */
+    double avg_gpus;    /* gpu_seconds / busy period */
+    int quota;          /* its quota in GPUs (all types), 0 = none */
+    double cost;
+    size_t jobs;
+} sim_team_stats;
+
+/* What happened to one job. */
+typedef struct sim_job_result {
+    double first_start; /* -1 when it never started */
+    double finish;      /* -1 when it never finished */
+    double wait;        /* time spent pending */
+    int preemptions;
+    int status;         /* 0 done, 1 rejected, 2 unfinished */
+} sim_job_result;
+
+typedef struct sim_stats {
+    sched_policy policy;
+    size_t jobs, completed, rejected, unfinished;
+    double jct_avg, jct_median, jct_p99; /* completion time: finish - submit */
+    double wait_avg, wait_p99, wait_max; /* time spent waiting in the queue */
+    double alloc_rate;  /* allocated GPU-seconds / (GPUs x busy period) */
+    double busy;        /* seconds with at least one job in the system */
+    double alloc_waiting; /* allocated GPU-seconds / (GPUs x time) while some job waits */
+    double waiting;     /* seconds with at least one job waiting */
+    double makespan;    /* last finish - first submit */
+    size_t preemptions;
+    double lost_gpu_hours;
+    double frag_avg;    /* time-average of free GPUs no waiting shape could use */
+    double frag_pct;    /* the same, as a part of all GPUs (0..1) */
+    double cost;
+    double jain;        /* Jain's index of teams' allocation over their quota */
+    int n_teams;
+    sim_team_stats *teams;
+    size_t passes;
+    double sched_seconds; /* time spent in scheduling passes (not simulated time) */
+    sim_job_result *per_job; /* [jobs] in trace order */
+    char *explained;         /* with a sim_explain: what the scheduler said, or NULL */
+} sim_stats;
+
+void sim_stats_free(sim_stats *s);
+
+/* Optional: explain one job at one simulated time (the first pass at or
+ * after `at`). The sentence lands in sim_stats.explained. */
+typedef struct sim_explain {
+    size_t job; /* index in the trace */
+    double at;
+} sim_explain;
+
+/* Replays a bound trace on a cluster with one policy configuration.
+ * Deterministic. Returns 0, or -1 with a message in err when the scheduler
+ * was given something inconsistent (a bug). */
+int sim_run(const sched_cluster *c, const sim_bound *b, const sched_config *cfg,
+            const sim_explain *explain, sim_stats *out, char *err, size_t errsz);
+
+/* ---- reports ---- */
+/* Per-job results as CSV: policy,job_id,submit_s,start_s,finish_s,wait_s,
+ * preemptions,status. Caller frees. */
+char *sim_report_jobs_csv(const sim_trace *t, const sim_stats *s, size_t n);
+/* A text table, one row per policy, then the teams. */
+void sim_report_text(const sched_cluster *c, const sim_stats *s, size_t n, sb *out);
+/* The same as a JSON document (jansson). Caller frees. */
+char *sim_report_json(const sched_cluster *c, const sim_stats *s, size_t n);
+
+#endif

@@ -1,0 +1,311 @@
+/* cmd_simulate.c: `lathe simulate`: replays a job trace on a cluster
+ * through one or more scheduling policies and prints their figures side by
+ * side (completion time, wait, allocation rate, makespan, preemptions,
+ * fragmentation, team shares, cost). */
+#include "cli.h"
+
+#include "base/base.h"
+#include "sched/sched.h"
+#include "sim/sim.h"
+#include "spec/spec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char simulate_help[] =
+    "usage: lathe simulate (--cluster CLUSTER.yaml | --nodes COUNTxGPUS) --trace TRACE.csv\n"
+    "                      [--policy fifo,greedy,easy,lathe] [-o text|json]\n"
+    "\n"
+    "Replays a trace (docs/simulator.md) in simulated time through each policy,\n"
+    "with the same scheduler code `lathe server` runs, and prints one row per\n"
+    "policy: jobs, average / median / p99 job completion time, average / p99 /\n"
+    "max wait, GPU allocation rate over the busy period, makespan, preemptions,\n"
+    "GPU-hours lost to preemption, fragmentation, Jain's index of team shares\n"
+    "and cost; then each team's average GPUs against its quota.\n"
+    "\n"
+    "options:\n"
+    "  --cluster FILE      a Cluster YAML (GPU types, nodes, teams, priority classes)\n"
+    "  --nodes COUNTxGPUS  instead: COUNT nodes of GPUS GPUs (type \"gpu\", 80 GiB,\n"
+    "                      no price), 16 nodes per rack, no team quotas\n"
+    "  --trace FILE        the trace CSV\n"
+    "  --policy LIST       policies to compare (default fifo,greedy,easy,lathe)\n"
+    "  -o, --output FMT    text (default) or json\n"
+    "  --explain JOB@TIME  say why the scheduler holds JOB (a job_id) at simulated\n"
+    "                      TIME (seconds, or a duration such as 20d or 36h)\n"
+    "  --jobs-out FILE     also write what happened to each job (CSV: policy, job_id,\n"
+    "                      submit, first start, finish, wait, preemptions, status)\n"
+    "  --max-slack DUR     lathe: cap of the size slack in its order (default 6h)\n"
+    "  --slack-factor X    lathe: slack per estimated GPU-second (default 0.5)\n"
+    "  --starve-after DUR  lathe: a job whose order key is this old goes ahead of fair\n"
+    "                      share and may borrow beyond the idle pool (default 48h)\n"
+    "  --due-preempt on|off  lathe: such a job may preempt newer jobs when that loses\n"
+    "                      less work than emptying GPUs for it (default off)\n"
+    "  --half-life DUR     fair-share usage half-life (default 7d)\n"
+    "  --min-run DUR       jobs younger than this are never preempted (default 10m)\n"
+    "  --reclaim-min-run DUR  nor reclaimed by the team that lent the quota (default 1h)\n"
+    "\n"
+    "exit: 0 ok, 1 usage, 2 invalid cluster or trace, 4 a file cannot be read\n"
+    "\n"
+    "examples:\n"
+    "  lathe trace-gen --jobs 20000 --gpus 512 -o t.csv --cluster-out c.yaml\n"
+    "  lathe simulate --cluster c.yaml --trace t.csv\n"
+    "  lathe simulate --nodes 1x8 --trace examples/traces/small.csv --policy fifo,lathe -o json\n";
+
+typedef struct opts {
+    const char *cluster, *nodes, *trace, *policies, *jobs_out, *explain;
+    cli_output out;
+    double max_slack, slack_factor, half_life, min_run, starve_after, reclaim_min_run;
+    int due_preempt; /* -1 default, 0 off, 1 on */
+} opts;
+
+static bool take_duration(const char *cmd, const char *name, const char *v, double *out)
+{
+    if (!units_parse_duration(v, out)) {
+        cli_usage_error(cmd, "%s: '%s' is not a duration (e.g. 6h, 90m, 3600)", name, v);
+        return false;
+    }
+    return true;
+}
+
+static int parse_args(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->policies = "fifo,greedy,easy,lathe";
+    o->out = CLI_OUT_TEXT;
+    o->slack_factor = -1;
+    o->due_preempt = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) return cli_usage_error("simulate", "'%s' needs a value or is unknown", a);
+        const char *v = argv[++i];
+        if (strcmp(a, "--cluster") == 0) {
+            o->cluster = v;
+        } else if (strcmp(a, "--nodes") == 0) {
+            o->nodes = v;
+        } else if (strcmp(a, "--trace") == 0) {
+            o->trace = v;
+        } else if (strcmp(a, "--explain") == 0) {
+            o->explain = v;
+        } else if (strcmp(a, "--jobs-out") == 0) {
+            o->jobs_out = v;
+        } else if (strcmp(a, "--policy") == 0) {
+            o->policies = v;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (!cli_parse_output(v, &o->out) || o->out == CLI_OUT_WIDE || o->out == CLI_OUT_YAML)
+                return cli_usage_error("simulate", "-o: '%s' is not text or json", v);
+        } else if (strcmp(a, "--max-slack") == 0) {
+            if (!take_duration("simulate", a, v, &o->max_slack)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--starve-after") == 0) {
+            if (!take_duration("simulate", a, v, &o->starve_after)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--due-preempt") == 0) {
+            if (strcmp(v, "on") && strcmp(v, "off"))
+                return cli_usage_error("simulate", "--due-preempt: '%s' is not on or off", v);
+            o->due_preempt = strcmp(v, "on") == 0;
+        } else if (strcmp(a, "--half-life") == 0) {
+            if (!take_duration("simulate", a, v, &o->half_life)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--reclaim-min-run") == 0) {
+            if (!take_duration("simulate", a, v, &o->reclaim_min_run)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--min-run") == 0) {
+            if (!take_duration("simulate", a, v, &o->min_run)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--slack-factor") == 0) {
+            char *end;
+            o->slack_factor = strtod(v, &end);
+            if (*end || !(o->slack_factor >= 0))
+                return cli_usage_error("simulate", "--slack-factor: '%s' is not a number >= 0", v);
+        } else {
+            return cli_usage_error("simulate", "unknown option '%s'", a);
+        }
+    }
+    if (!o->trace) return cli_usage_error("simulate", "--trace is required");
+    if (!o->cluster == !o->nodes) return cli_usage_error("simulate", "give --cluster or --nodes (one of them)");
+    return LT_EXIT_OK;
+}
+
+/* --nodes COUNTxGPUS: a uniform cluster for quick experiments. */
+static sched_cluster *nodes_cluster(const char *spec)
+{
+    int count = 0, gpus = 0, used = 0;
+    if (sscanf(spec, "%dx%d%n", &count, &gpus, &used) != 2 || spec[used] || count < 1 || count > 100000 ||
+        gpus < 1 || gpus > SCHED_MAX_NODE_GPUS) {
+        cli_usage_error("simulate", "--nodes: '%s' is not COUNTxGPUS (e.g. 64x8; 1..64 GPUs per node)", spec);
+        return NULL;
+    }
+    sched_cluster *c = sched_cluster_new();
+    sched_cluster_add_type(c, "gpu", 80 * GIB, 0);
+    int nv[SCHED_MAX_NODE_GPUS];
+    for (int g = 0; g < gpus; g++) nv[g] = gpus >= 4 && gpus % 2 == 0 ? g / (gpus / 2) : 0;
+    for (int i = 0; i < count; i++) {
+        char name[32], rack[32];
+        snprintf(name, sizeof name, "node-%d", i + 1);
+        snprintf(rack, sizeof rack, "rack-%d", i / 16 + 1);
+        sched_cluster_add_node(c, name, rack, 0, gpus, nv, SCHED_NODE_READY);
+    }
+    return c;
+}
+
+static sched_cluster *load_cluster(const char *path, int *rc)
+{
+    spec_file f;
+    diag_list d;
+    diag_list_init(&d);
+    memset(&f, 0, sizeof f);
+    size_t errors = spec_load_file(path, &f, &d);
+    sched_cluster *c = NULL;
+    const spec_cluster *sc = errors ? NULL : spec_file_cluster(&f);
+    if (!errors && !sc) {
+        diag *x = diag_add(&d, DIAG_ERROR, path, 0, 0, "kind", "the file holds no Cluster");
+        diag_set_suggestion(x, "give a file with `kind: Cluster` (see ../shared/examples/cluster-example.yaml)");
+    }
+    if (sc) c = sched_cluster_from_spec(sc, &d);
+    diag_print_all(&d, stderr);
+    *rc = c ? LT_EXIT_OK : f.io_error ? LT_EXIT_IO : LT_EXIT_INVALID;
+    spec_file_free(&f);
+    diag_list_free(&d);
+    return c;
+}
+
+static int parse_policies(const char *list, sched_policy *out, size_t *n)
+{
+    char **parts;
+    size_t k = str_split(list, ',', &parts);
+    *n = 0;
+    int rc = LT_EXIT_OK;
+    for (size_t i = 0; i < k && rc == LT_EXIT_OK; i++) {
+        if (*n >= SCHED_N_POLICIES || !sched_policy_parse(parts[i], &out[*n]))
+            rc = cli_usage_error("simulate", "--policy: '%s' is not one of fifo, greedy, easy, lathe "
+                                 "(each at most once)", parts[i]);
+        else
+            (*n)++;
+    }
+    str_list_free(parts, k);
+    if (rc == LT_EXIT_OK && !*n) rc = cli_usage_error("simulate", "--policy: no policy given");
+    return rc;
+}
+
+/* --explain JOB@TIME */
+static int parse_explain(const char *v, const sim_trace *t, sim_explain *ex)
+{
+    const char *at = strrchr(v, '@');
+    if (!at || at == v || !units_parse_duration(at + 1, &ex->at))
+        return cli_usage_error("simulate", "--explain: '%s' is not JOB@TIME (e.g. j000042@20d)", v);
+    for (size_t i = 0; i < t->n; i++)
+        if (strlen(t->jobs[i].id) == (size_t)(at - v) && strncmp(t->jobs[i].id, v, (size_t)(at - v)) == 0) {
+            ex->job = i;
+            return LT_EXIT_OK;
+        }
+    return cli_usage_error("simulate", "--explain: no job '%.*s' in the trace", (int)(at - v), v);
+}
+
+static void tune(const opts *o, sched_config *cfg)
+{
+    if (o->max_slack > 0) cfg->max_slack = o->max_slack;
+    if (o->slack_factor >= 0) cfg->slack_factor = o->slack_factor;
+    if (o->half_life > 0) cfg->half_life = o->half_life;
+    if (o->starve_after > 0) cfg->starve_after = o->starve_after;
+    if (o->due_preempt >= 0) cfg->due_preempt = o->due_preempt;
+    if (o->min_run > 0) cfg->min_run_time = o->min_run;
+    if (o->reclaim_min_run > 0) cfg->reclaim_min_run = o->reclaim_min_run;
+}
+
+static int print(const opts *o, const sched_cluster *c, const sim_stats *st, size_t n)
+{
+    if (o->out == CLI_OUT_JSON) {
+        char *j = sim_report_json(c, st, n);
+        fputs(j, stdout);
+        free(j);
+        return LT_EXIT_OK;
+    }
+    sb s;
+    sb_init(&s);
+    sim_report_text(c, st, n, &s);
+    fputs(sb_str(&s), stdout);
+    sb_free(&s);
+    return LT_EXIT_OK;
+}
+
+static int run_all(const opts *o, sched_cluster *c, const sim_trace *t)
+{
+    sched_policy pol[SCHED_N_POLICIES];
+    size_t np;
+    int rc = parse_policies(o->policies, pol, &np);
+    if (rc) return rc;
+    diag_list d;
+    diag_list_init(&d);
+    sim_bound b;
+    size_t errors = sim_bind(t, c, &b, &d);
+    diag_print_all(&d, stderr);
+    diag_list_free(&d);
+    if (errors) {
+        sim_bound_free(&b);
+        return LT_EXIT_INVALID;
+    }
+    sim_explain ex, *exp = NULL;
+    if (o->explain) {
+        rc = parse_explain(o->explain, t, &ex);
+        if (rc) {
+            sim_bound_free(&b);
+            return rc;
+        }
+        exp = &ex;
+    }
+    sim_stats st[SCHED_N_POLICIES];
+    size_t done = 0;
+    for (; done < np; done++) {
+        sched_config cfg;
+        sched_config_default(&cfg, pol[done]);
+        tune(o, &cfg);
+        char err[256];
+        if (sim_run(c, &b, &cfg, exp, &st[done], err, sizeof err) < 0) {
+            fprintf(stderr, "lathe simulate: internal error in policy %s: %s\n", sched_policy_name(pol[done]), err);
+            rc = LT_EXIT_INTERNAL;
+            break;
+        }
+    }
+    if (!rc) rc = print(o, c, st, done);
+    for (size_t i = 0; i < done && !rc; i++)
+        if (st[i].explained) fprintf(stderr, "%s: %s\n", sched_policy_name(st[i].policy), st[i].explained);
+    if (!rc && o->jobs_out) {
+        char *csv = sim_report_jobs_csv(t, st, done);
+        int e = file_write_atomic(o->jobs_out, csv, strlen(csv));
+        free(csv);
+        if (e) {
+            fprintf(stderr, "lathe simulate: cannot write %s: %s\n", o->jobs_out, strerror(e));
+            rc = LT_EXIT_IO;
+        }
+    }
+    for (size_t i = 0; i < done; i++) sim_stats_free(&st[i]);
+    sim_bound_free(&b);
+    return rc;
+}
+
+static int simulate_run(int argc, char **argv)
+{
+    opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    sched_cluster *c = o.nodes ? nodes_cluster(o.nodes) : load_cluster(o.cluster, &rc);
+    if (!c) return rc ? rc : LT_EXIT_USAGE;
+    sim_trace t;
+    sim_trace_init(&t);
+    diag_list d;
+    diag_list_init(&d);
+    size_t errors = sim_trace_load(o.trace, &t, &d);
+    diag_print_all(&d, stderr);
+    bool unreadable = errors && t.n == 0 && d.len == 1 && d.items[0].line == 0;
+    diag_list_free(&d);
+    if (errors)
+        rc = unreadable ? LT_EXIT_IO : LT_EXIT_INVALID;
+    else
+        rc = run_all(&o, c, &t);
+    sim_trace_free(&t);
+    sched_cluster_free(c);
+    return rc;
+}
+
+const cli_command cli_cmd_simulate = {
+    "simulate",
+    "replay a job trace through scheduling policies and compare them",
+    simulate_help,
+    simulate_run,
+};
