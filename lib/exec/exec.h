@@ -1,0 +1,355 @@
+/* exec.h: executors. Where and how a trainer process runs, behind one
+ * interface (like SQLite's VFS or Redis's ae_epoll / ae_kqueue).
+ *
+ * An executor backend (exec_backend) is a struct of function pointers:
+ *
+ *   start    launch one attempt of a job; returns a handle
+ *   poll     what happened since the last poll: still running or ended (with
+ *            the exit classified), new progress points, new checkpoints;
+ *            also sends SIGKILL when a cancel's grace period has run out
+ *   signal   send a signal to the trainer
+ *   cancel   SIGTERM now, SIGKILL at the first poll after the grace period
+ *            (the caller drives time through poll; nothing sleeps inside)
+ *   attach   rebuild a handle from its JSON (stored in the attempt row) in a
+ *            new server process: the trainer kept running meanwhile
+ *   find     the attempt of a job that runs (or ended) without the caller
+ *            knowing its handle: a server killed after the start and before
+ *            it stored the handle
+ *   release  free a handle (the trainer keeps running)
+ *
+ * One backend now: local processes (exec_local_new, docs/executors.md). Slurm
+ * and Kubernetes come later behind the same interface, so nothing here names
+ * processes, pids or folders except the local backend's config.
+ *
+ * Also here, shared by every backend: the trainer contract's environment,
+ * exit classification (out of memory, cannot succeed), the progress formats
+ * (the built-in trainer's `[lathe-train]` lines, Hugging Face Trainer's
+ * trainer_state.json, ms-swift's logging.jsonl), and the inventory of GPUs
+ * (NVML through dlopen, or virtual GPUs from a Cluster spec).
+ *
+ * Threads: a backend and its handles are used by one thread at a time.
+ */
+#ifndef LATHE_EXEC_H
+#define LATHE_EXEC_H
+
+#include "base/base.h"
+#include "spec/spec.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- results ---- */
+typedef enum {
+    EXEC_OK = 0,
+    EXEC_E_BUSY,    /* start: this job already runs (its lock is held) */
+    EXEC_E_INVALID, /* a bad request or handle: no command, command not found,
+                       a handle JSON that is not one of this backend's */
+    EXEC_E_GONE,    /* signal: the trainer is no longer there */
+    EXEC_E_SYSTEM   /* the system refused: fork, mkdir, a full disk */
+} exec_rc;
+
+/* "ok", "busy", "invalid", "gone", "system". */
+const char *exec_rc_name(exec_rc rc);
+
+/* ---- the trainer contract (DESIGN.md 6) ---- */
+/* What the trainer's environment says. Strings may be NULL (the variable is
+ * then not set); numbers <= 0 are not set, except those noted. */
+typedef struct exec_contract {
+    const char *job;              /* LATHE_JOB: the job's name, "team/name" */
+    int attempt;                  /* LATHE_ATTEMPT (1, 2, ...) */
+    const char *spec_path;        /* LATHE_SPEC: the resolved spec (a file) */
+    const char *base_model_path;  /* BASE_MODEL_PATH */
+    const char *dataset_path;     /* DATASET_PATH */
+    int lora_rank;                /* LORA_RANK */
+    const char *checkpoint_dir;   /* CHECKPOINT_DIR */
+    long checkpoint_interval;     /* CHECKPOINT_INTERVAL; set when >= 0 */
+    const char *gpus;             /* the placed GPUs as the inventory names
+                                     them, "0,1" (or UUIDs): LATHE_GPUS and
+                                     CUDA_VISIBLE_DEVICES. NULL or "" = a CPU
+                                     job: CUDA_VISIBLE_DEVICES is set empty so
+                                     the trainer sees no GPU */
+    bool virtual_gpus;            /* LATHE_VIRTUAL_GPUS=1: ids from a Cluster
+                                     spec, the work runs on the CPU */
+    int nnodes, node_rank, nproc_per_node; /* NNODES, NODE_RANK (set when
+                                     nnodes > 0, node_rank >= 0), NPROC_PER_NODE */
+    const char *master_addr;      /* MASTER_ADDR */
+    int master_port;              /* MASTER_PORT */
+} exec_contract;
+
+/* Appends the contract's variables as "NAME=value" strings to *env (a
+ * growable array of *n strings the caller frees with str_list_free). */
+void exec_contract_env(const exec_contract *c, char ***env, size_t *n);
+
+/* ---- a start request ---- */
+typedef struct exec_request {
+    char *const *argv;        /* the trainer: argv[0] is a path or a name found
+                                 in PATH; never run through a shell */
+    size_t argc;
+    const char *const *env;   /* extra "NAME=value" (the spec's trainer.env);
+                                 the contract's variables win over these */
+    size_t n_env;
+    exec_contract contract;
+    const char *job_dir;      /* the job's folder, the same for every attempt
+                                 (created when absent); holds the job's lock */
+    int attempt;              /* its number; the attempt's folder is
+                                 job_dir/attempt-N (logs, exit status) */
+    const int *no_retry_codes; /* exit codes that mean "cannot succeed":
+                                  classified EXEC_END_INVALID, not retried
+                                  (EXEC_BUILTIN_NO_RETRY for lathe train) */
+    size_t n_no_retry_codes;
+} exec_request;
+
+/* The built-in trainer's "cannot succeed" exit codes (docs/trainer.md:
+ * 2 = invalid model / data / job). */
+extern const int EXEC_BUILTIN_NO_RETRY[1];
+
+/* ---- what poll reports ---- */
+typedef enum {
+    EXEC_RUNNING,  /* the trainer runs */
+    EXEC_EXITED,   /* it ended; the end is classified */
+    EXEC_LOST      /* it is gone and how it ended is unknown (its supervisor
+                      was killed, the machine restarted) */
+} exec_phase;
+
+typedef enum {
+    EXEC_END_NONE,      /* still running */
+    EXEC_END_SUCCEEDED, /* exit code 0 */
+    EXEC_END_FAILED,    /* a non-zero exit: retryable */
+    EXEC_END_INVALID,   /* an exit code of no_retry_codes: cannot succeed */
+    EXEC_END_OOM,       /* out of memory: a CUDA OOM message in its output, or
+                           the kernel's OOM killer; re-plan before a retry */
+    EXEC_END_STOPPED,   /* stopped after lathe's SIGTERM (cancel, preemption,
+                           timeout): exit 143 or SIGTERM; it saved a checkpoint */
+    EXEC_END_KILLED,    /* SIGKILL by lathe after the grace period */
+    EXEC_END_SIGNALLED, /* another signal (a crash): retryable */
+    EXEC_END_LOST       /* see EXEC_LOST: retryable */
+} exec_end;
+
+/* "none", "succeeded", "failed", "invalid", "oom", "stopped", "killed",
+ * "signalled", "lost": the store's exit_reason. */
+const char *exec_end_name(exec_end e);
+
+typedef struct exec_status {
+    exec_phase phase;
+    exec_end end;
+    bool retryable;     /* whether a retry can help (false for SUCCEEDED, INVALID) */
+    int exit_code;      /* -1 when it died of a signal or is unknown */
+    int signal;         /* 0 = none */
+    bool term_sent;     /* lathe sent SIGTERM (cancel) */
+    bool kill_sent;     /* lathe sent SIGKILL (grace period over) */
+    double started_at, ended_at; /* seconds since the epoch; ended 0 while running */
+    char reason[256];   /* one sentence: "exit code 1 after 'CUDA out of
+                           memory' on line 812 of the log" */
+} exec_status;
+
+/* Classifies an end. oom_line: the output showed an out-of-memory message;
+ * oom_killed: the kernel's OOM killer killed a process of the attempt (or,
+ * when that cannot be known, a SIGKILL lathe did not send). Fills end,
+ * retryable and a reason (phase, codes and flags are taken from st). */
+void exec_classify(exec_status *st, bool oom_line, bool oom_killed, const int *no_retry_codes,
+                   size_t n_no_retry_codes);
+
+/* True when a line of trainer output says it ran out of GPU or host memory
+ * ("CUDA out of memory", "torch.OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED",
+ * ...). */
+bool exec_line_is_oom(const char *line, size_t len);
+
+/* ---- progress ---- */
+/* One progress point, whatever format it came from. Unknown numbers are NAN
+ * (doubles) or -1 (integers). */
+typedef struct exec_progress {
+    int64_t step, total_steps;
+    double epoch, loss, learning_rate, tokens_per_second, eta_seconds, elapsed_seconds;
+    double at; /* when lathe read it (seconds since the epoch) */
+} exec_progress;
+
+/* A checkpoint the trainer reported or that appeared in CHECKPOINT_DIR. */
+typedef struct exec_checkpoint {
+    int64_t step;
+    char *path;
+} exec_checkpoint;
+
+/* What one poll found: new points and checkpoints since the last poll, in
+ * order. Owned by the handle; valid until its next poll or release. */
+typedef struct exec_update {
+    const exec_progress *points;
+    size_t n_points;
+    const exec_checkpoint *checkpoints;
+    size_t n_checkpoints;
+    bool done;          /* the trainer said it finished (`done` line) */
+    const char *adapter; /* its final adapter folder, when it said so */
+} exec_update;
+
+/* Kinds of `[lathe-train]` lines (docs/trainer.md). */
+typedef enum {
+    EXEC_LINE_NONE,       /* not a [lathe-train] line, or unreadable */
+    EXEC_LINE_START,      /* start step=N/TOTAL ... */
+    EXEC_LINE_STEP,       /* step=N/TOTAL loss=... */
+    EXEC_LINE_CHECKPOINT, /* checkpoint step=N path=P */
+    EXEC_LINE_RESUME,     /* resume step=N path=P */
+    EXEC_LINE_STOPPED,    /* stopped step=N ... */
+    EXEC_LINE_DONE,       /* done step=N loss=... adapter=P */
+    EXEC_LINE_OTHER       /* another [lathe-train] line (data ...) */
+} exec_line_kind;
+
+/* Parses one line of the built-in trainer's output (without its newline).
+ * Fills p (numbers not on the line are unknown) and, for checkpoint /
+ * resume / done lines, *path with the path (at most pathsz bytes; may be
+ * NULL). */
+exec_line_kind exec_parse_train_line(const char *line, size_t len, exec_progress *p, char *path,
+                                     size_t pathsz);
+
+/* Reads Hugging Face Trainer's trainer_state.json (a checkpoint folder's):
+ * one point per log_history entry with step > after_step that holds a
+ * loss, total_steps from max_steps. *pts is the caller's to free. Returns
+ * false with a message in err when the file cannot be read or parsed. */
+bool exec_read_hf_state(const char *path, int64_t after_step, exec_progress **pts, size_t *n,
+                        char *err, size_t errsz);
+
+/* Incremental reader of ms-swift's logging.jsonl: call again with the same
+ * state to get the lines added since. Keeps the offset and never re-reads
+ * what it already parsed; a line not yet finished waits for the next call.
+ * Lines that are not JSON objects are skipped. */
+typedef struct exec_jsonl_reader {
+    char *path;
+    uint64_t offset;
+    uint64_t inode;
+} exec_jsonl_reader;
+
+void exec_jsonl_reader_init(exec_jsonl_reader *r, const char *path);
+void exec_jsonl_reader_free(exec_jsonl_reader *r);
+/* Appends new points to *pts / *n (a growable array; *cap its capacity).
+ * Returns false with a message in err only for an I/O error (a missing file
+ * is not one: nothing new). */
+bool exec_read_swift_log(exec_jsonl_reader *r, exec_progress **pts, size_t *n, size_t *cap,
+                         char *err, size_t errsz);
+/* Parses one ms-swift logging.jsonl line; false when it holds no step. */
+bool exec_parse_swift_line(const char *line, size_t len, exec_progress *p);
+
+/* ---- inventory ---- */
+typedef struct exec_gpu {
+    char *node;     /* the node (the host name for NVML) */
+    int index;      /* index within its node, what CUDA_VISIBLE_DEVICES takes */
+    char *id;       /* the id exported in LATHE_GPUS: the index as text, or a
+                       UUID ("GPU-8f1c..." from NVML) */
+    char *name;     /* "NVIDIA H100 80GB HBM3", or the Cluster's type name */
+    double memory;  /* bytes */
+    bool is_virtual;
+} exec_gpu;
+
+typedef struct exec_inventory {
+    exec_gpu *gpus;
+    size_t n_gpus;
+    int cpu_slots;        /* CPU-only jobs this machine takes at once */
+    char source[16];      /* "nvml", "cluster" or "none" */
+    char note[256];       /* why NVML found nothing ("libnvidia-ml.so.1 not
+                             found"), driver version when it did */
+} exec_inventory;
+
+/* This machine's NVIDIA GPUs through NVML, loaded with dlopen at run time.
+ * No library, no driver or no GPU is not an error: the inventory is then
+ * empty (source "none") and note says why. cpu_slots = online CPUs. */
+void exec_inventory_local(exec_inventory *inv);
+/* Virtual GPUs from a Cluster spec: every node's GPUs, ids "0".."n-1"
+ * within each node, names from its GPU type; cpu_slots from the nodes'
+ * cpus (online CPUs when none is given). */
+void exec_inventory_from_cluster(const spec_cluster *c, exec_inventory *inv);
+void exec_inventory_free(exec_inventory *inv);
+
+/* ---- handles and backends ---- */
+typedef struct exec_backend exec_backend;
+
+/* One started attempt. Backends extend it (their own struct starts with
+ * this one); callers only read these fields. */
+typedef struct exec_handle {
+    exec_backend *backend;
+    char *job_dir;
+    int attempt;
+    char *work_dir;  /* the attempt's folder */
+    char *log_path;  /* the trainer's output (stdout and stderr, interleaved
+                        by line), the newest file of the rotation */
+    double started_at;
+} exec_handle;
+
+struct exec_backend {
+    const char *name; /* "local" */
+    exec_rc (*start)(exec_backend *be, const exec_request *req, exec_handle **out, char *err,
+                     size_t errsz);
+    exec_rc (*attach)(exec_backend *be, const char *handle_json, exec_handle **out, char *err,
+                      size_t errsz);
+    exec_rc (*find)(exec_backend *be, const char *job_dir, exec_handle **out, char *err,
+                    size_t errsz);
+    void (*poll)(exec_handle *h, double now, exec_status *st, exec_update *up);
+    exec_rc (*signal)(exec_handle *h, int sig, char *err, size_t errsz);
+    exec_rc (*cancel)(exec_handle *h, double now, double grace, char *err, size_t errsz);
+    char *(*handle_json)(const exec_handle *h);
+    void (*release)(exec_handle *h);
+    void (*destroy)(exec_backend *be);
+};
+
+/* Calls through the backend (the same as be->start(...) and so on). */
+
+/* Starts attempt req->attempt of a job. EXEC_E_BUSY when an attempt of the
+ * same job_dir still runs (even one started by another server process);
+ * EXEC_E_INVALID for an empty argv or a command that cannot be run (not
+ * found, not executable); err says which. */
+exec_rc exec_start(exec_backend *be, const exec_request *req, exec_handle **out, char *err,
+                   size_t errsz);
+/* Rebuilds a handle from exec_handle_json's text. The trainer may have
+ * ended meanwhile: poll says. EXEC_E_INVALID for JSON of another backend or
+ * version. */
+exec_rc exec_attach(exec_backend *be, const char *handle_json, exec_handle **out, char *err,
+                    size_t errsz);
+/* The newest attempt started in job_dir, running or ended and not yet
+ * cleaned, or EXEC_E_GONE when there is none. */
+exec_rc exec_find(exec_backend *be, const char *job_dir, exec_handle **out, char *err,
+                  size_t errsz);
+/* Polls: fills st and up (see exec_update). now drives the grace period of
+ * a cancel. Cheap: reads only what the trainer wrote since the last poll. */
+void exec_poll(exec_handle *h, double now, exec_status *st, exec_update *up);
+/* Sends sig (SIGTERM, SIGINT, SIGKILL, ...) to the trainer and every process
+ * it started. EXEC_E_GONE when it already ended. */
+exec_rc exec_signal(exec_handle *h, int sig, char *err, size_t errsz);
+/* SIGTERM now; SIGKILL at the first poll at or after now + grace.
+ * Calling it again keeps the first deadline. */
+exec_rc exec_cancel(exec_handle *h, double now, double grace, char *err, size_t errsz);
+/* The handle as JSON text for the attempt row (caller frees). */
+char *exec_handle_json(const exec_handle *h);
+/* Frees the handle; the trainer is not touched. NULL is fine. */
+void exec_release(exec_handle *h);
+/* Frees the backend (every handle must be released first). NULL is fine. */
+void exec_backend_free(exec_backend *be);
+
+/* ---- the local backend ---- */
+typedef struct exec_local_config {
+    /* The program run as each attempt's supervisor, with arguments
+     * "exec-shim" CONFIG: NULL = /proc/self/exe (the lathe tool itself; a
+     * test program handles "exec-shim" with exec_shim_main). */
+    const char *shim_program;
+    long long log_max_bytes; /* rotate the output log beyond this; 0 = 64 MiB */
+    int log_keep;            /* rotated logs kept (output.log.1 ..); 0 = 3 */
+    double start_timeout;    /* seconds to wait for the supervisor to report the
+                                trainer started; 0 = 10 */
+} exec_local_config;
+
+/* The local backend: each attempt runs as its own process group under a
+ * supervisor process (`lathe exec-shim`) that is detached from the server,
+ * so trainers outlive a killed server. cfg may be NULL. */
+exec_backend *exec_local_new(const exec_local_config *cfg);
+
+/* The supervisor's entry point (`lathe exec-shim CONFIG`): argv[0] is
+ * "exec-shim", argv[1] the config file the backend wrote. Runs the trainer
+ * and returns when it has ended and its exit status is written. Only the
+ * local backend runs it. */
+int exec_shim_main(int argc, char **argv);
+
+/* ---- process identity (Linux /proc) ---- */
+/* The start time of process pid in clock ticks since boot (field 22 of
+ * /proc/PID/stat); 0 when there is no such process. A pid plus its start
+ * time names one process: a recycled pid has another start time. */
+uint64_t exec_proc_start_time(int pid);
+/* This boot's id (/proc/sys/kernel/random/boot_id) into out; "" when unknown. */
+void exec_boot_id(char *out, size_t outsz);
+
+#endif
