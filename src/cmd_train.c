@@ -126,13 +126,13 @@ static int apply_option(train_args *a, const char *opt, const char *val)
     else if (!strcmp(opt, "--byte-offset")) { NEED_LONG(0, 1 << 30); a->byte_offset = (int)n; }
     else if (!strcmp(opt, "--seed")) { NEED_LONG(0, 0x7fffffffffffffffL); o->seed = (uint64_t)n; }
     else if (!strcmp(opt, "--threads")) { NEED_LONG(1, 1024); o->threads = (int)n; }
-    else if (!strcmp(opt, "--fault-kill")) { /* tests: STEP:PHASE */
+    else if (!strcmp(opt, "--fault-kill")) { /* tests: STEP:PHASE, see tr_train_opts */
         long step, phase;
         char *colon = strchr(val, ':');
         char *s = colon ? xstrndup(val, (size_t)(colon - val)) : NULL;
-        bool ok = s && parse_long(s, 1, 1000000000, &step) && parse_long(colon + 1, 1, 2, &phase);
+        bool ok = s && parse_long(s, 1, 1000000000, &step) && parse_long(colon + 1, 1, 3, &phase);
         free(s);
-        if (!ok) return cli_usage_error("train", "--fault-kill %s: expected STEP:1 or STEP:2", val);
+        if (!ok) return cli_usage_error("train", "--fault-kill %s: expected STEP:1, STEP:2 or STEP:3", val);
         o->fault_step = step;
         o->fault_phase = (int)phase;
     }

@@ -499,8 +499,9 @@ typedef struct tr_train_opts {
     uint64_t seed;
     bool resume;                 /* continue from the newest checkpoint */
     int threads;
-    /* fault injection for tests: SIGKILL itself at step fault_step, in phase
-     * fault_phase (1 after the update, 2 halfway through a checkpoint write) */
+    /* fault injection for tests, at step fault_step: phase 1 SIGKILL after
+     * the update, 2 SIGKILL halfway through the checkpoint write, 3 SIGTERM
+     * after the step's first sequence */
     long fault_step;
     int fault_phase;
 } tr_train_opts;

@@ -105,6 +105,7 @@ static void fmt_eta(char *out, size_t n, double s)
 
 typedef struct run {
     const tr_train_opts *o;
+    volatile sig_atomic_t *stop;
     tr_model m;
     tr_backend *be;
     float *m1, *m2;
@@ -116,26 +117,55 @@ typedef struct run {
     char err[1024];
 } run;
 
-/* One optimizer step; returns false on a data error. */
-static bool train_step(run *r)
+typedef enum { STEP_OK, STEP_ERROR, STEP_INTERRUPTED } step_result;
+
+/* A stop request in the middle of a step: the step is abandoned and the RNG
+ * and data position go back to where the step began (st.data_pos still holds
+ * that position), so the checkpoint written next is the state after the last
+ * completed step and a resume redoes this one exactly. */
+static step_result abandon_step(run *r, const tr_rng *rng_before)
+{
+    r->st.rng = *rng_before;
+    if (r->st.data_pos &&
+        !r->data->restore_position(r->data->ctx, r->st.data_pos, r->err, sizeof r->err))
+        return STEP_ERROR;
+    return STEP_INTERRUPTED;
+}
+
+/* One optimizer step. */
+static step_result train_step(run *r)
 {
     const tr_train_opts *o = r->o;
     tr_model *m = &r->m;
     double t_start = now_s();
+    tr_rng rng_before = r->st.rng;
     step_batch b;
     if (!batch_fill(&b, o->batch_size * o->grad_accum, r->data, m->cfg.vocab, r->err, sizeof r->err)) {
         batch_free(&b);
-        return false;
+        return STEP_ERROR;
     }
     memset(m->grad_data, 0, m->n_floats * sizeof(float));
     double loss = 0;
     float scale = b.targets > 0 ? 1.0f / (float)b.targets : 0.0f;
     for (int i = 0; i < b.n; i++) {
+        if (o->fault_phase == 3 && o->fault_step == r->st.step + 1 && i == 1)
+            raise(SIGTERM); /* tests: a stop request in the middle of a step */
+        if (r->stop && *r->stop) {
+            batch_free(&b);
+            return abandon_step(r, &rng_before);
+        }
         int nt;
         uint64_t dseed = tr_rng_next(&r->st.rng);
         loss += tr_model_loss_backward(m, b.ids[i], b.mask[i], b.len[i], scale, dseed, &nt);
     }
     double norm = tr_grad_norm(m->grad_data, m->n_floats);
+    if (!isfinite(norm) || !isfinite(loss)) {
+        snprintf(r->err, sizeof r->err, "step %ld: the loss (%g) or the gradient norm (%g) is not "
+                 "finite: training diverged. Lower --lr (now %g) or keep --max-grad-norm on; the "
+                 "checkpoints written so far are intact", r->st.step + 1, loss, norm, o->optim.lr);
+        batch_free(&b);
+        return STEP_ERROR;
+    }
     if (o->optim.max_grad_norm > 0 && norm > o->optim.max_grad_norm) {
         float c = (float)(o->optim.max_grad_norm / (norm + 1e-6));
         for (size_t i = 0; i < m->n_floats; i++) m->grad_data[i] *= c;
@@ -159,7 +189,7 @@ static bool train_step(run *r)
             per_step * (double)(r->st.total_steps - r->st.step), eta);
     fflush(r->log);
     batch_free(&b);
-    return true;
+    return STEP_OK;
 }
 
 static bool save_checkpoint(run *r)
@@ -220,7 +250,14 @@ static int train_loop(run *r, volatile sig_atomic_t *stop)
 {
     const tr_train_opts *o = r->o;
     while (r->st.step < r->st.total_steps) {
-        if (!train_step(r)) return LT_EXIT_INVALID;
+        step_result sr = train_step(r);
+        if (sr == STEP_ERROR) return LT_EXIT_INVALID;
+        if (sr == STEP_INTERRUPTED) {
+            if (!save_checkpoint(r)) return LT_EXIT_IO;
+            fprintf(r->log, "[lathe-train] stopped step=%ld (SIGTERM during step %ld: that step is "
+                    "redone on resume): checkpoint saved\n", r->st.step, r->st.step + 1);
+            return -1;
+        }
         if (o->fault_phase == 1 && o->fault_step == r->st.step) raise(SIGKILL); /* tests */
         bool last = r->st.step == r->st.total_steps;
         bool due = o->checkpoint_interval > 0 && r->st.step % o->checkpoint_interval == 0;
@@ -236,7 +273,7 @@ static int train_loop(run *r, volatile sig_atomic_t *stop)
 
 int tr_train(const tr_train_opts *o, tr_data *data, volatile sig_atomic_t *stop, void *logp)
 {
-    run r = {.o = o, .data = data, .log = logp ? logp : stderr};
+    run r = {.o = o, .stop = stop, .data = data, .log = logp ? logp : stderr};
     if (mkdir(o->checkpoint_dir, 0755) != 0 && !dir_exists(o->checkpoint_dir)) {
         fprintf(stderr, "lathe train: cannot create checkpoint folder %s\n", o->checkpoint_dir);
         return LT_EXIT_IO;

@@ -113,5 +113,11 @@ mkdir -p "$WORK/broken" && cp "$WORK/broken.json" "$WORK/broken/config.json"
 expect 2 "field hidden_size" "$LATHE" generate --model "$WORK/broken" --ids 1
 sed 's/^spec:$/spec:\n  method: qlora/' "$WORK/job.yaml" >"$WORK/qlora.yaml"
 expect 2 "spec.method qlora" "$LATHE" train "$WORK/qlora.yaml"
+# a NaN in the weights (the last 4 bytes: model.norm.weight's last entry) is caught
+cp -r "$WORK/llama" "$WORK/nanmodel"
+printf '\x00\x00\xc0\x7f' | dd of="$WORK/nanmodel/model.safetensors" bs=1 \
+    seek=$(( $(stat -c %s "$WORK/nanmodel/model.safetensors") - 4 )) conv=notrunc status=none
+expect 2 "training diverged" "$LATHE" train --model "$WORK/nanmodel" --text "$TEXT" --byte-offset 0 --seq-len 16 \
+    --checkpoint-dir "$WORK/nan" --max-steps 2 --threads 2
 echo "ok: errors"
 echo "1 passed, 0 failed"

@@ -51,6 +51,19 @@ cmp "$WORK/ref/checkpoint-14/optimizer.safetensors" "$WORK/kill/checkpoint-14/op
     || fail "optimizer state after kills differs"
 echo "ok: SIGKILL at steps 3 (after update), 6 (mid-checkpoint), 9 -> identical adapter"
 
+# SIGTERM in the middle of step 5 (after its first of 4 sequences): the step
+# is abandoned, checkpoint-4 written, exit 143; the resume redoes step 5
+mkdir -p "$WORK/term"
+train "$WORK/term" 14 --fault-kill 5:3
+rc=$?
+[ $rc = 143 ] || fail "SIGTERM mid-step: exit $rc, expected 143"
+grep -q 'stopped step=4 (SIGTERM during step 5' "$WORK/term.log" || fail "SIGTERM mid-step: $(tail -2 "$WORK/term.log")"
+[ -d "$WORK/term/checkpoint-4" ] || fail "SIGTERM mid-step: no checkpoint-4"
+train "$WORK/term" 14 || fail "resume after mid-step SIGTERM failed"
+cmp "$WORK/ref/final/adapter_model.safetensors" "$WORK/term/final/adapter_model.safetensors" \
+    || fail "adapter after a mid-step SIGTERM differs"
+echo "ok: SIGTERM in the middle of a step -> checkpoint of the previous step, identical adapter"
+
 # 3. signals from outside at whatever moment: SIGTERM (checkpoint + 143),
 #    then SIGKILL, then run to the end
 mkdir -p "$WORK/ref2" "$WORK/sig"
