@@ -364,7 +364,7 @@ static bool fits_any(const pass *p, const pclass *pc, const pjob *pj)
     return false;
 }
 
-/* Collects the running jobs this job may preempt, cheapest loss first.
+/* Collects the running jobs this job may preempt (in no order).
  * budget > 0: the job is due and may also preempt jobs of no higher
  * priority that come after it in the order (never the other way round, so
  * preemption cannot cycle) and did not start as due themselves. */
@@ -399,7 +399,6 @@ static int collect_victims(pass *p, const pclass *pc, const pjob *pj, double bud
                                                                     : SCHED_WHY_PREEMPT_DUE;
         cs[n++] = (cand){lost_work(p, r), r->j.priority, r->j.start_time, r->j.id, s, why};
     }
-    qsort(cs, (size_t)n, sizeof *cs, cmp_cand);
     *out = cs;
     return n;
 }
@@ -423,6 +422,21 @@ static void emit_preempt(pass *p, const cand *v, const pjob *pj)
  * priority (when the job's class preempts) or jobs of teams borrowing the
  * GPU type the job's team is entitled to. Greedy by least lost work, then
  * pruned so that no victim is stopped needlessly. */
+/* Sifts a candidate down a min-heap ordered by cmp_cand. */
+static void cand_down(cand *h, int n, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < n && cmp_cand(&h[l], &h[m]) < 0) m = l;
+        if (l + 1 < n && cmp_cand(&h[l + 1], &h[m]) < 0) m = l + 1;
+        if (m == i) return;
+        cand t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
 static bool try_preempt(pass *p, const pclass *pc, int slot, double budget)
 {
     const pjob *pj = &p->st->pj[slot];
@@ -430,28 +444,35 @@ static bool try_preempt(pass *p, const pclass *pc, int slot, double budget)
     p->attempts++;
     cand *cs = NULL;
     int n = collect_victims(p, pc, pj, budget, &cs);
-    int *chosen = xmalloc((size_t)(n + 1) * sizeof *chosen), nch = 0;
+    for (int i = n / 2 - 1; i >= 0; i--) cand_down(cs, n, i);
+    /* cheapest victims first until the job fits; give up after freeing four
+     * times what it needs (victims spread too thin to make room) */
+    cand *ch = xmalloc((size_t)(n + 1) * sizeof *ch);
+    int nch = 0, freed = 0, limit = 4 * pc->g * pc->r + 64;
     bool ok = false;
-    for (int i = 0; i < n && !ok; i++) {
-        const rjob *r = &p->st->rj[cs[i].slot];
-        if (cs[i].why == SCHED_WHY_PREEMPT_RECLAIM && !borrowing(p, r->j.team, r->type)) continue;
-        rj_release(p, cs[i].slot);
-        chosen[nch++] = i;
+    while (n > 0 && !ok && freed <= limit) {
+        cand v = cs[0];
+        cs[0] = cs[--n];
+        cand_down(cs, n, 0);
+        const rjob *r = &p->st->rj[v.slot];
+        if (v.why == SCHED_WHY_PREEMPT_RECLAIM && !borrowing(p, r->j.team, r->type)) continue;
+        rj_release(p, v.slot);
+        ch[nch++] = v;
+        freed += r->n_gpus;
         ok = fits_any(p, pc, pj);
     }
     if (ok) /* keep running every victim the job does not need */
         for (int i = nch - 1; i >= 0; i--) {
-            rj_retake(p, cs[chosen[i]].slot);
-            if (fits_any(p, pc, pj)) {
-                chosen[i] = -1;
-            } else {
-                rj_release(p, cs[chosen[i]].slot);
-            }
+            rj_retake(p, ch[i].slot);
+            if (fits_any(p, pc, pj))
+                ch[i].slot = -1;
+            else
+                rj_release(p, ch[i].slot);
         }
     if (ok && budget > 0) { /* a due job's preemption must cost less than draining */
         double lost = 0;
         for (int i = 0; i < nch; i++)
-            if (chosen[i] >= 0) lost += cs[chosen[i]].lost;
+            if (ch[i].slot >= 0) lost += ch[i].lost;
         ok = lost < budget;
     }
     int type = -1, units = 0;
@@ -466,14 +487,14 @@ static bool try_preempt(pass *p, const pclass *pc, int slot, double budget)
         }
     }
     for (int i = 0; i < nch; i++) {
-        if (chosen[i] < 0) continue;
+        if (ch[i].slot < 0) continue;
         if (ok)
-            emit_preempt(p, &cs[chosen[i]], pj);
+            emit_preempt(p, &ch[i], pj);
         else
-            rj_retake(p, cs[chosen[i]].slot);
+            rj_retake(p, ch[i].slot);
     }
     if (ok) record_start(p, pc, slot, type, units, SCHED_WHY_AFTER_PREEMPT);
-    free(chosen);
+    free(ch);
     free(cs);
     return ok;
 }
@@ -902,53 +923,80 @@ static void late_reason(pass *p, pclass *pc, const pjob *pj)
     pc->why = adm;
 }
 
+/* Why one waiting job (entry e of its class) waits. */
+static void wait_reason(pass *p, pclass *pc, int e, const pjob *pj, sched_reason *why)
+{
+    sched_state *st = p->st;
+    bool seen = pc->pgen == st->pass_gen && pc->examined;
+    const sched_reason *tb = &p->tblock[pc->team];
+    if (p->head_set && pc->q[e].slot == p->head_slot) {
+        *why = pc->why;
+        if (isfinite(p->S)) {
+            reason_init(why, SCHED_WHY_RESERVED);
+            why->team = pc->team;
+            why->when = p->S;
+        } else {
+            why->code = SCHED_WHY_NODES_DOWN;
+        }
+        return;
+    }
+    if (tb->code != SCHED_WHY_NONE &&
+        !((tb->code == SCHED_WHY_FIFO_BLOCKED || tb->code == SCHED_WHY_TEAM_HELD) && tb->other == pj->j.id)) {
+        *why = *tb;
+        return;
+    }
+    if (seen && e < pc->cur && p->head_set) {
+        reason_init(why, SCHED_WHY_BEHIND_HEAD);
+    } else {
+        if (!seen && pc->late_gen != st->pass_gen) {
+            late_reason(p, pc, pj);
+            pc->late_gen = st->pass_gen;
+        }
+        *why = pc->why;
+        if (p->head_set && pc->why.code == SCHED_WHY_NONE) reason_init(why, SCHED_WHY_BEHIND_HEAD);
+    }
+    if (why->code == SCHED_WHY_BEHIND_HEAD) {
+        why->team = pc->team;
+        why->other = job_at(p, p->head_slot)->id;
+        why->other_name = job_at(p, p->head_slot)->name;
+        why->when = p->S;
+    }
+}
+
+typedef struct waiter {
+    uint64_t id;
+    int cls, e;
+} waiter;
+
+static int cmp_waiter(const void *a, const void *b)
+{
+    const waiter *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* A WAIT decision with its reason for every job that did not start, in
+ * order of job id (so that the output does not depend on insertion order). */
 static void wait_reasons(pass *p)
 {
     sched_state *st = p->st;
-    for (int b = 0; b < st->nbands; b++) {
-        const band *bd = &st->bands[b];
-        for (int i = 0; i < bd->ncls; i++) {
-            pclass *pc = &st->cls[bd->cls[i]];
-            if (pc->live == 0) continue;
-            bool seen = pc->pgen == st->pass_gen && pc->examined;
-            bool computed = false;
-            for (int e = 0; e < pc->n; e++) {
-                const qent *q = &pc->q[e];
-                if (!st_qent_live(st, q)) continue;
-                const pjob *pj = &st->pj[q->slot];
-                if (pj->start_gen == st->pass_gen) continue;
-                sched_decision *d = res_add(p->out, SCHED_WAIT, pj->j.id, pj->j.name);
-                const sched_reason *tb = &p->tblock[pc->team];
-                if (p->head_set && q->slot == p->head_slot) {
-                    d->why = pc->why;
-                    if (isfinite(p->S)) {
-                        reason_init(&d->why, SCHED_WHY_RESERVED);
-                        d->why.team = pc->team;
-                        d->why.when = p->S;
-                    } else {
-                        d->why.code = SCHED_WHY_NODES_DOWN;
-                    }
-                } else if (tb->code != SCHED_WHY_NONE &&
-                           !((tb->code == SCHED_WHY_FIFO_BLOCKED || tb->code == SCHED_WHY_TEAM_HELD) &&
-                             tb->other == pj->j.id)) {
-                    d->why = *tb;
-                } else if (seen && e < pc->cur && p->head_set) {
-                    reason_init(&d->why, SCHED_WHY_BEHIND_HEAD);
-                } else {
-                    if (!seen && !computed) late_reason(p, pc, pj);
-                    computed = true;
-                    d->why = pc->why;
-                    if (p->head_set && pc->why.code == SCHED_WHY_NONE) reason_init(&d->why, SCHED_WHY_BEHIND_HEAD);
-                }
-                if (d->why.code == SCHED_WHY_BEHIND_HEAD) {
-                    d->why.team = pc->team;
-                    d->why.other = job_at(p, p->head_slot)->id;
-                    d->why.other_name = job_at(p, p->head_slot)->name;
-                    d->why.when = p->S;
-                }
-            }
+    waiter *w = xmalloc((st->n_pending + 1) * sizeof *w);
+    size_t n = 0;
+    for (int ci = 0; ci < st->ncls; ci++) {
+        const pclass *pc = &st->cls[ci];
+        for (int e = 0; e < pc->n && pc->live > 0; e++) {
+            const qent *q = &pc->q[e];
+            if (st_qent_live(st, q) && st->pj[q->slot].start_gen != st->pass_gen)
+                w[n++] = (waiter){q->id, ci, e};
         }
     }
+    qsort(w, n, sizeof *w, cmp_waiter);
+    for (size_t i = 0; i < n; i++) {
+        pclass *pc = &st->cls[w[i].cls];
+        const pjob *pj = &st->pj[pc->q[w[i].e].slot];
+        sched_decision *d = res_add(p->out, SCHED_WAIT, pj->j.id, pj->j.name);
+        wait_reason(p, pc, w[i].e, pj, &d->why);
+    }
+    free(w);
 }
 
 /* ---- undo ---- */
@@ -1079,11 +1127,7 @@ void pass_run(sched_state *st, double now, const double *usage, const double *sp
         out->head = job_at(&p, p.head_slot)->id;
         out->head_start = p.S;
     }
-    if (st->cfg.reasons) {
-        size_t from = out->n;
-        wait_reasons(&p);
-        sort_tail(out, from);
-    }
+    if (st->cfg.reasons) wait_reasons(&p);
     undo(&p);
     pass_free(&p);
     for (size_t i = 0; i < out->n; i++) {

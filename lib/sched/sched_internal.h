@@ -161,6 +161,7 @@ typedef struct pclass {
     int skipped;  /* jobs skipped as too long to backfill */
     int started;
     bool examined;
+    uint32_t late_gen; /* pass number its late reason was worked out in */
     sched_reason why;
 } pclass;
 
