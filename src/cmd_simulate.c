@@ -35,7 +35,7 @@ static const char simulate_help[] =
     "                      TIME (seconds, or a duration such as 20d or 36h)\n"
     "  --jobs-out FILE     also write what happened to each job (CSV: policy, job_id,\n"
     "                      submit, first start, finish, wait, preemptions, status)\n"
-    "  --max-slack DUR     lathe: cap of the size slack in its order (default 6h)\n"
+    "  --max-slack DUR     lathe: bound of the size slack in its order (default 6h)\n"
     "  --slack-factor X    lathe: slack per estimated GPU-second (default 0.5)\n"
     "  --starve-after DUR  lathe: a job whose order key is this old goes ahead of fair\n"
     "                      share and may borrow beyond the idle pool (default 48h)\n"

@@ -36,9 +36,9 @@
  *   lathe   priority, then fair share between teams (usage decaying with a
  *           half-life), then a size-aware age inside each team: a job's key
  *           is its submit time plus a slack that grows with its estimated
- *           GPU-seconds and is capped, so short and small jobs go first but
- *           no job is ever passed by jobs submitted more than `max_slack`
- *           after it. A job whose key is `starve_after` in the past goes
+ *           GPU-seconds and saturates below `max_slack`, so short and small
+ *           jobs go first but no job is ever passed by jobs submitted more
+ *           than `max_slack` after it. A job whose key is `starve_after` in the past goes
  *           ahead of fair share (oldest key first), so that the job holding
  *           the reservation is the one that has waited longest: no job
  *           starves. EASY backfill as above; topology-aware best-fit
@@ -210,13 +210,14 @@ typedef struct sched_config {
     double half_life;        /* fair-share usage half-life (default 7 days) */
     double min_run_time;     /* a job younger than this is never preempted (10 min) */
     double reclaim_min_run;  /* nor reclaimed (1 h): a borrower keeps what it got a while */
-    double max_slack;        /* lathe: cap of the size slack in the order key (6 h) */
+    double max_slack;        /* lathe: bound of the size slack in the order key (6 h) */
     double starve_after;     /* lathe: a job whose order key is this much in the past is
                                 "due": it goes ahead of fair share (oldest key first) and
                                 may borrow beyond other teams' idle quota (48 h) */
     bool due_preempt;        /* lathe: a due job may preempt newer jobs when they lose
                                 less work than draining GPUs for it would idle (off) */
-    double slack_factor;     /* lathe: slack = factor * estimated GPU-seconds (0.5) */
+    double slack_factor;     /* lathe: x = factor * estimated GPU-seconds; slack =
+                                max_slack * x / (x + max_slack) (0.5) */
     double default_estimate; /* estimate of a job that gives none (4 h) */
     int gpu_share_limit;     /* jobs sharing one GPU at most (4) */
     int max_preempt_attempts; /* jobs that may try preemption in one pass (8) */

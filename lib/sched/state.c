@@ -60,15 +60,16 @@ static double job_gpus(const sched_job *j)
 }
 
 /* The order of a job inside its class: submit time for the baselines; for
- * lathe, submit time plus a slack proportional to its estimated GPU-seconds,
- * capped at max_slack (short, small jobs first; nobody waits behind jobs
- * submitted more than max_slack after it). */
+ * lathe, submit time plus a slack that grows with its estimated GPU-seconds
+ * x = slack_factor * est * GPUs and saturates below max_slack M:
+ * slack = M x / (x + M), about x for small jobs. Short, small jobs go first,
+ * larger ones stay ordered by size among themselves, and nobody waits
+ * behind a job submitted more than M after it. */
 static double order_key(const sched_state *st, const sched_job *j, double est)
 {
     if (st->cfg.policy != SCHED_LATHE) return j->submit_time;
-    double slack = st->cfg.slack_factor * est * job_gpus(j);
-    if (slack > st->cfg.max_slack) slack = st->cfg.max_slack;
-    return j->submit_time + slack;
+    double x = st->cfg.slack_factor * est * job_gpus(j), m = st->cfg.max_slack;
+    return j->submit_time + (m > 0 ? m * x / (x + m) : 0);
 }
 
 /* ---- rejecting what can never run ---- */

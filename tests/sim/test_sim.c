@@ -1,0 +1,444 @@
+/* test_sim.c: the trace simulator: the trace CSV (a good file, bad files
+ * with their file:line:column errors, writing and reading back),
+ * trace-gen (reproducible, shaped as promised), small simulations whose
+ * metrics are worked out by hand, and two properties over many jobs: lathe
+ * starves nobody where greedy does, and an EASY reservation is never
+ * broken when estimates are exact. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sim/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DATA LATHE_TEST_DATA
+
+static bool near(double a, double b)
+{
+    return fabs(a - b) <= 1e-6 * (1 + fabs(b));
+}
+
+/* The first diagnostic at this line whose text contains `text`. */
+static bool has_diag(const diag_list *d, int line, const char *path, const char *text)
+{
+    for (size_t i = 0; i < d->len; i++) {
+        const diag *x = &d->items[i];
+        sb s;
+        sb_init(&s);
+        diag_format(x, &s);
+        bool ok = x->line == line && (!path || (x->path && strcmp(x->path, path) == 0)) &&
+                  strstr(sb_str(&s), text);
+        sb_free(&s);
+        if (ok) return true;
+    }
+    return false;
+}
+
+static void dump(const diag_list *d)
+{
+    for (size_t i = 0; i < d->len; i++) {
+        sb s;
+        sb_init(&s);
+        diag_format(&d->items[i], &s);
+        print_message("%s\n", sb_str(&s));
+        sb_free(&s);
+    }
+}
+
+/* ---- the trace CSV ---- */
+
+static void test_trace_good(void **state)
+{
+    (void)state;
+    sim_trace t;
+    sim_trace_init(&t);
+    diag_list d;
+    diag_list_init(&d);
+    assert_int_equal(sim_trace_load(DATA "/good.csv", &t, &d), 0);
+    assert_int_equal(t.n, 3);
+    assert_string_equal(t.jobs[0].id, "j1");
+    assert_true(t.jobs[0].gpus == 8 && t.jobs[0].duration == 3600 && t.jobs[0].checkpoint == 1800);
+    assert_string_equal(t.jobs[0].gpu_type, "A100-80GB");
+    assert_string_equal(t.jobs[0].team, "team-a");
+    assert_string_equal(t.jobs[0].priority, "high");
+    assert_string_equal(t.jobs[1].id, "j,2"); /* quoted */
+    assert_true(t.jobs[1].fraction == 0.25 && t.jobs[1].duration == 120.5 && t.jobs[1].estimate == 100);
+    assert_null(t.jobs[1].gpu_type);
+    assert_true(t.jobs[2].submit == 120 && t.jobs[2].gpus == 16 && t.jobs[2].estimate == 8000);
+    assert_null(t.jobs[2].team);
+    assert_int_equal(t.jobs[2].line, 6);
+    /* written and read back: the same jobs */
+    char *csv = sim_trace_to_csv(&t);
+    sim_trace u;
+    sim_trace_init(&u);
+    assert_int_equal(sim_trace_parse("again", csv, strlen(csv), &u, &d), 0);
+    assert_int_equal(u.n, t.n);
+    for (size_t i = 0; i < t.n; i++) {
+        assert_string_equal(u.jobs[i].id, t.jobs[i].id);
+        assert_true(u.jobs[i].submit == t.jobs[i].submit && u.jobs[i].duration == t.jobs[i].duration);
+        assert_true(u.jobs[i].fraction == t.jobs[i].fraction && u.jobs[i].estimate == t.jobs[i].estimate);
+    }
+    free(csv);
+    sim_trace_free(&u);
+    sim_trace_free(&t);
+    diag_list_free(&d);
+}
+
+typedef struct bad {
+    const char *file;
+    int line;
+    const char *column;
+    const char *text;
+} bad;
+
+static void test_trace_bad(void **state)
+{
+    (void)state;
+    static const bad cases[] = {
+        {"missing_column.csv", 1, "num_gpus", "required column missing from the header"},
+        {"bad_values.csv", 3, NULL, "wrong number of fields (expected 4, as in the header, found 3)"},
+        {"bad_values.csv", 4, "submit_time_s", "not a valid value (expected a number >= 0, found \"x\")"},
+        {"bad_values.csv", 5, "duration_s", "expected a number > 0, found \"-1\""},
+        {"bad_values.csv", 6, "num_gpus", "expected a whole number >= 1, found \"1.5\""},
+        {"bad_fraction.csv", 3, "gpu_fraction", "a GPU fraction with more than one GPU"},
+        {"bad_fraction.csv", 4, "gpu_fraction", "a GPU fraction above 1"},
+        {"bad_fraction.csv", 5, "job_id", "job id used twice (found \"j1\", first on line 2)"},
+        {"typo_column.csv", 1, "submit_tme_s", "did you mean 'submit_time_s'?"},
+        {"bad_quote.csv", 2, NULL, "a quoted field is not closed on its line"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sim_trace t;
+        sim_trace_init(&t);
+        diag_list d;
+        diag_list_init(&d);
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", DATA, cases[i].file);
+        assert_true(sim_trace_load(path, &t, &d) > 0);
+        if (!has_diag(&d, cases[i].line, cases[i].column, cases[i].text)) {
+            dump(&d);
+            fail_msg("%s: no diagnostic at line %d containing \"%s\"", cases[i].file, cases[i].line, cases[i].text);
+        }
+        assert_non_null(strstr(d.items[0].file, cases[i].file));
+        sim_trace_free(&t);
+        diag_list_free(&d);
+    }
+    /* an empty file and a missing one */
+    sim_trace t;
+    sim_trace_init(&t);
+    diag_list d;
+    diag_list_init(&d);
+    assert_int_equal(sim_trace_parse("empty.csv", "", 0, &t, &d), 1);
+    assert_true(has_diag(&d, 1, NULL, "the trace is empty"));
+    assert_int_equal(sim_trace_load(DATA "/no-such-file.csv", &t, &d), 1);
+    sim_trace_free(&t);
+    diag_list_free(&d);
+}
+
+/* ---- trace-gen ---- */
+
+static void test_gen_reproducible(void **state)
+{
+    (void)state;
+    sim_gen_opts o;
+    sim_gen_defaults(&o);
+    o.jobs = 3000;
+    o.gpus = 256;
+    sim_trace a, b, c;
+    sim_gen(&o, &a);
+    sim_gen(&o, &b);
+    o.seed = 2;
+    sim_gen(&o, &c);
+    char *x = sim_trace_to_csv(&a), *y = sim_trace_to_csv(&b), *z = sim_trace_to_csv(&c);
+    assert_string_equal(x, y);
+    assert_true(strcmp(x, z) != 0);
+    /* the promised shape: mostly 1-GPU, a tail of 8-64-GPU gangs, sorted,
+     * four teams, some GPU fractions, durations from minutes to days */
+    size_t one = 0, big = 0, frac = 0, teams[5] = {0};
+    double lo = 1e18, hi = 0;
+    for (size_t i = 0; i < a.n; i++) {
+        const sim_job *j = &a.jobs[i];
+        one += j->gpus == 1;
+        big += j->gpus >= 8;
+        frac += j->fraction < 1;
+        if (i) assert_true(j->submit >= a.jobs[i - 1].submit);
+        if (j->duration < lo) lo = j->duration;
+        if (j->duration > hi) hi = j->duration;
+        assert_non_null(j->team);
+        teams[j->team[5] - '0']++;
+    }
+    assert_int_equal(a.n, 3000);
+    assert_true(one > a.n * 0.6 && one < a.n * 0.8);
+    assert_true(big > a.n * 0.05 && big < a.n * 0.2);
+    assert_true(frac > 0);
+    assert_true(lo <= 600 && hi >= 86400);
+    assert_true(teams[1] > teams[2] && teams[2] > teams[3] && teams[3] > teams[4]);
+    /* the cluster it was sized for is valid YAML for the spec part */
+    char *yaml = sim_gen_cluster_yaml(&o);
+    assert_non_null(strstr(yaml, "kind: Cluster"));
+    assert_non_null(strstr(yaml, "A100-80GB: 102")); /* team-1: 4/10 of 256 */
+    free(yaml);
+    free(x);
+    free(y);
+    free(z);
+    sim_trace_free(&a);
+    sim_trace_free(&b);
+    sim_trace_free(&c);
+}
+
+/* ---- small simulations, worked out by hand ---- */
+
+static sched_cluster *one_node(int gpus)
+{
+    sched_cluster *c = sched_cluster_new();
+    sched_cluster_add_type(c, "A100-80GB", 80 * GIB, 3.6);
+    sched_cluster_add_node(c, "n1", "r1", 0, gpus, NULL, SCHED_NODE_READY);
+    sched_cluster_add_priority(c, "high", 100, true, false);
+    return c;
+}
+
+static void load_text(const char *csv, sched_cluster *c, sim_trace *t, sim_bound *b)
+{
+    diag_list d;
+    diag_list_init(&d);
+    sim_trace_init(t);
+    assert_int_equal(sim_trace_parse("inline.csv", csv, strlen(csv), t, &d), 0);
+    assert_int_equal(sim_bind(t, c, b, &d), 0);
+    diag_list_free(&d);
+}
+
+static void simulate(const sched_cluster *c, const sim_bound *b, sched_policy pol, sim_stats *st)
+{
+    sched_config cfg;
+    sched_config_default(&cfg, pol);
+    char err[256];
+    assert_int_equal(sim_run(c, b, &cfg, NULL, st, err, sizeof err), 0);
+}
+
+static void test_sim_by_hand(void **state)
+{
+    (void)state;
+    /* 4 GPUs. j1: 4 GPUs for 100 s at t=0; j2: 2 GPUs for 50 s at t=0;
+     * j3: 2 GPUs for 20 s at t=10.
+     * fifo: j1 0-100, then j2 100-150 and j3 100-120.
+     * lathe: j2 first (smaller key), j1 reserved at t=50, j3 backfills 10-30,
+     *        j1 50-150. */
+    const char *csv = "job_id,submit_time_s,duration_s,num_gpus\n"
+                      "j1,0,100,4\nj2,0,50,2\nj3,10,20,2\n";
+    sched_cluster *c = one_node(4);
+    sim_trace t;
+    sim_bound b;
+    load_text(csv, c, &t, &b);
+    sim_stats f, l;
+    simulate(c, &b, SCHED_FIFO, &f);
+    assert_int_equal(f.completed, 3);
+    assert_true(near(f.jct_avg, (100 + 150 + 110) / 3.0));
+    assert_true(near(f.jct_median, 110));
+    assert_true(near(f.wait_avg, (0 + 100 + 90) / 3.0));
+    assert_true(near(f.wait_max, 100));
+    assert_true(near(f.makespan, 150));
+    assert_true(near(f.busy, 150));
+    assert_true(near(f.alloc_rate, (400 + 100 + 40) / (4 * 150.0)));
+    /* while jobs wait (0-100): only j1's 4 GPUs */
+    assert_true(near(f.waiting, 100) && near(f.alloc_waiting, 1.0));
+    /* cost: 540 GPU-seconds at 3.6 per GPU-hour */
+    assert_true(near(f.cost, 540 * 3.6 / 3600));
+    simulate(c, &b, SCHED_LATHE, &l);
+    assert_true(near(l.jct_avg, (150 + 50 + 20) / 3.0));
+    assert_true(near(l.wait_avg, 50 / 3.0));
+    assert_true(near(l.makespan, 150));
+    assert_true(near(l.alloc_rate, 540 / 600.0));
+    assert_int_equal(l.preemptions, 0);
+    assert_true(l.per_job[0].first_start == 50 && l.per_job[2].first_start == 10);
+    sim_stats_free(&f);
+    sim_stats_free(&l);
+    sim_bound_free(&b);
+    sim_trace_free(&t);
+    sched_cluster_free(c);
+}
+
+static void test_sim_preemption_checkpoint(void **state)
+{
+    (void)state;
+    /* 1 GPU. j1 (1000 s, checkpoint every 100 s) at t=0; at t=650 the
+     * high-priority j2 (100 s) arrives: j1 has run 650 s > 10 min, is
+     * preempted, keeps 600 s of work and loses 50 s; j2 runs 650-750; j1
+     * resumes at 750 with 400 s left and ends at 1150. */
+    const char *csv = "job_id,submit_time_s,duration_s,num_gpus,priority,checkpoint_interval_s\n"
+                      "j1,0,1000,1,,100\nj2,650,100,1,high,\n";
+    sched_cluster *c = one_node(1);
+    sim_trace t;
+    sim_bound b;
+    load_text(csv, c, &t, &b);
+    sim_stats s;
+    simulate(c, &b, SCHED_LATHE, &s);
+    assert_int_equal(s.preemptions, 1);
+    assert_true(near(s.lost_gpu_hours, 50 / 3600.0));
+    assert_true(near(s.per_job[0].finish, 1150));
+    assert_true(near(s.per_job[1].finish, 750));
+    assert_true(near(s.per_job[0].wait, 100));
+    assert_true(near(s.makespan, 1150));
+    assert_true(near(s.alloc_rate, 1.0)); /* always busy, counting the lost 50 s */
+    assert_int_equal(s.per_job[0].preemptions, 1);
+    sim_stats_free(&s);
+    /* fifo never preempts: j2 waits for j1 */
+    simulate(c, &b, SCHED_FIFO, &s);
+    assert_int_equal(s.preemptions, 0);
+    assert_true(near(s.per_job[1].finish, 1100));
+    sim_stats_free(&s);
+    sim_bound_free(&b);
+    sim_trace_free(&t);
+    sched_cluster_free(c);
+}
+
+static void test_sim_sharing(void **state)
+{
+    (void)state;
+    /* 1 GPU, two jobs asking for half of it: lathe runs them together */
+    const char *csv = "job_id,submit_time_s,duration_s,num_gpus,gpu_fraction\n"
+                      "a,0,100,1,0.5\nb,0,100,1,0.5\n";
+    sched_cluster *c = one_node(1);
+    sim_trace t;
+    sim_bound b;
+    load_text(csv, c, &t, &b);
+    sim_stats l, g;
+    simulate(c, &b, SCHED_LATHE, &l);
+    simulate(c, &b, SCHED_GREEDY, &g);
+    assert_true(near(l.makespan, 100) && near(l.jct_avg, 100));
+    assert_true(near(l.alloc_rate, 1.0)); /* 0.5 + 0.5 */
+    assert_true(near(g.makespan, 200) && near(g.jct_avg, 150));
+    assert_true(near(g.alloc_rate, 1.0)); /* a whole GPU held, half used */
+    sim_stats_free(&l);
+    sim_stats_free(&g);
+    sim_bound_free(&b);
+    sim_trace_free(&t);
+    sched_cluster_free(c);
+}
+
+/* ---- properties ---- */
+
+/* An 8-GPU job at t=5 and a stream of 1-GPU jobs that always keeps some
+ * GPU busy: greedy starts the big job only when the stream ends; lathe
+ * within its slack (400 s: 0.5 x 100 s x 8 GPUs) plus a drain. */
+static void test_no_starvation(void **state)
+{
+    (void)state;
+    sb csv;
+    sb_init(&csv);
+    sb_puts(&csv, "job_id,submit_time_s,duration_s,num_gpus\nbig,5,100,8\n");
+    for (int i = 0; i < 2000; i++) sb_printf(&csv, "s%d,%d,50,1\n", i, i * 10);
+    sched_cluster *c = one_node(8);
+    sim_trace t;
+    sim_bound b;
+    load_text(sb_str(&csv), c, &t, &b);
+    sim_stats g, l;
+    simulate(c, &b, SCHED_GREEDY, &g);
+    simulate(c, &b, SCHED_LATHE, &l);
+    assert_true(g.per_job[0].first_start > 19000);
+    assert_true(l.per_job[0].first_start < 500);
+    assert_true(l.wait_max < 600);
+    assert_int_equal(l.completed, 2001);
+    sim_stats_free(&g);
+    sim_stats_free(&l);
+    sim_bound_free(&b);
+    sim_trace_free(&t);
+    sched_cluster_free(c);
+    sb_free(&csv);
+}
+
+/* EASY with exact estimates: the head job starts no later than the start
+ * it was first promised. A small event loop over sched_state, on a cluster
+ * of 4 nodes x 4 GPUs with 300 random jobs. */
+static void test_reservation_kept(void **state)
+{
+    (void)state;
+    sched_cluster *c = sched_cluster_new();
+    sched_cluster_add_type(c, "gpu", 80 * GIB, 1);
+    for (int i = 0; i < 4; i++) {
+        char n[8];
+        snprintf(n, sizeof n, "n%d", i);
+        sched_cluster_add_node(c, n, "r", 0, 4, NULL, SCHED_NODE_READY);
+    }
+    sched_cluster_add_team(c, "default");
+    enum { N = 300 };
+    sched_job jobs[N];
+    double end[N], promised[N];
+    int gpus[N][16];
+    sim_rng r;
+    sim_rng_seed(&r, 42);
+    for (int i = 0; i < N; i++) {
+        static const int sizes[6] = {1, 1, 2, 3, 4, 8};
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].id = (uint64_t)i + 1;
+        int n = sizes[sim_rng_next(&r) % 6];
+        jobs[i].replicas = n > 4 ? 2 : 1;
+        jobs[i].gpus_per_replica = n > 4 ? 4 : n;
+        jobs[i].submit_time = floor(i * 7.0);
+        jobs[i].est_duration = 20 + (double)(sim_rng_next(&r) % 400);
+        end[i] = -1;
+        promised[i] = INFINITY;
+    }
+    sched_config cfg;
+    sched_config_default(&cfg, SCHED_EASY);
+    sched_state *st = sched_state_new(c, &cfg);
+    sched_result res;
+    sched_result_init(&res);
+    char err[128];
+    int next = 0, done = 0, checked = 0;
+    double now = 0;
+    while (done < N) {
+        double t = next < N ? jobs[next].submit_time : INFINITY;
+        for (int i = 0; i < N; i++)
+            if (end[i] >= 0 && end[i] < t) t = end[i];
+        now = t;
+        for (int i = 0; i < N; i++)
+            if (end[i] >= 0 && end[i] <= now) {
+                sched_state_remove_running(st, jobs[i].id);
+                end[i] = -1;
+                done++;
+            }
+        while (next < N && jobs[next].submit_time <= now) sched_state_add_pending(st, &jobs[next++]);
+        sched_state_pass(st, now, NULL, NULL, &res);
+        if (res.head && res.head_start < promised[res.head - 1]) promised[res.head - 1] = res.head_start;
+        for (size_t k = 0; k < res.n; k++) {
+            const sched_decision *d = &res.d[k];
+            if (d->action != SCHED_START) continue;
+            int i = (int)d->job - 1;
+            if (isfinite(promised[i])) {
+                assert_true(now <= promised[i] + 1e-9);
+                checked++;
+            }
+            sched_state_remove_pending(st, d->job);
+            memcpy(gpus[i], sched_decision_gpus(&res, d), (size_t)d->n_gpus * sizeof(int));
+            sched_job j = jobs[i];
+            j.start_time = now;
+            j.gpus = gpus[i];
+            assert_int_equal(sched_state_add_running(st, &j, err, sizeof err), 0);
+            end[i] = now + j.est_duration;
+        }
+    }
+    assert_true(checked > 20); /* many heads were promised a start and kept it */
+    sched_result_free(&res);
+    sched_state_free(st);
+    sched_cluster_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_trace_good),
+        cmocka_unit_test(test_trace_bad),
+        cmocka_unit_test(test_gen_reproducible),
+        cmocka_unit_test(test_sim_by_hand),
+        cmocka_unit_test(test_sim_preemption_checkpoint),
+        cmocka_unit_test(test_sim_sharing),
+        cmocka_unit_test(test_no_starvation),
+        cmocka_unit_test(test_reservation_kept),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
