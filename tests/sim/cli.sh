@@ -1,0 +1,66 @@
+#!/bin/bash
+# cli.sh: `lathe trace-gen` and `lathe simulate` end to end: reproducible
+# traces and their cluster file, the example scenarios, JSON and per-job
+# output, --explain, and the exit codes (0 ok, 1 usage, 2 invalid, 4 unreadable).
+set -u
+fails=0
+check() { # check NAME STATUS
+    if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+ex="$LATHE_SOURCE_DIR/examples"
+
+# trace-gen: the same seed gives the same bytes, another seed other bytes
+"$LATHE" trace-gen --jobs 500 --gpus 64 --seed 7 -o "$tmp/a.csv" --cluster-out "$tmp/c.yaml" 2>/dev/null
+check "trace-gen exits 0" $?
+"$LATHE" trace-gen --jobs 500 --gpus 64 --seed 7 > "$tmp/b.csv"
+cmp -s "$tmp/a.csv" "$tmp/b.csv"; check "same seed, same trace (file and stdout)" $?
+"$LATHE" trace-gen --jobs 500 --gpus 64 --seed 8 -o "$tmp/d.csv" 2>/dev/null
+! cmp -s "$tmp/a.csv" "$tmp/d.csv"; check "another seed, another trace" $?
+[ "$(wc -l < "$tmp/a.csv")" -eq 501 ]; check "500 jobs and a header" $?
+"$LATHE" validate "$tmp/c.yaml" >/dev/null; check "the generated cluster is valid" $?
+
+# simulate the generated trace on its cluster, as JSON and per job
+out=$("$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" -o json --jobs-out "$tmp/jobs.csv"); rc=$?
+check "simulate exits 0" $rc
+for p in fifo greedy easy lathe; do
+    grep -q "\"policy\": \"$p\"" <<<"$out"; check "json has $p" $?
+done
+grep -q '"allocation_rate"' <<<"$out"; check "json has the allocation rate" $?
+[ "$(grep -c ',done$' "$tmp/jobs.csv")" -eq 2000 ]; check "every job done under every policy" $?
+
+# the seed article's scenario: lathe finishes sooner than fifo
+out=$("$LATHE" simulate --cluster "$ex/seed-scenario/cluster.yaml" --trace "$ex/seed-scenario/trace.csv" --policy fifo,lathe)
+check "seed scenario exits 0" $?
+fifo=$(awk '$1 == "fifo" && $2 == 8 {print $12}' <<<"$out"); lathe=$(awk '$1 == "lathe" && $2 == 8 {print $12}' <<<"$out")
+[ "$fifo" = "10.50h" ] && [ "$lathe" = "10.00h" ]; check "seed makespans fifo 10.50h, lathe 10.00h (got $fifo, $lathe)" $?
+
+# --explain says why a job waits
+err=$("$LATHE" simulate --cluster "$ex/traces/small-cluster.yaml" --trace "$ex/traces/small.csv" --policy lathe \
+      --explain big-16gpu@1000 2>&1 >/dev/null)
+grep -qF "lathe: at 1080 s (0.01 days): big-16gpu is waiting: research uses 10 A100-80GB GPUs (quota 10)" <<<"$err"
+check "explain (got: $err)" $?
+
+# errors
+"$LATHE" simulate --nodes 2x8 2>/dev/null; rc=$?
+[ $rc -eq 1 ]; check "no --trace: exit 1 (got $rc)" $?
+"$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --policy fifo,slurm 2>/dev/null; rc=$?
+[ $rc -eq 1 ]; check "unknown policy: exit 1 (got $rc)" $?
+"$LATHE" simulate --nodes 2x8 --trace "$tmp/missing.csv" 2>/dev/null; rc=$?
+[ $rc -eq 4 ]; check "unreadable trace: exit 4 (got $rc)" $?
+"$LATHE" simulate --cluster "$tmp/missing.yaml" --trace "$tmp/a.csv" 2>/dev/null; rc=$?
+[ $rc -eq 4 ]; check "unreadable cluster: exit 4 (got $rc)" $?
+printf 'job_id,submit_time_s,duration_s,num_gpus\nj1,0,ten,1\n' > "$tmp/bad.csv"
+err=$("$LATHE" simulate --nodes 2x8 --trace "$tmp/bad.csv" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ]; check "invalid trace: exit 2 (got $rc)" $?
+grep -qF "bad.csv:2:6: error: duration_s: not a valid value" <<<"$err"; check "file:line:col in the error (got: $err)" $?
+printf 'job_id,submit_time_s,duration_s,num_gpus,gpu_type\nj1,0,10,1,H100\n' > "$tmp/type.csv"
+err=$("$LATHE" simulate --cluster "$ex/traces/small-cluster.yaml" --trace "$tmp/type.csv" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ]; check "unknown GPU type: exit 2 (got $rc)" $?
+grep -qF "type.csv:2: error: gpu_type: unknown GPU type" <<<"$err"; check "the line of the unknown type (got: $err)" $?
+"$LATHE" trace-gen --load -1 2>/dev/null; rc=$?
+[ $rc -eq 1 ]; check "trace-gen bad option: exit 1 (got $rc)" $?
+
+[ $fails -eq 0 ] && echo "cli.sh: all passed"
+exit $((fails > 0))
