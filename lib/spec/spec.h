@@ -282,7 +282,10 @@ const char *spec_kind_name(spec_kind k);
 
 /* Loads every document of a file. Returns the number of errors added to d
  * (0 = the file is valid; warnings do not count). On errors, out holds the
- * documents that loaded cleanly. */
+ * documents that loaded cleanly. When the file cannot be read, one error
+ * is added and out->io_error is set; a file over SPEC_MAX_FILE_BYTES is
+ * invalid input instead. d may be NULL. Always free out with
+ * spec_file_free. */
 size_t spec_load_file(const char *path, spec_file *out, diag_list *d);
 /* The same for text in memory; name is used in messages. */
 size_t spec_load_string(const char *name, const char *text, size_t len, spec_file *out,
