@@ -316,13 +316,14 @@ void store_job_list_free(store_job_list *l);
 typedef enum { STORE_GROUP_NONE, STORE_GROUP_TEAM, STORE_GROUP_EXPERIMENT } store_group;
 
 typedef struct store_count {
-    char *group; /* the team or experiment; NULL for STORE_GROUP_NONE */
+    char *team;  /* the team (STORE_GROUP_TEAM, STORE_GROUP_EXPERIMENT); else NULL */
+    char *group; /* the team or the experiment's name; NULL for STORE_GROUP_NONE */
     int64_t by_state[STORE_N_STATES];
     int64_t total;
 } store_count;
 
 typedef struct store_count_list {
-    store_count *items; /* one per group, sorted by group name */
+    store_count *items; /* one per group, sorted by team, then group */
     size_t n;
 } store_count_list;
 

@@ -1,0 +1,203 @@
+/* store_events.c: a job's event log (append, read in order) and its
+ * progress history (batched writes, thinned reads). */
+#include "store_internal.h"
+
+#include "base/base.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- events ---- */
+
+store_rc st_event_insert(store *st, int64_t job_id, const store_event *ev)
+{
+    static const char sql[] = "INSERT INTO events (job_id, at, actor, type, message, data_json)"
+                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    sqlite3_stmt *s = st_stmt(st, sql);
+    if (!s) return STORE_ERROR;
+    st_bind_int64(s, 1, job_id);
+    st_bind_double(s, 2, store_now(st));
+    st_bind_text(s, 3, ev->actor);
+    st_bind_text(s, 4, ev->type);
+    st_bind_text(s, 5, ev->message ? ev->message : "");
+    st_bind_text(s, 6, ev->data_json);
+    return st_exec_stmt(st, s, "appending an event");
+}
+
+store_rc store_event_append(store *st, int64_t job_id, const store_event *ev)
+{
+    if (!ev || !ev->actor || !*ev->actor || !ev->type || !*ev->type)
+        return st_failf(st, STORE_INVALID, "an event needs an actor and a type");
+    store_rc rc = st_op_begin(st);
+    if (rc != STORE_OK) return rc;
+    store_state cur;
+    rc = st_job_state(st, job_id, &cur);
+    if (rc == STORE_OK) rc = st_event_insert(st, job_id, ev);
+    return st_op_end(st, rc);
+}
+
+store_rc store_events_list(store *st, int64_t job_id, int64_t after_seq, size_t limit,
+                           store_event_list *out)
+{
+    static const char sql[] = "SELECT seq, at, actor, type, message, data_json FROM events"
+                              " WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s = st_stmt(st, sql);
+    if (!s) return STORE_ERROR;
+    st_bind_int64(s, 1, job_id);
+    st_bind_int64(s, 2, after_seq);
+    st_bind_int64(s, 3, limit ? (int64_t)limit : -1);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (out->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            out->items = xrealloc(out->items, cap * sizeof *out->items);
+        }
+        store_event_row *e = &out->items[out->n++];
+        e->seq = sqlite3_column_int64(s, 0);
+        e->job_id = job_id;
+        e->at = st_col_time(s, 1);
+        e->actor = st_col_text(s, 2);
+        e->type = st_col_text(s, 3);
+        e->message = st_col_text(s, 4);
+        e->data_json = st_col_text(s, 5);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        store_event_list_free(out);
+        return st_fail(st, rc, "reading events");
+    }
+    return STORE_OK;
+}
+
+void store_event_list_free(store_event_list *l)
+{
+    if (!l) return;
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].actor);
+        free(l->items[i].type);
+        free(l->items[i].message);
+        free(l->items[i].data_json);
+    }
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- progress ---- */
+
+static store_rc insert_point(store *st, int64_t job_id, int attempt, const store_progress *p,
+                             double at)
+{
+    static const char sql[] =
+        "INSERT OR REPLACE INTO progress (job_id, attempt, step, total, epoch, loss, lr,"
+        " tokens_per_s, eta_s, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+    sqlite3_stmt *s = st_stmt(st, sql);
+    if (!s) return STORE_ERROR;
+    st_bind_int64(s, 1, job_id);
+    st_bind_int64(s, 2, attempt);
+    st_bind_int64(s, 3, p->step);
+    st_bind_opt_int(s, 4, p->total_steps, -1);
+    st_bind_double(s, 5, p->epoch);
+    st_bind_double(s, 6, p->loss);
+    st_bind_double(s, 7, p->learning_rate);
+    st_bind_double(s, 8, p->tokens_per_second);
+    st_bind_double(s, 9, p->eta_seconds);
+    st_bind_double(s, 10, at);
+    return st_exec_stmt(st, s, "adding a progress point");
+}
+
+static store_rc set_latest(store *st, int64_t job_id, const store_progress *p, double at)
+{
+    static const char sql[] =
+        "UPDATE jobs SET p_step = ?2, p_total = ?3, p_epoch = ?4, p_loss = ?5, p_lr = ?6,"
+        " p_tokens_per_s = ?7, p_eta_s = ?8, p_at = ?9, updated_at = ?10 WHERE id = ?1";
+    sqlite3_stmt *s = st_stmt(st, sql);
+    if (!s) return STORE_ERROR;
+    st_bind_int64(s, 1, job_id);
+    st_bind_int64(s, 2, p->step);
+    st_bind_opt_int(s, 3, p->total_steps, -1);
+    st_bind_double(s, 4, p->epoch);
+    st_bind_double(s, 5, p->loss);
+    st_bind_double(s, 6, p->learning_rate);
+    st_bind_double(s, 7, p->tokens_per_second);
+    st_bind_double(s, 8, p->eta_seconds);
+    st_bind_double(s, 9, at);
+    st_bind_double(s, 10, store_now(st));
+    store_rc rc = st_exec_stmt(st, s, "writing the latest progress");
+    if (rc == STORE_OK && sqlite3_changes(st->db) != 1)
+        return st_failf(st, STORE_NOT_FOUND, "no job with id %lld", (long long)job_id);
+    return rc;
+}
+
+static store_rc add_points(store *st, int64_t job_id, int attempt, const store_progress *pts,
+                           size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pts[i].step < 0) return st_failf(st, STORE_INVALID, "a progress point needs a step");
+    double now = store_now(st);
+    store_rc rc = set_latest(st, job_id, &pts[n - 1], pts[n - 1].at > 0 ? pts[n - 1].at : now);
+    for (size_t i = 0; i < n && rc == STORE_OK; i++)
+        rc = insert_point(st, job_id, attempt, &pts[i], pts[i].at > 0 ? pts[i].at : now);
+    return rc;
+}
+
+store_rc store_progress_add(store *st, int64_t job_id, int attempt, const store_progress *pts,
+                            size_t n)
+{
+    if (n == 0) return STORE_OK;
+    store_rc rc = st_op_begin(st);
+    if (rc != STORE_OK) return rc;
+    return st_op_end(st, add_points(st, job_id, attempt, pts, n));
+}
+
+/* Keeps max points of n, evenly spread, the first and the last included. */
+static size_t thin(store_progress *p, size_t n, size_t max)
+{
+    if (max == 0 || n <= max) return n;
+    if (max == 1) {
+        p[0] = p[n - 1];
+        return 1;
+    }
+    for (size_t i = 0; i < max; i++) p[i] = p[i * (n - 1) / (max - 1)];
+    return max;
+}
+
+store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store_progress **pts,
+                             size_t *n)
+{
+    static const char sql[] = "SELECT step, total, epoch, loss, lr, tokens_per_s, eta_s, at"
+                              " FROM progress WHERE job_id = ?1 ORDER BY attempt, step";
+    *pts = NULL;
+    *n = 0;
+    sqlite3_stmt *s = st_stmt(st, sql);
+    if (!s) return STORE_ERROR;
+    st_bind_int64(s, 1, job_id);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            *pts = xrealloc(*pts, cap * sizeof **pts);
+        }
+        store_progress *p = &(*pts)[(*n)++];
+        p->step = st_col_int(s, 0, -1);
+        p->total_steps = st_col_int(s, 1, -1);
+        p->epoch = st_col_double(s, 2);
+        p->loss = st_col_double(s, 3);
+        p->learning_rate = st_col_double(s, 4);
+        p->tokens_per_second = st_col_double(s, 5);
+        p->eta_seconds = st_col_double(s, 6);
+        p->at = st_col_time(s, 7);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        free(*pts);
+        *pts = NULL;
+        *n = 0;
+        return st_fail(st, rc, "reading progress");
+    }
+    *n = thin(*pts, *n, max_points);
+    return STORE_OK;
+}
