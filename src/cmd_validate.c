@@ -14,6 +14,7 @@
 #include "cli.h"
 
 #include "base/base.h"
+#include "plan/plan.h"
 #include "spec/spec.h"
 
 #include <jansson.h>
@@ -97,14 +98,50 @@ static int job_by_name(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* The checks that look beyond one document. The model-aware pass (does the
- * chosen model have each target module?) is to be added here. */
+/* The model-aware pass: does the job's model have each target module? The
+ * model is resolved as the planner does (config.json at baseModel.path,
+ * else the catalogue, else a generic shape from the parameter count); a
+ * model lathe cannot resolve is the planner's error, not repeated here. Jobs
+ * of an experiment that share model and targets are checked once. */
+static void check_job_targets(const spec_job *const *jobs, size_t n, diag_list *d)
+{
+    sb seen;
+    sb_init(&seen);
+    for (size_t i = 0; i < n; i++) {
+        const spec_job *j = jobs[i];
+        if (j->method == METHOD_FULL || j->lora.n_target_modules == 0) continue;
+        sb key;
+        sb_init(&key);
+        sb_printf(&key, "\n%s|%s|", j->base_model.name ? j->base_model.name : "",
+                  j->base_model.path ? j->base_model.path : "");
+        for (size_t t = 0; t < j->lora.n_target_modules; t++)
+            sb_printf(&key, "%s,", j->lora.target_modules[t]);
+        sb_putc(&key, '\n');
+        bool dup = strstr(sb_str(&seen), sb_str(&key)) != NULL;
+        if (!dup) sb_puts(&seen, sb_str(&key));
+        sb_free(&key);
+        if (dup) continue;
+        diag_list quiet;
+        diag_list_init(&quiet);
+        model_shape m;
+        memset(&m, 0, sizeof m);
+        if (model_resolve(j->base_model.path, j->base_model.name, j->base_model.parameters, &m,
+                          &quiet))
+            plan_check_targets(j, &m, d);
+        model_shape_free(&m);
+        diag_list_free(&quiet);
+    }
+    sb_free(&seen);
+}
+
+/* The checks that look beyond one document, and the model-aware pass. */
 static void validate_semantics(const spec_file *f, diag_list *d)
 {
     const spec_job **jobs;
     size_t n = file_jobs(f, &jobs);
     const spec_cluster *c = spec_file_cluster(f);
     for (size_t i = 0; c && i < n; i++) check_job_in_cluster(jobs[i], c, d);
+    if (d->errors == 0) check_job_targets(jobs, n, d);
     qsort(jobs, n, sizeof *jobs, job_by_name);
     for (size_t i = 1; i < n; i++) {
         if (strcmp(jobs[i]->name, jobs[i - 1]->name) != 0) continue;

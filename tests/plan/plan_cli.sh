@@ -1,0 +1,48 @@
+#!/bin/bash
+# plan_cli.sh: `lathe plan` and the model-aware pass of `lathe validate` end
+# to end: exit codes, outputs, a target module the model lacks reported at
+# its line, the seed job's plan and its ms-swift command.
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+seed="$LATHE_SHARED_DIR/examples/seed-lora-job.yaml"
+
+# a target module Qwen2 does not have: error at line 7, column of the entry
+cat > "$tmp/bad.yaml" <<'Y'
+apiVersion: lathe/v1
+kind: LoRATrainingJob
+metadata: {name: x}
+spec:
+  baseModel: {name: Qwen2.5-7B}
+  lora:
+    targetModules: [q_proj, wqkv]
+  trainingData: {datasetPath: /data/x.jsonl}
+Y
+"$LATHE" validate "$tmp/bad.yaml" 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] || fail "validate exit $rc, expected 2"
+grep -q "bad.yaml:7:29: error: spec.lora.targetModules\[1\]" "$tmp/err" || { cat "$tmp/err"; fail "no positioned target error"; }
+"$LATHE" plan "$tmp/bad.yaml" > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] || fail "plan exit $rc on a bad target, expected 2"
+
+# the seed job plans; JSON has the per-GPU figure and the spec's own resources
+"$LATHE" plan "$seed" -o json > "$tmp/plan.json" 2>/dev/null || fail "plan -o json failed"
+python3 - "$tmp/plan.json" <<'P' || fail "plan JSON"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["chosen"]["per_gpu_gib"] > 10, p["chosen"]
+assert p["requested"]["gpu_type"] == "A100-40GB"
+assert p["run"]["steps"] == 4688
+c = p["chosen"]
+assert c["micro_batch"] * c["gradient_accumulation"] * c["data_parallel"] == 32
+P
+"$LATHE" plan "$seed" 2>/dev/null | grep -q "your resources: 1 x A100-40GB" || fail "no verdict on the spec's resources"
+"$LATHE" plan "$seed" --emit swift 2>/dev/null | grep -q -- "--lora_rank 16" || fail "swift emit"
+"$LATHE" plan "$seed" --emit lathe 2>/dev/null > "$tmp/resolved.yaml" || fail "emit lathe"
+"$LATHE" validate "$tmp/resolved.yaml" > /dev/null 2>&1 || fail "the resolved spec does not validate"
+
+# usage errors
+"$LATHE" plan > /dev/null 2>&1; [ $? -eq 1 ] || fail "plan without a file should exit 1"
+"$LATHE" plan "$seed" --emit nope > /dev/null 2>&1; [ $? -eq 1 ] || fail "bad --emit should exit 1"
+"$LATHE" plan /nonexistent.yaml > /dev/null 2>&1; [ $? -eq 4 ] || fail "unreadable file should exit 4"
+echo "ok"
