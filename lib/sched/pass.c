@@ -685,57 +685,74 @@ static int hold_for(pass *p, const pclass *pc, int slot, const sched_reason *adm
     return block_team(p, pc->team, &r);
 }
 
-static int try_job(pass *p, pclass *pc, int slot)
+/* What trying a job's GPU types found. */
+typedef struct tried {
+    sched_reason adm;  /* the first admission failure */
+    uint64_t admitted; /* types its team may take now */
+    int type, units;   /* the first admitted type (-1: none) and its share */
+    bool fits_all;     /* with a reservation: would fit on reserved GPUs */
+} tried;
+
+/* Tries the job's GPU types in the policy's order: admission, then
+ * placement. True when it started. */
+static bool try_types(pass *p, const pclass *pc, int slot, tried *tr)
 {
     const pjob *pj = &p->st->pj[slot];
-    if (!team_open(p, pc->team)) return R_TEAM_BLOCKED;
-    sched_reason adm;
-    reason_init(&adm, SCHED_WHY_NONE);
-    uint64_t admitted = 0;
-    int first_type = -1, first_units = SCHED_SHARE_WHOLE;
-    bool fits_all = false;
+    reason_init(&tr->adm, SCHED_WHY_NONE);
+    tr->admitted = 0;
+    tr->type = -1;
+    tr->units = SCHED_SHARE_WHOLE;
+    tr->fits_all = false;
     for (int i = 0; i < p->c->n_types; i++) {
         int t = p->st->torder[i];
         if (!(pc->types >> t & 1)) continue;
         int units = st_units_on(p->st, &pj->j, t);
         int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
-        if (!admit(p, pc->team, t, need, is_due(p, pj), &adm)) continue;
-        admitted |= 1ull << t;
-        if (first_type < 0) {
-            first_type = t;
-            first_units = units;
+        if (!admit(p, pc->team, t, need, is_due(p, pj), &tr->adm)) continue;
+        tr->admitted |= 1ull << t;
+        if (tr->type < 0) {
+            tr->type = t;
+            tr->units = units;
         }
         if (place_on(p, pc, pj, t, units)) {
             record_start(p, pc, slot, t, units, p->head_set ? SCHED_WHY_BACKFILL : SCHED_WHY_FITS);
-            return R_STARTED;
+            return true;
         }
         if (p->head_set && (units < SCHED_SHARE_WHOLE ? cap_fits_share(p->k, CAP_ALL, t, units)
                                                       : cap_fits_whole(p->k, CAP_ALL, t, pc->g, pc->r)))
-            fits_all = true;
+            tr->fits_all = true;
     }
-    sched_policy pol = p->cfg->policy;
-    if (!admitted) {
-        pc->why = adm;
-        if (is_due(p, pj)) return hold_for(p, pc, slot, &adm);
-        if (pol == SCHED_FIFO) {
-            sched_reason r = adm;
-            r.code = SCHED_WHY_FIFO_BLOCKED;
-            r.other = pj->j.id;
-            r.other_name = pj->j.name;
-            return block_team(p, pc->team, &r);
-        }
-        return R_CLASS_BLOCKED;
+    return false;
+}
+
+/* Strict FIFO: the team's queue stops behind this job. */
+static int fifo_block(pass *p, const pclass *pc, const pjob *pj, const sched_reason *base)
+{
+    sched_reason r = *base;
+    r.code = SCHED_WHY_FIFO_BLOCKED;
+    r.team = pc->team;
+    r.other = pj->j.id;
+    r.other_name = pj->j.name;
+    return block_team(p, pc->team, &r);
+}
+
+/* The job at the head of its class: start it, skip it, or close its class
+ * or team for the rest of the pass (see the top of this file). */
+static int try_job(pass *p, pclass *pc, int slot)
+{
+    const pjob *pj = &p->st->pj[slot];
+    if (!team_open(p, pc->team)) return R_TEAM_BLOCKED;
+    tried tr;
+    if (try_types(p, pc, slot, &tr)) return R_STARTED;
+    bool fifo = p->cfg->policy == SCHED_FIFO;
+    if (!tr.admitted) {
+        pc->why = tr.adm;
+        if (is_due(p, pj)) return hold_for(p, pc, slot, &tr.adm);
+        return fifo ? fifo_block(p, pc, pj, &tr.adm) : R_CLASS_BLOCKED;
     }
-    no_fit_reason(p, pc, first_type, first_units, &pc->why);
-    if (pol == SCHED_FIFO) {
-        sched_reason r;
-        reason_init(&r, SCHED_WHY_FIFO_BLOCKED);
-        r.team = pc->team;
-        r.other = pj->j.id;
-        r.other_name = pj->j.name;
-        return block_team(p, pc->team, &r);
-    }
-    if (fits_all) { /* too long for the reserved GPUs; a shorter job of this shape may go */
+    no_fit_reason(p, pc, tr.type, tr.units, &pc->why);
+    if (fifo) return fifo_block(p, pc, pj, &pc->why);
+    if (tr.fits_all) { /* too long for the reserved GPUs; a shorter job of this shape may go */
         if (++pc->skipped >= p->cfg->backfill_depth) {
             reason_init(&pc->why, SCHED_WHY_BEHIND_HEAD);
             return R_CLASS_BLOCKED;
@@ -744,7 +761,7 @@ static int try_job(pass *p, pclass *pc, int slot)
     }
     if (p->lathe && try_preempt(p, pc, slot, 0)) return R_STARTED;
     if (!p->backfill || p->head_set) return R_CLASS_BLOCKED;
-    double idle = shadow(p, pc, admitted);
+    double idle = shadow(p, pc, tr.admitted);
     /* a job that waited long: preempt newer jobs when they lose less work
      * than the drain would leave GPUs idle */
     if (p->lathe && p->cfg->due_preempt && is_due(p, pj) && idle > 0 && try_preempt(p, pc, slot, idle)) {
