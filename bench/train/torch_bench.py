@@ -3,8 +3,8 @@
 (forward, backward, AdamW on the LoRA parameters) of a Qwen2-architecture
 model with random fp32 weights, written the way a PyTorch user would write it
 (frozen nn.Linear + LoRA A/B as PEFT does, eager attention), timed with the
-given thread count. Prints one JSON line: {"step_s": [...], "loss": ...,
-"max_rss_mib": ...}.
+given thread count. Prints one JSON line: {"step_s": [...], "cpu_s": [...] (CPU seconds of
+the process per step), "loss": ..., "max_rss_mib": ...}.
 
 usage: torch_bench.py --threads N --seq T --rank R --steps S --dim D --hidden F
        --layers L --heads H --kv-heads K --vocab V
@@ -104,10 +104,11 @@ def main():
     emb = torch.cat((fr, fr), -1)
     cos, sin = emb.cos(), emb.sin()
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
-    times = []
+    times, cpu = [], []
     loss = None
     for _ in range(a.steps):
         t0 = time.perf_counter()
+        c0 = time.process_time()
         opt.zero_grad()
         x = embed[ids]
         for l in layers:
@@ -117,8 +118,9 @@ def main():
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"step_s": times, "loss": loss.item(), "max_rss_mib": rss}))
+    print(json.dumps({"step_s": times, "cpu_s": cpu, "loss": loss.item(), "max_rss_mib": rss}))
 
 
 if __name__ == "__main__":

@@ -94,24 +94,34 @@ typedef struct loader {
     bool place; /* second pass: assign pointers */
 } loader;
 
+/* "[4096, 11008]" */
+static void shape_str(char *out, size_t n, int ndim, const int64_t *shape)
+{
+    size_t at = (size_t)snprintf(out, n, "[");
+    for (int i = 0; i < ndim && at < n; i++)
+        at += (size_t)snprintf(out + at, n - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (at < n) snprintf(out + at, n - at, "]");
+}
+
 /* Finds a base tensor and checks its shape. */
 static const st_tensor *need(loader *L, const char *name, int64_t d0, int64_t d1)
 {
     if (!L->ok) return NULL;
     const st_tensor *t = st_find(&L->m->st, name);
     int nd = d1 ? 2 : 1;
+    int64_t want[2] = {d0, d1};
+    char ws[64], hs[160];
+    shape_str(ws, sizeof ws, nd, want);
     if (!t) {
-        snprintf(L->err, L->errsz, "%s: tensor %s is missing (expected shape [%lld%s%lld%s]); is "
-                 "config.json for these weights?", L->m->dir, name, (long long)d0, d1 ? ", " : "",
-                 (long long)d1, "");
+        snprintf(L->err, L->errsz, "%s: tensor %s is missing (expected shape %s): do config.json "
+                 "and the safetensors belong together?", L->m->dir, name, ws);
         L->ok = false;
         return NULL;
     }
     if (t->ndim != nd || t->shape[0] != d0 || (d1 && t->shape[1] != d1) || !tr_dtype_is_float(t->dtype)) {
-        snprintf(L->err, L->errsz, "%s: tensor %s has shape [%lld%s%lld] and dtype %s, config.json "
-                 "implies [%lld%s%lld] in F32, F16 or BF16", L->m->dir, name, (long long)t->shape[0],
-                 t->ndim > 1 ? ", " : "", t->ndim > 1 ? (long long)t->shape[1] : 0LL,
-                 tr_dtype_name(t->dtype), (long long)d0, d1 ? ", " : "", (long long)d1);
+        shape_str(hs, sizeof hs, t->ndim, t->shape);
+        snprintf(L->err, L->errsz, "%s: tensor %s has shape %s and dtype %s; config.json implies %s "
+                 "in F32, F16 or BF16", L->m->dir, name, hs, tr_dtype_name(t->dtype), ws);
         L->ok = false;
         return NULL;
     }

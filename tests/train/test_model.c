@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #define GOLD LATHE_SHARED_DIR "/models/llama2c-260K-plctlab"
@@ -258,6 +259,39 @@ static void test_config_families(void **state)
     free(js);
 }
 
+/* A config.json that does not match the weights: the message names the
+ * tensor, both shapes, and the fix. */
+static void test_mismatched_config(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/lathe-test-mismatch-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char err[512];
+    size_t len;
+    char *cfg = file_read_all(GOLD "/hf/config.json", 1 << 20, &len, err, sizeof err);
+    char *at = strstr(cfg, "\"intermediate_size\": 172");
+    assert_non_null(at);
+    memcpy(at, "\"intermediate_size\": 100", 24);
+    char *p = path_join(dir, "config.json");
+    assert_int_equal(file_write_atomic(p, cfg, len), 0);
+    free(p);
+    p = path_join(dir, "model.safetensors");
+    assert_int_equal(symlink(GOLD "/hf/model.safetensors", p), 0);
+    free(p);
+    tr_backend *be = tr_backend_cpu_create(0);
+    tr_model m;
+    tr_model_opts o = {.mode = TR_MODE_LORA};
+    assert_false(tr_model_load(&m, dir, &o, be, err, sizeof err));
+    printf("# %s\n", err);
+    assert_non_null(strstr(err, "model.layers.0.mlp.gate_proj.weight has shape [172, 64] and dtype "
+                                "F32; config.json implies [100, 64]"));
+    be->destroy(be);
+    free(cfg);
+    char *cmd = xasprintf("rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_kv_cache_matches_forward),
         cmocka_unit_test(test_half_precision_weights),
         cmocka_unit_test(test_config_families),
+        cmocka_unit_test(test_mismatched_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
