@@ -43,6 +43,16 @@ static const char estimate_help[] =
     "  --strategy S          single, ddp, fsdp, zero2, zero3 (default single,\n"
     "                        ddp with more GPUs)\n"
     "  --flash-attn on|off   fused attention (default on)\n"
+    "  --stack S             hf (Hugging Face Trainer + PEFT, also ms-swift and\n"
+    "                        axolotl; default), torchtune, litgpt, or plain (a\n"
+    "                        hand-written loop, no autocast): how the loss, the\n"
+    "                        adapters and the optimizer step are computed\n"
+    "  --compile on|off      torch.compile (default off)\n"
+    "  --chunked-loss on|off loss over chunks of the logits (default: the stack's)\n"
+    "  --fused-optimizer on|off  fused AdamW step (default: the stack's)\n"
+    "  --gpu-memory SIZE     the GPU's memory (80GiB; a bare number is GiB; an\n"
+    "                        \"80GB\" GPU holds 80 GiB): the allocator's cache is\n"
+    "                        capped there (default unknown)\n"
     "  -o, --output FORMAT   text (default) or json (total under per_gpu_gib,\n"
     "                        every term in GiB under terms_gib)\n"
     "\n"
@@ -57,6 +67,7 @@ static const char estimate_help[] =
 typedef struct est_args {
     const char *job, *model, *method, *bits, *quant, *rank, *targets, *batch, *seq;
     const char *grad_ckpt, *precision, *optimizer, *gpus, *strategy, *flash_attn;
+    const char *stack, *compile, *chunked_loss, *fused_optimizer, *gpu_memory;
     cli_output out;
 } est_args;
 
@@ -71,6 +82,10 @@ static const struct {
     {"--grad-ckpt", offsetof(est_args, grad_ckpt)}, {"--precision", offsetof(est_args, precision)},
     {"--optimizer", offsetof(est_args, optimizer)}, {"--gpus", offsetof(est_args, gpus)},
     {"--strategy", offsetof(est_args, strategy)},   {"--flash-attn", offsetof(est_args, flash_attn)},
+    {"--stack", offsetof(est_args, stack)},         {"--compile", offsetof(est_args, compile)},
+    {"--chunked-loss", offsetof(est_args, chunked_loss)},
+    {"--fused-optimizer", offsetof(est_args, fused_optimizer)},
+    {"--gpu-memory", offsetof(est_args, gpu_memory)},
 };
 
 static const char **flag_slot(est_args *a, const char *flag)
@@ -146,6 +161,30 @@ static bool parse_on_off(const char *flag, const char *s, bool *out, diag_list *
     return false;
 }
 
+/* A memory size with its unit (80GiB, 24GB, 81920MiB); a bare number is GiB. */
+static bool parse_memory(const char *flag, const char *s, double *out, diag_list *d)
+{
+    double v = 0;
+    char *end = NULL;
+    errno = 0;
+    double bare = strtod(s, &end);
+    bool ok = false;
+    if (end != s && !errno && *end == '\0' && bare >= 0) {
+        v = bare * GIB;
+        ok = true;
+    } else {
+        ok = units_parse_bytes(s, &v) && v >= 0;
+    }
+    if (!ok || v > 1e15) {
+        diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, flag, "not a memory size");
+        diag_set_expected(x, "a size with its unit, such as 80GiB, 24GB or 81920MiB");
+        diag_set_found(x, "%s", s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 static void enum_error(const char *flag, const char *s, const char *expected, diag_list *d)
 {
     diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, flag, "unknown value");
@@ -166,6 +205,18 @@ static void apply_enums(const est_args *a, est_input *in, diag_list *d)
         enum_error("--optimizer", a->optimizer, "adamw, adamw8bit, paged_adamw, paged_adamw8bit or sgd", d);
     if (a->strategy && !spec_strategy_parse(a->strategy, &in->strategy))
         enum_error("--strategy", a->strategy, "single, ddp, fsdp, zero2 or zero3", d);
+}
+
+/* The stack first: its defaults (chunked loss, fused optimizer, adapter
+ * dtype) come before the flags that override them one by one. */
+static void apply_stack(const est_args *a, est_input *in, diag_list *d)
+{
+    est_stack st = EST_STACK_HF;
+    if (a->stack && !est_stack_parse(a->stack, &st)) {
+        enum_error("--stack", a->stack, "hf, torchtune, litgpt or plain", d);
+        return;
+    }
+    est_input_set_stack(in, st);
 }
 
 /* Target names against the model; positions point into the job file. */
@@ -199,6 +250,10 @@ static void apply_flags(const est_args *a, est_input *in, diag_list *d)
     if (a->gpus) parse_int("--gpus", a->gpus, 1, 100000, &in->gpus, d);
     if (a->grad_ckpt) parse_on_off("--grad-ckpt", a->grad_ckpt, &in->grad_ckpt, d);
     if (a->flash_attn) parse_on_off("--flash-attn", a->flash_attn, &in->flash_attn, d);
+    if (a->compile) parse_on_off("--compile", a->compile, &in->compiled, d);
+    if (a->chunked_loss) parse_on_off("--chunked-loss", a->chunked_loss, &in->chunked_loss, d);
+    if (a->fused_optimizer) parse_on_off("--fused-optimizer", a->fused_optimizer, &in->fused_optimizer, d);
+    if (a->gpu_memory) parse_memory("--gpu-memory", a->gpu_memory, &in->gpu_memory, d);
     if (a->targets) {
         char **names = NULL;
         size_t n = str_split(a->targets, ',', &names);
@@ -305,6 +360,7 @@ static int estimate_run(int argc, char **argv)
         in.strategy = STRAT_AUTO;
         in.targets = default_targets();
         if (job) apply_job(job, &in, &d);
+        apply_stack(&a, &in, &d);
         apply_flags(&a, &in, &d);
         if (in.bits == 16 && in.quant == QUANT_AUTO && in.method != METHOD_QLORA) in.quant = QUANT_NONE;
         if (d.errors == 0 && est_input_resolve(&in, &d)) print_result(&a, &in, &d);

@@ -111,7 +111,7 @@ static void print_row(const est_row *r, const est_calib *c)
 static void cross_validate(const est_row *rows, size_t n, const est_calib *start)
 {
     printf("\ncross-validation, leave one source out (constants refitted on the other sources):\n");
-    printf("  %-46s %5s  %-24s %8s %8s\n", "held-out source", "rows", "fitted framework/slack",
+    printf("  %-46s %5s  %-24s %8s %8s\n", "held-out source", "rows", "framework/base/slack",
            "MAPE", "in-fit");
     bool *use = xcalloc(n, sizeof *use);
     double *all = xmalloc((n + 1) * sizeof *all);
@@ -140,7 +140,8 @@ static void cross_validate(const est_row *rows, size_t n, const est_calib *start
             }
         }
         char fit[64];
-        snprintf(fit, sizeof fit, "%.3f GiB / %.2f", fitted.framework_gib, fitted.reserved_frac);
+        snprintf(fit, sizeof fit, "%.2f / %.2f GiB / %.2f", fitted.framework_gib, fitted.reserved_base_gib,
+                 fitted.reserved_frac);
         printf("  %-46.46s %5zu  %-24s %7.1f%% %7.1f%%\n", rows[s].source, k, fit, sum / (double)k,
                k_in ? sum_in / (double)k_in : 0.0);
     }
@@ -219,12 +220,12 @@ int main(int argc, char **argv)
     printf("bench_estimator: %zu usable rows of %zu in %s\n", usable, n, o.path);
     if (o.fit) {
         est_calib_fit(rows, n, NULL, &est_calib_default, &c);
-        printf("fitted on every usable row: framework_gib %.3f, reserved_frac %.2f\n", c.framework_gib,
-               c.reserved_frac);
+        printf("fitted on every usable row: framework_gib %.3f, reserved_base_gib %.3f, reserved_frac %.2f\n",
+               c.framework_gib, c.reserved_base_gib, c.reserved_frac);
     }
-    printf("constants: framework %.3f GiB, allocator slack %.2f of the loss buffers and weight "
-           "copies, %.1f fp32 loss buffers (derived)\n\n",
-           c.framework_gib, c.reserved_frac, c.loss_buffers);
+    printf("constants: framework %.3f GiB, allocator slack %.3f GiB + %.2f of the loss buffers and "
+           "weight copies\n\n",
+           c.framework_gib, c.reserved_base_gib, c.reserved_frac);
     if (o.verbose) {
         printf("%5s %-34s %-5s %-6s %-22s %-3s %-6s %-5s %-8s %-6s %-8s %-9s | %7s %7s %7s | %7s %8s\n",
                "id", "model", "meth", "quant", "targets", "b", "seq", "gc fa", "optim", "prec", "gpus",

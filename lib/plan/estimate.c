@@ -25,9 +25,9 @@
  * 0.5 GiB on A100/H100; NCCL's default buffers (NCCL_BUFFSIZE 4 MiB per
  * channel and peer) take a few hundred MiB. */
 const est_calib est_calib_default = {
-    .framework_gib = 1.0,
-    .reserved_frac = 1.0,
-    .loss_buffers = 4.0,
+    .framework_gib = 0.0,
+    .reserved_frac = 2.35,
+    .reserved_base_gib = 1.0,
     .cuda_context_gib = 0.5,
     .nccl_gib = 0.5,
 };
@@ -39,8 +39,10 @@ typedef struct est_ctx {
     model_params p;
     bool full, lora;       /* lora: LoRA, QLoRA or DoRA */
     bool deepspeed_amp;    /* ZeRO with amp: bf16 weights + fp32 master in the optimizer */
+    bool autocast;         /* the forward runs under torch.autocast */
     double a;              /* bytes of an activation element: 2, or 4 in fp32 */
     double pb;             /* bytes of a trainable parameter (and of its AdamW state) */
+    double ab;             /* bytes of an adapter parameter: pb, or 4 for fp32 adapters */
     double wb;             /* bytes of a frozen dense weight */
     double gb;             /* bytes of a gradient element */
     int dp, tp, pp;        /* data, tensor and pipeline parallel degrees */
@@ -52,6 +54,19 @@ typedef struct est_ctx {
     bool first_stage;      /* holds the embedding */
     double tokens;         /* per GPU per micro step */
 } est_ctx;
+
+/* Whether the forward runs under torch.autocast: amp precision outside
+ * DeepSpeed (LitGPT bf16-mixed, torch.autocast over fp32 weights), and the
+ * Hugging Face Trainer in 16 bits, whose Accelerator wraps the model's
+ * forward in autocast (accelerate Accelerator.prepare_model, native_amp)
+ * except under DeepSpeed, which trains the 16-bit model itself. */
+static bool autocast_on(const est_input *in, bool deepspeed_amp)
+{
+    bool zero = in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3;
+    if (in->precision == PREC_AMP) return !deepspeed_amp;
+    bool half = in->precision == PREC_BF16 || in->precision == PREC_FP16;
+    return half && in->stack == EST_STACK_HF && !zero;
+}
 
 static void ctx_init(est_ctx *x, const est_input *in)
 {
@@ -68,8 +83,10 @@ static void ctx_init(est_ctx *x, const est_input *in)
     x->shard_grads = x->shard_params || in->strategy == STRAT_ZERO2;
     bool fp32 = in->precision == PREC_FP32, amp = in->precision == PREC_AMP;
     x->deepspeed_amp = amp && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
+    x->autocast = autocast_on(in, x->deepspeed_amp);
     x->a = fp32 ? 4 : 2;
     x->pb = (fp32 || amp) && !x->deepspeed_amp ? 4 : 2;
+    x->ab = x->lora && in->adapter_fp32 ? 4 : x->pb;
     x->wb = x->pb;
     x->gb = x->pb;
     x->layers = (int)((x->m->layers + x->pp - 1) / x->pp);
@@ -167,13 +184,13 @@ static double trainable_on_gpu(const est_ctx *x, est_result *r)
  *     master copy (the model holds the 16-bit weights)
  *   8-bit AdamW (bitsandbytes): two uint8 states + an fp32 absmax per 2048
  *   SGD without momentum (the Hugging Face default): none */
-static double state_bytes(const est_ctx *x)
+static double state_bytes(const est_ctx *x, double elt)
 {
     switch (x->in->optimizer) {
     case OPT_ADAMW8BIT:
     case OPT_PAGED_ADAMW8BIT: return 2.0 + 2.0 * 4.0 / 2048.0;
     case OPT_SGD: return 0;
-    default: return x->deepspeed_amp ? 3.0 * 4.0 : 2.0 * x->pb;
+    default: return x->deepspeed_amp ? 3.0 * 4.0 : 2.0 * elt;
     }
 }
 
@@ -182,26 +199,30 @@ static double state_bytes(const est_ctx *x)
  * DeepSpeed's fused Adam, bitsandbytes' kernels and fused AdamW work in
  * place. Under DeepSpeed bf16 the fp32 gradient partition is built for
  * the step. */
-static double step_temp_bytes(const est_ctx *x)
+static double step_temp_bytes(const est_ctx *x, double elt)
 {
     if (x->deepspeed_amp) return 4.0;
     bool foreach_adam = x->in->optimizer == OPT_ADAMW && !x->in->fused_optimizer &&
                         x->in->strategy != STRAT_ZERO2 && x->in->strategy != STRAT_ZERO3;
-    return foreach_adam ? x->pb : 0;
+    return foreach_adam ? elt : 0;
 }
 
+/* Adapters are held in x->ab bytes (fp32 under PEFT), and so are their
+ * gradients, AdamW moments and the foreach temporary; a full fine-tune's
+ * in the precision's parameter dtype. */
 static void trainable(const est_ctx *x, est_result *r)
 {
     double t = trainable_on_gpu(x, r);
+    double elt = x->full ? x->gb : x->ab;
     r->params_total = x->p.total;
     r->params_trainable = x->full ? x->p.total : r->lora.total;
-    if (x->lora) r->adapter = t * x->pb / (x->shard_params ? x->dp : 1);
+    if (x->lora) r->adapter = t * elt / (x->shard_params ? x->dp : 1);
     double shard = x->shard_grads ? x->dp : 1;
-    r->gradients = t * x->gb / shard;
-    r->optimizer = t * state_bytes(x) / shard;
+    r->gradients = t * elt / shard;
+    r->optimizer = t * state_bytes(x, elt) / shard;
     if (x->in->optimizer == OPT_PAGED_ADAMW || x->in->optimizer == OPT_PAGED_ADAMW8BIT)
         r->optimizer_paged = r->optimizer;
-    r->optimizer_temp = t * step_temp_bytes(x) / shard;
+    r->optimizer_temp = t * step_temp_bytes(x, elt) / shard;
 }
 
 /* FSDP / ZeRO-3 gather each layer's parameters before using it and keep
@@ -237,11 +258,21 @@ static int input_slot(unsigned roles)
  * keeps its input (a dropout copy plus a one-byte mask per adapted module
  * when dropout > 0, PEFT's lora_dropout) and lora_A's output; DoRA also
  * keeps the base and LoRA results to differentiate the magnitude. */
+/* Bytes of the input a LoRA branch keeps per element. PEFT's Linear
+ * casts x to lora_A's dtype (`x = x.to(lora_A.weight.dtype)`), so fp32
+ * adapters keep an fp32 copy; its bitsandbytes layers skip the cast under
+ * autocast (`requires_conversion = not torch.is_autocast_enabled()`). */
+static double lora_input_bytes(const est_ctx *x)
+{
+    bool cast = x->ab == 4 && x->a < 4 && (x->in->quant == QUANT_NONE || !x->autocast);
+    return cast ? 4.0 : x->a;
+}
+
 static double projection_inputs(const est_ctx *x)
 {
     model_module mods[MODEL_MAX_MODULES];
     size_t n = model_modules(x->m, mods);
-    double a = x->a, bytes = 0;
+    double a = x->a, la = lora_input_bytes(x), bytes = 0;
     bool kept[4] = {false, false, false, false};
     bool dropout = x->in->lora_dropout > 0;
     for (size_t i = 0; i < n; i++) {
@@ -249,13 +280,13 @@ static double projection_inputs(const est_ctx *x)
         bool adapted = x->lora && (mods[i].roles & x->in->targets);
         if (!x->full && !adapted) continue;
         int slot = input_slot(mods[i].roles);
-        if (adapted && dropout)
-            bytes += (a + 1.0) * (double)mods[i].in;
+        if (adapted && (dropout || la != a))
+            bytes += (la + (dropout ? 1.0 : 0.0)) * (double)mods[i].in;
         else if (!kept[slot])
             bytes += a * (double)mods[i].in;
         kept[slot] = true;
         if (adapted) {
-            bytes += a * x->in->rank;
+            bytes += (x->autocast ? a : la) * x->in->rank;
             if (x->in->method == METHOD_DORA) bytes += 2.0 * a * (double)mods[i].out;
         }
     }
@@ -320,17 +351,49 @@ static void activations(const est_ctx *x, est_result *r)
     }
 }
 
-/* Logits and loss per token: the lm_head output (a x V), then the loss in
- * fp32: unchunked, loss_buffers fp32 copies of V are alive at the peak of
- * the loss and its backward (upcast logits, log-softmax output, their
- * gradients); a chunked loss upcasts one chunk at a time (8 chunks: two fp32
- * chunk buffers = V / 4 x 4 bytes). */
-static void logits(const est_ctx *x, const est_calib *c, est_result *r)
+/* The dtype the cross entropy is computed in: fp32 when the model is,
+ * under autocast (cross_entropy, log_softmax and nll_loss are on its fp32
+ * list), in torchtune (TransformerDecoder returns `self.output(h).float()`,
+ * CEWithChunkedOutputLoss upcasts each chunk) and in transformers' own
+ * models (`logits = logits.float()`); the logits' dtype in LitGPT
+ * (chunked_cross_entropy on the lm_head chunks) and in model code that
+ * does not upcast (Qwen v1's modeling_qwen.py, GaLore's Llama copy). */
+static double ce_bytes(const est_ctx *x)
+{
+    if (x->a == 4 || x->autocast || x->in->stack == EST_STACK_TORCHTUNE) return 4.0;
+    if (x->in->stack == EST_STACK_LITGPT || x->in->bf16_loss) return x->a;
+    return 4.0;
+}
+
+/* Bytes per token and vocabulary entry alive at the peak of the loss and
+ * its backward, from each stack's loss code:
+ *   unchunked: three buffers of the cross entropy's dtype meet in its
+ *     backward: the log-softmax output it saved, nll_loss's gradient
+ *     (a dense zeros_like) and log_softmax's gradient; the forward holds as
+ *     many (the upcast logits, the shifted contiguous copy, the
+ *     log-softmax). A loop that keeps the model output through backward
+ *     (`outputs.loss.backward()`) adds the logits.
+ *   torchtune CEWithChunkedOutputLoss (8 chunks): the 16-bit logits of
+ *     every chunk, every chunk's saved fp32 log-softmax (none when the loss
+ *     is compiled: inductor recomputes it), and one chunk's fp32 buffers.
+ *   LitGPT (128-token lm_head chunks): the chunks, which the loop keeps
+ *     through backward, and every chunk's saved log-softmax. */
+static double loss_vocab_bytes(const est_ctx *x)
+{
+    double a = x->a, ce = ce_bytes(x);
+    if (x->in->chunked_loss && x->in->stack == EST_STACK_LITGPT) return a + ce;
+    if (x->in->chunked_loss) return a + (x->in->compiled ? 0.0 : 4.0) + 2.0 * 4.0 / 8.0;
+    double kept = 0;
+    if (x->in->logits_kept) kept = x->in->bf16_loss || x->in->stack == EST_STACK_LITGPT ? a : 4.0;
+    return 3.0 * ce + kept;
+}
+
+static void logits(const est_ctx *x, est_result *r)
 {
     if (!x->last_stage) return;
     double V = (double)x->m->vocab / x->tp;
-    double per_token = x->a * V + (x->in->chunked_loss ? 1.0 * V : c->loss_buffers * 4.0 * V);
-    r->logits = per_token * x->tokens;
+    r->loss_vocab_bytes = loss_vocab_bytes(x);
+    r->logits = r->loss_vocab_bytes * V * x->tokens;
     if (x->full) r->head_grad = (double)x->m->vocab * (double)x->m->hidden * x->gb / x->tp /
                                 (x->shard_grads ? x->dp : 1);
 }
@@ -361,6 +424,22 @@ static void weight_temp(const est_ctx *x, est_result *r)
 }
 
 /* ---- phases and counters ---- */
+
+/* On a GPU of known size the caching allocator cannot reserve more than
+ * the device holds: when cudaMalloc fails it releases its cached free
+ * blocks and retries (c10 CUDACachingAllocator, release_cached_blocks), so
+ * the slack shrinks to what fits; only the live tensors must fit. Paged
+ * optimizer states are evicted to host memory under the same pressure. */
+static void cap_to_gpu(double gpu_memory, est_result *r)
+{
+    double room = gpu_memory - r->cuda_context;
+    if (gpu_memory > 0 && r->reserved > room) r->reserved = r->allocated > room ? r->allocated : room;
+    r->device = r->reserved + r->cuda_context + r->optimizer_paged;
+    if (gpu_memory > 0 && r->device > gpu_memory && r->optimizer_paged > 0) {
+        double over = r->device - gpu_memory;
+        r->device -= over < r->optimizer_paged ? over : r->optimizer_paged;
+    }
+}
 
 static void phases(const est_ctx *x, const est_calib *c, est_result *r)
 {
@@ -394,9 +473,10 @@ static void phases(const est_ctx *x, const est_calib *c, est_result *r)
         double res = r->phase[i] + c->reserved_frac * act_like[i];
         if (res > r->reserved) r->reserved = res;
     }
-    r->allocator = r->reserved - r->allocated;
+    r->reserved += c->reserved_base_gib * GIB;
     r->cuda_context = (c->cuda_context_gib + (x->in->gpus > 1 ? c->nccl_gib : 0)) * GIB;
-    r->device = r->reserved + r->cuda_context + r->optimizer_paged;
+    cap_to_gpu(x->in->gpu_memory, r);
+    r->allocator = r->reserved - r->allocated;
     switch (x->in->counter) {
     case EST_COUNTER_ALLOCATED: r->peak = r->allocated; break;
     case EST_COUNTER_RESERVED: r->peak = r->reserved; break;
@@ -414,7 +494,7 @@ void est_estimate(const est_input *in, const est_calib *c, est_result *out)
     trainable(&x, out);
     sharding(&x, out);
     activations(&x, out);
-    logits(&x, c, out);
+    logits(&x, out);
     weight_temp(&x, out);
     out->framework = c->framework_gib * GIB;
     phases(&x, c, out);

@@ -12,9 +12,13 @@
  *     which counter they quote mostly come from scripts printing
  *     torch.cuda.max_memory_allocated()
  *   - LoRA dropout is taken as 0.05 (the rows do not record it)
+ *   - the schema has no field for the training stack: row_stack derives it
+ *     from source_name (and the stack's version from source_date), and the
+ *     GPU's memory from the gpu text
  */
 #include "plan/plan.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +43,18 @@ static long jlong(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
     return json_is_integer(v) ? (long)json_integer_value(v) : 0;
+}
+
+/* Whether s contains word, ignoring ASCII case. */
+static bool contains_ci(const char *s, const char *word)
+{
+    size_t n = strlen(word);
+    for (; *s; s++) {
+        size_t i = 0;
+        while (i < n && s[i] && tolower((unsigned char)s[i]) == tolower((unsigned char)word[i])) i++;
+        if (i == n) return true;
+    }
+    return false;
 }
 
 static void skip(est_row *r, const char *why)
@@ -158,6 +174,60 @@ static void row_counter(est_row *r)
         r->in.counter = EST_COUNTER_ALLOCATED; /* allocated, or not stated */
 }
 
+/* The stack from source_name (docs/estimator.md, "Calibration rows"):
+ * torchtune and LitGPT by name, GaLore's own loop as a plain loop whose
+ * Llama copy takes the loss of bf16 logits; every other source (ms-swift,
+ * LLaMA-Factory, the Qwen README's finetune.py, PEFT, axolotl, the QLoRA
+ * paper, Hugging Face docs) trains through the Hugging Face Trainer.
+ * Dated details: torchtune's configs set AdamW fused: True and its recipes
+ * `del logits` before backward from July 2024 (before, the shifted logits
+ * stayed alive); PEFT before 0.12 (July 2024) kept 16-bit adapters in the
+ * model dtype (quantised bases always get fp32 ones). The chunked loss is
+ * the row's chunked_ce. */
+static void row_stack(est_row *r, json_t *row)
+{
+    const char *src = r->source, *date = jstr(row, "source_date");
+    bool recent = date && strcmp(date, "2024-07") >= 0;
+    est_stack st = EST_STACK_HF;
+    if (contains_ci(src, "torchtune"))
+        st = EST_STACK_TORCHTUNE;
+    else if (contains_ci(src, "litgpt") || contains_ci(src, "lit-gpt"))
+        st = EST_STACK_LITGPT;
+    else if (contains_ci(src, "galore"))
+        st = EST_STACK_PLAIN;
+    est_input_set_stack(&r->in, st);
+    if (st == EST_STACK_PLAIN) r->in.bf16_loss = true;
+    if (st == EST_STACK_TORCHTUNE) {
+        r->in.fused_optimizer = recent;
+        r->in.logits_kept = !recent;
+    }
+    if (st == EST_STACK_HF && !recent) r->in.adapter_fp32 = r->in.quant != QUANT_NONE;
+    r->in.chunked_loss = jbool(row, "chunked_ce", r->in.chunked_loss);
+}
+
+/* The GPU's memory from the row's gpu text: "A100 80GB" -> 80 GiB (GPU
+ * makers' GB are GiB), a few names that come in one size, else 0. */
+static double row_gpu_memory(json_t *row)
+{
+    static const struct {
+        const char *name;
+        double gib;
+    } known[] = {{"A6000", 48}, {"H100", 80}, {"H200", 141}, {"4090", 24}, {"3090", 24},
+                 {"A10G", 24},  {"L4", 24},   {"L40", 48},   {"T4", 16}};
+    const char *g = jstr(row, "gpu");
+    if (!g) return 0;
+    for (const char *p = g; *p; p++) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end > p && v >= 4 && v <= 1024 && (strncmp(end, "GB", 2) == 0 || strncmp(end, " GB", 3) == 0))
+            return v * GIB;
+        if (end > p) p = end - 1;
+    }
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (contains_ci(g, known[i].name)) return known[i].gib * GIB;
+    return 0;
+}
+
 /* Fills one row from its JSON object. */
 static void row_from_json(est_row *r, json_t *row)
 {
@@ -188,7 +258,6 @@ static void row_from_json(est_row *r, json_t *row)
     r->in.grad_ckpt = jbool(row, "grad_ckpt", false);
     r->in.flash_attn = jbool(row, "flash_attn", true);
     r->in.compiled = jbool(row, "compile", false);
-    r->in.chunked_loss = jbool(row, "chunked_ce", false);
     const char *opt = jstr(row, "optimizer");
     if (!opt || !spec_optimizer_parse(opt, &r->in.optimizer)) skip(r, "optimizer lathe does not model");
     if (jbool(row, "optimizer_in_bwd", false)) skip(r, "optimizer step fused into backward");
@@ -197,6 +266,8 @@ static void row_from_json(est_row *r, json_t *row)
     row_parallel(r, row);
     row_counter(r);
     r->in.model = &r->shape;
+    r->in.gpu_memory = row_gpu_memory(row);
+    row_stack(r, row);
     if (r->usable) {
         diag_list d;
         diag_list_init(&d);
@@ -316,16 +387,18 @@ void est_calib_fit(const est_row *rows, size_t n, const bool *use, const est_cal
     double best_obj = fit_objective(rows, n, use, start);
     /* The grids span the physically sensible values: framework buffers up
      * to 2.5 GiB, allocator slack up to the transient memory itself (a
-     * reserved pool at most twice what the loss allocates). loss_buffers is
-     * derived, not fitted (docs/estimator.md). */
+     * reserved pool at most twice what the loss allocates). */
     for (int f = 0; f <= 20; f++) {
         c.framework_gib = 0.125 * f;
-        for (int s = 0; s <= 20; s++) {
-            c.reserved_frac = 0.05 * s;
-            double o = fit_objective(rows, n, use, &c);
-            if (o < best_obj - 1e-12) {
-                best_obj = o;
-                best = c;
+        for (int b = 0; b <= 20; b++) {
+            c.reserved_base_gib = 0.125 * b;
+            for (int s = 0; s <= 60; s++) {
+                c.reserved_frac = 0.05 * s;
+                double o = fit_objective(rows, n, use, &c);
+                if (o < best_obj - 1e-12) {
+                    best_obj = o;
+                    best = c;
+                }
             }
         }
     }

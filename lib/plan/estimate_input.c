@@ -29,6 +29,56 @@ bool est_counter_parse(const char *s, est_counter *out)
     return false;
 }
 
+static const struct {
+    const char *name;
+    est_stack stack;
+} STACKS[] = {{"hf", EST_STACK_HF},         {"torchtune", EST_STACK_TORCHTUNE},
+              {"litgpt", EST_STACK_LITGPT}, {"plain", EST_STACK_PLAIN}};
+
+const char *est_stack_name(est_stack s)
+{
+    for (size_t i = 0; i < sizeof STACKS / sizeof STACKS[0]; i++)
+        if (STACKS[i].stack == s) return STACKS[i].name;
+    return "?";
+}
+
+bool est_stack_parse(const char *s, est_stack *out)
+{
+    for (size_t i = 0; i < sizeof STACKS / sizeof STACKS[0]; i++)
+        if (str_ieq(s, STACKS[i].name)) {
+            *out = STACKS[i].stack;
+            return true;
+        }
+    if (str_ieq(s, "transformers") || str_ieq(s, "peft") || str_ieq(s, "ms-swift") || str_ieq(s, "swift") ||
+        str_ieq(s, "axolotl")) {
+        *out = EST_STACK_HF; /* all of them train through the Hugging Face Trainer */
+        return true;
+    }
+    return false;
+}
+
+void est_input_set_stack(est_input *in, est_stack stack)
+{
+    in->stack = stack;
+    /* PEFT >= 0.12 (July 2024) upcasts 16-bit adapters to fp32
+     * (autocast_adapter_dtype=True in get_peft_model); torchtune builds
+     * its LoRA layers in the model dtype; LitGPT's bf16-true keeps every
+     * parameter in bf16. */
+    in->adapter_fp32 = stack == EST_STACK_HF || stack == EST_STACK_PLAIN;
+    /* torchtune's configs use CEWithChunkedOutputLoss and AdamW with
+     * fused: True since mid-2024; LitGPT's LoRA and QLoRA scripts call
+     * model(input_ids, lm_head_chunk_size=128). */
+    in->chunked_loss = stack == EST_STACK_TORCHTUNE || stack == EST_STACK_LITGPT;
+    in->fused_optimizer = stack == EST_STACK_TORCHTUNE;
+    /* `outputs = model(**batch); outputs.loss.backward()` keeps the
+     * logits referenced; the Trainer drops the outputs in compute_loss,
+     * torchtune deletes them before backward. */
+    in->logits_kept = stack == EST_STACK_PLAIN;
+    /* Qwen v1's modeling_qwen.py takes CrossEntropyLoss of the bf16
+     * lm_logits; transformers' own models upcast them (logits.float()). */
+    in->bf16_loss = in->model && in->model->arch == MODEL_ARCH_QWEN;
+}
+
 const char *est_phase_name(est_phase p)
 {
     switch (p) {
@@ -60,6 +110,7 @@ void est_input_defaults(est_input *in, const model_shape *m)
     in->tensor_parallel = 1;
     in->pipeline_stages = 1;
     in->counter = EST_COUNTER_DEVICE;
+    est_input_set_stack(in, EST_STACK_HF);
 }
 
 static diag *bad(diag_list *d, const char *field, const char *message)
@@ -177,5 +228,9 @@ bool est_input_resolve(est_input *in, diag_list *d)
         diag_set_expected(x, "a number in [0, 1)");
     }
     resolve_parallel(in, d);
+    if (!(in->gpu_memory >= 0) || in->gpu_memory > 1e15) {
+        diag *x = bad(d, "--gpu-memory", "out of range");
+        diag_set_expected(x, "a memory size such as 80GiB, or 0 for unknown");
+    }
     return d->errors == before;
 }

@@ -94,8 +94,10 @@ static void activation_terms(const est_input *in, const est_result *r, est_term 
              r->layers_on_gpu, in->grad_ckpt ? "checkpoint" : "saved activations");
     add_term(t, n, "layer_backward", "layer in backward", r->layer_backward, bwd, "%s",
              in->grad_ckpt ? "recomputed activations + gradients" : "gradients of one layer");
-    add_term(t, n, "logits_and_loss", "logits and loss", r->logits, loss, "%d x %d tokens x %lld vocab%s",
-             in->batch, in->seq, (long long)in->model->vocab, in->chunked_loss ? ", chunked loss" : "");
+    add_term(t, n, "logits_and_loss", "logits and loss", r->logits, loss,
+             "%d x %d tokens x %lld vocab x %.1f bytes (%s%s)", in->batch, in->seq,
+             (long long)in->model->vocab, r->loss_vocab_bytes, est_stack_name(in->stack),
+             in->chunked_loss ? ", chunked" : "");
     add_term(t, n, "lm_head_gradient", "lm_head gradient", r->head_grad,
              loss || (bwd && in->method == METHOD_FULL), "vocab x hidden, during the loss backward");
     add_term(t, n, "weight_temporaries", "temporary weight copies", r->weight_temp, loss || bwd,
@@ -135,6 +137,11 @@ static void text_header(const est_input *in, const est_result *r, sb *out)
               in->batch, in->seq, spec_precision_name(in->precision), spec_optimizer_name(in->optimizer),
               in->grad_ckpt ? "on" : "off", in->flash_attn ? "on" : "off");
     sb_printf(out, "          %d GPU%s, %s", in->gpus, in->gpus > 1 ? "s" : "", spec_strategy_name(in->strategy));
+    if (in->gpu_memory > 0) sb_printf(out, " of %.0f GiB", in->gpu_memory / GIB);
+    sb_printf(out, ", %s stack", est_stack_name(in->stack));
+    if (in->compiled) sb_puts(out, ", compiled");
+    if (in->fused_optimizer) sb_puts(out, ", fused optimizer");
+    if (in->method != METHOD_FULL && in->adapter_fp32) sb_puts(out, ", fp32 adapters");
     if (in->tensor_parallel > 1) sb_printf(out, ", tensor parallel %d", in->tensor_parallel);
     if (in->pipeline_stages > 1) sb_printf(out, ", %d pipeline stages (last stage shown)", in->pipeline_stages);
     sb_puts(out, "\n\n");
@@ -187,6 +194,12 @@ static json_t *settings_json(const est_input *in)
                           "strategy", spec_strategy_name(in->strategy),
                           "tensor_parallel", in->tensor_parallel, "pipeline_stages", in->pipeline_stages,
                           "counter", est_counter_name(in->counter));
+    json_object_set_new(s, "stack", json_string(est_stack_name(in->stack)));
+    json_object_set_new(s, "compiled", json_boolean(in->compiled));
+    json_object_set_new(s, "chunked_loss", json_boolean(in->chunked_loss));
+    json_object_set_new(s, "fused_optimizer", json_boolean(in->fused_optimizer));
+    json_object_set_new(s, "adapter_fp32", json_boolean(in->adapter_fp32));
+    json_object_set_new(s, "gpu_memory_gib", json_real(in->gpu_memory / GIB));
     sb_free(&targets);
     return s;
 }

@@ -35,6 +35,20 @@ typedef enum {
 const char *est_counter_name(est_counter c); /* "device", "reserved", "allocated" */
 bool est_counter_parse(const char *s, est_counter *out);
 
+/* The training stack. Stacks differ in how they compute the loss (the
+ * largest term at long sequences and large vocabularies), in the dtype of
+ * the adapters and in the optimizer step; docs/estimator.md, "Stacks",
+ * gives each rule with the code it comes from. */
+typedef enum {
+    EST_STACK_HF,        /* Hugging Face Trainer + PEFT (also ms-swift, axolotl, TRL): the default */
+    EST_STACK_TORCHTUNE, /* torchtune recipes */
+    EST_STACK_LITGPT,    /* LitGPT (Lightning Fabric) */
+    EST_STACK_PLAIN      /* a hand-written PyTorch loop over a transformers model, no autocast */
+} est_stack;
+
+const char *est_stack_name(est_stack s); /* "hf", "torchtune", "litgpt", "plain" */
+bool est_stack_parse(const char *s, est_stack *out);
+
 typedef struct est_input {
     const model_shape *model;
     spec_method method;       /* lora, qlora, dora or full (auto is resolved first) */
@@ -54,15 +68,30 @@ typedef struct est_input {
     int tensor_parallel;      /* 1 = none */
     int pipeline_stages;      /* 1 = none; > 1: layers split over GPUs (device_map style) */
     est_counter counter;
-    /* Details of the training stack; the CLI keeps these defaults. */
-    bool chunked_loss;        /* loss over chunks of the logits (torchtune, LitGPT) */
-    bool compiled;            /* torch.compile fuses elementwise ops (norms, activations) */
+    double gpu_memory;        /* bytes the GPU offers (0 = unknown): caps the reserved counter */
+    /* The training stack and what it implies; est_input_set_stack sets the
+     * stack's defaults, which a caller may then override one by one. */
+    est_stack stack;
+    bool chunked_loss;        /* loss over chunks of the logits (torchtune CEWithChunkedOutputLoss, LitGPT) */
+    bool compiled;            /* torch.compile fuses elementwise ops (norms, activations, the loss) */
     bool fused_optimizer;     /* fused / per-tensor optimizer step: no foreach temporaries */
+    bool adapter_fp32;        /* LoRA weights in fp32 under a 16-bit model (PEFT) */
+    bool logits_kept;         /* the loop keeps the model's logits alive through the backward */
+    bool bf16_loss;           /* the model code takes the loss of 16-bit logits (Qwen v1, GaLore) */
 } est_input;
 
 /* LoRA r16 on q_proj,v_proj, batch 1, 2048 tokens, gradient checkpointing
- * and flash attention on, bf16, AdamW, one GPU, device counter. */
+ * and flash attention on, bf16, AdamW, one GPU, device counter, the
+ * Hugging Face stack (est_input_set_stack). */
 void est_input_defaults(est_input *in, const model_shape *m);
+/* Sets the stack and the details it implies (docs/estimator.md, "Stacks"):
+ *   hf         PEFT >= 0.12 fp32 adapters, foreach AdamW, unchunked loss
+ *   torchtune  bf16 adapters, fused AdamW and chunked loss (its configs
+ *              since mid-2024)
+ *   litgpt     adapters in the model dtype, lm_head and loss in chunks
+ *   plain      PEFT fp32 adapters, the model output kept through backward
+ * bf16_loss follows the model code: on for Qwen v1 (in->model must be set). */
+void est_input_set_stack(est_input *in, est_stack stack);
 /* Replaces the auto values (method auto is an error: the planner chooses
  * it), fills bits from the quantisation, and checks every field and the
  * combinations (a full fine-tune of quantised weights, a strategy that does
@@ -75,7 +104,7 @@ bool est_input_resolve(est_input *in, diag_list *d);
 typedef struct est_calib {
     double framework_gib;    /* allocations no term models: cuBLAS/flash workspaces, RNG, buffers */
     double reserved_frac;    /* caching-allocator slack, a fraction of the loss buffers and weight copies */
-    double loss_buffers;     /* fp32 vocab-sized buffers alive at the loss peak (derived: 4) */
+    double reserved_base_gib; /* the caching allocator's fixed slack: reserved counter only */
     double cuda_context_gib; /* CUDA context and kernels: in the device counter only */
     double nccl_gib;         /* NCCL buffers per GPU when gpus > 1: device counter only */
 } est_calib;
@@ -109,6 +138,7 @@ typedef struct est_result {
     double activations;         /* saved activations of every layer on this GPU */
     double layer_backward;      /* the layer in backward: recomputed activations + gradients */
     double logits;              /* logits and loss buffers */
+    double loss_vocab_bytes;    /* ... per token and vocabulary entry (the stack's loss rule) */
     double head_grad;           /* lm_head gradient alive during the loss backward (full) */
     double weight_temp;         /* dequantised (QLoRA), DoRA W + BA, autocast copies (amp) */
 
@@ -180,7 +210,7 @@ typedef struct est_metrics {
 void est_metrics_of(const double *ape, size_t n, est_metrics *out);
 /* lathe's absolute percentage error on one row with constants c. */
 double est_row_ape(const est_row *row, const est_calib *c);
-/* Fits framework_gib and reserved_frac on the rows where
+/* Fits framework_gib, reserved_base_gib and reserved_frac on the rows where
  * use[i] (NULL = every usable row) by grid search on the mean absolute
  * percentage error clipped at 50 % (so that a few rows the schema cannot
  * describe do not pull the constants); the other fields come from start. */

@@ -33,8 +33,8 @@ static void tiny_shape(model_shape *m)
 }
 
 /* Only the physical terms: no calibrated overhead. */
-static const est_calib bare = {.framework_gib = 0, .reserved_frac = 0, .loss_buffers = 4,
-                               .cuda_context_gib = 0, .nccl_gib = 0};
+static const est_calib bare = {.framework_gib = 0, .reserved_frac = 0, .cuda_context_gib = 0,
+                               .nccl_gib = 0};
 
 static void tiny_lora(est_input *in, const model_shape *m)
 {
@@ -45,6 +45,7 @@ static void tiny_lora(est_input *in, const model_shape *m)
     in->seq = 16; /* 32 tokens */
     in->grad_ckpt = false;
     in->counter = EST_COUNTER_ALLOCATED;
+    in->adapter_fp32 = false; /* adapters in the model dtype (torchtune, LitGPT, PEFT < 0.12) */
     diag_list d;
     diag_list_init(&d);
     assert_true(est_input_resolve(in, &d));
@@ -79,15 +80,17 @@ static void test_tiny_lora_terms(void **state)
     /* two layers + the final norm's fp32 input and the lm_head's input */
     assert_true(r.activations == 2 * 8752.0 * 32 + 6.0 * 256 * 32);
     assert_true(r.layer_backward == 2.0 * (3 * 512 + 2 * 256) * 32);
-    /* logits 2 x 1000 + four fp32 copies 16 x 1000, per token */
-    assert_true(r.logits == 18000.0 * 32);
+    /* the Hugging Face Trainer runs the loss under autocast: three fp32
+     * vocabulary buffers, 12 x 1000 bytes per token */
+    assert_true(r.loss_vocab_bytes == 12.0);
+    assert_true(r.logits == 12000.0 * 32);
     double fixed = 1692928.0 * 2 + 14336.0 * 2 + 14336.0 * 4;
-    assert_true(fabs(r.phase[EST_PHASE_LOSS] - (fixed + 609280 + 576000)) < 1e-6);
+    assert_true(fabs(r.phase[EST_PHASE_LOSS] - (fixed + 609280 + 384000)) < 1e-6);
     assert_true(fabs(r.phase[EST_PHASE_BACKWARD] - (fixed + 609280 + 131072 + 28672)) < 1e-6);
     assert_true(fabs(r.phase[EST_PHASE_STEP] - (fixed + 28672 + 28672)) < 1e-6);
     assert_int_equal(r.peak_phase, EST_PHASE_LOSS);
     assert_true(r.peak == r.allocated);
-    assert_true(fabs(r.peak - 4657152.0) < 1e-6);
+    assert_true(fabs(r.peak - 4465152.0) < 1e-6);
 
     /* checkpointing keeps only each layer's input; the layer in backward
      * recomputes its activations */
@@ -159,6 +162,110 @@ static void test_tiny_full_and_quant(void **state)
     assert_true(fabs(r.weights_quantised - linear * 4.5 / 8) < 1e-6);
     /* the dequantised MLP matrix (256 x 512) in bf16 while it computes */
     assert_true(r.weight_temp == 2.0 * 256 * 512);
+    model_shape_free(&m);
+}
+
+/* Bytes per token and vocabulary entry at the loss peak, by stack
+ * (docs/estimator.md, "Stacks"). */
+static double loss_rule(est_stack stack, spec_precision prec, spec_strategy strat, bool compiled,
+                        bool qwen_v1)
+{
+    model_shape m;
+    tiny_shape(&m);
+    if (qwen_v1) m.arch = MODEL_ARCH_QWEN;
+    est_input in;
+    tiny_lora(&in, &m);
+    est_input_set_stack(&in, stack);
+    in.precision = prec;
+    in.strategy = strat;
+    in.gpus = strat == STRAT_SINGLE ? 1 : 2;
+    in.compiled = compiled;
+    diag_list d;
+    diag_list_init(&d);
+    assert_true(est_input_resolve(&in, &d));
+    diag_list_free(&d);
+    est_result r;
+    est_estimate(&in, &bare, &r);
+    assert_true(fabs(r.logits - r.loss_vocab_bytes * 1000 * 32) < 1e-6);
+    model_shape_free(&m);
+    return r.loss_vocab_bytes;
+}
+
+static void test_loss_rules(void **state)
+{
+    (void)state;
+    /* Trainer: autocast puts the cross entropy in fp32 for any model code */
+    assert_true(loss_rule(EST_STACK_HF, PREC_BF16, STRAT_SINGLE, false, false) == 12);
+    assert_true(loss_rule(EST_STACK_HF, PREC_BF16, STRAT_SINGLE, false, true) == 12);
+    /* DeepSpeed trains the bf16 model without autocast: Qwen v1's bf16 loss */
+    assert_true(loss_rule(EST_STACK_HF, PREC_BF16, STRAT_ZERO2, false, true) == 6);
+    assert_true(loss_rule(EST_STACK_HF, PREC_BF16, STRAT_ZERO2, false, false) == 12);
+    /* a plain loop keeps the (fp32) logits of the model output through backward */
+    assert_true(loss_rule(EST_STACK_PLAIN, PREC_BF16, STRAT_SINGLE, false, false) == 16);
+    assert_true(loss_rule(EST_STACK_PLAIN, PREC_BF16, STRAT_SINGLE, false, true) == 8);
+    /* torchtune's chunked loss: bf16 chunks + fp32 log-softmax + one chunk */
+    assert_true(loss_rule(EST_STACK_TORCHTUNE, PREC_BF16, STRAT_SINGLE, false, false) == 7);
+    assert_true(loss_rule(EST_STACK_TORCHTUNE, PREC_BF16, STRAT_SINGLE, true, false) == 3);
+    /* LitGPT: chunks and their log-softmax in bf16; fp32 under bf16-mixed */
+    assert_true(loss_rule(EST_STACK_LITGPT, PREC_BF16, STRAT_SINGLE, false, false) == 4);
+    assert_true(loss_rule(EST_STACK_LITGPT, PREC_AMP, STRAT_SINGLE, false, false) == 6);
+    /* fp32 training: three fp32 buffers */
+    assert_true(loss_rule(EST_STACK_HF, PREC_FP32, STRAT_SINGLE, false, true) == 12);
+}
+
+/* PEFT's fp32 adapters: 4-byte weights, gradients and foreach temporary,
+ * 8-byte AdamW moments, and an fp32 copy of each adapted input. */
+static void test_adapter_fp32(void **state)
+{
+    (void)state;
+    model_shape m;
+    tiny_shape(&m);
+    est_input in;
+    tiny_lora(&in, &m);
+    in.adapter_fp32 = true;
+    est_result r;
+    est_estimate(&in, &bare, &r);
+    assert_true(r.adapter == 14336.0 * 4);
+    assert_true(r.gradients == 14336.0 * 4);
+    assert_true(r.optimizer == 14336.0 * 8);
+    assert_true(r.optimizer_temp == 14336.0 * 4);
+    /* q and v inputs: (4 + 1) x 256 each instead of (2 + 1) x 256 */
+    assert_true(r.act_per_layer == (8752.0 + 2 * 2 * 256) * 32);
+    /* bitsandbytes layers skip the cast under autocast */
+    in.method = METHOD_QLORA;
+    in.quant = QUANT_NF4;
+    in.bits = 4;
+    est_estimate(&in, &bare, &r);
+    assert_true(r.act_per_layer == 8752.0 * 32);
+    assert_true(r.adapter == 14336.0 * 4);
+    model_shape_free(&m);
+}
+
+/* On a GPU of known size the reserved counter stops at what the GPU holds
+ * (never below the live tensors); without a size it is not capped. */
+static void test_gpu_cap(void **state)
+{
+    (void)state;
+    model_shape m;
+    tiny_shape(&m);
+    est_input in;
+    tiny_lora(&in, &m);
+    in.counter = EST_COUNTER_DEVICE;
+    est_calib c = bare;
+    c.reserved_frac = 2;
+    c.cuda_context_gib = 1.0 / 1024; /* 1 MiB */
+    est_result free_run, r;
+    est_estimate(&in, &c, &free_run);
+    assert_true(free_run.reserved > free_run.allocated);
+    in.gpu_memory = free_run.allocated + c.cuda_context_gib * GIB + 1000;
+    est_estimate(&in, &c, &r);
+    assert_true(fabs(r.reserved - (free_run.allocated + 1000)) < 1e-6);
+    assert_true(fabs(r.device - in.gpu_memory) < 1e-6);
+    /* too small for the live tensors: the estimate says so (device > GPU) */
+    in.gpu_memory = free_run.allocated / 2;
+    est_estimate(&in, &c, &r);
+    assert_true(r.reserved == r.allocated);
+    assert_true(r.device > in.gpu_memory);
     model_shape_free(&m);
 }
 
@@ -465,6 +572,49 @@ static void test_rows_errors(void **state)
     diag_list_free(&d);
 }
 
+/* The row loader's stack from source_name and source_date, and the GPU's
+ * memory from its name (docs/estimator.md, "Calibration rows"). */
+static void test_rows_stacks(void **state)
+{
+    (void)state;
+    est_row *rows;
+    size_t n;
+    diag_list d;
+    diag_list_init(&d);
+    assert_true(est_rows_load(LATHE_TEST_DATA "/rows-stacks.jsonl", &rows, &n, &d));
+    assert_int_equal(n, 6);
+    for (size_t i = 0; i < n; i++)
+        if (!rows[i].usable) fail_msg("row %d skipped: %s", rows[i].id, rows[i].skip_reason);
+    /* torchtune before July 2024: foreach AdamW, shifted logits kept */
+    assert_int_equal(rows[0].in.stack, EST_STACK_TORCHTUNE);
+    assert_false(rows[0].in.fused_optimizer);
+    assert_true(rows[0].in.logits_kept);
+    assert_false(rows[0].in.chunked_loss);
+    assert_true(rows[0].in.gpu_memory == 24 * GIB);
+    /* torchtune from July 2024: fused AdamW, chunked_ce from the row */
+    assert_int_equal(rows[1].in.stack, EST_STACK_TORCHTUNE);
+    assert_true(rows[1].in.fused_optimizer);
+    assert_false(rows[1].in.logits_kept);
+    assert_true(rows[1].in.chunked_loss);
+    assert_true(rows[1].in.gpu_memory == 80 * GIB);
+    /* LitGPT */
+    assert_int_equal(rows[2].in.stack, EST_STACK_LITGPT);
+    assert_false(rows[2].in.adapter_fp32);
+    assert_true(rows[2].in.gpu_memory == 0);
+    /* GaLore's loop: plain, bf16 loss of its Llama copy */
+    assert_int_equal(rows[3].in.stack, EST_STACK_PLAIN);
+    assert_true(rows[3].in.bf16_loss);
+    /* a Trainer source of 2023: PEFT < 0.12 kept bf16 adapters ... */
+    assert_int_equal(rows[4].in.stack, EST_STACK_HF);
+    assert_false(rows[4].in.adapter_fp32);
+    assert_true(rows[4].in.gpu_memory == 48 * GIB);
+    /* ... except on a quantised base */
+    assert_int_equal(rows[5].in.stack, EST_STACK_HF);
+    assert_true(rows[5].in.adapter_fp32);
+    est_rows_free(rows, n);
+    diag_list_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,7 +623,9 @@ int main(void)
         cmocka_unit_test(test_input_checks),     cmocka_unit_test(test_seed_formula),
         cmocka_unit_test(test_json_keys),        cmocka_unit_test(test_terms_add_up),
         cmocka_unit_test(test_calibration_error),
-        cmocka_unit_test(test_rows_errors),
+        cmocka_unit_test(test_rows_errors),      cmocka_unit_test(test_loss_rules),
+        cmocka_unit_test(test_adapter_fp32),     cmocka_unit_test(test_gpu_cap),
+        cmocka_unit_test(test_rows_stacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

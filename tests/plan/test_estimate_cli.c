@@ -113,6 +113,41 @@ static void test_flags(void **state)
     expect((const char *[]){"estimate", "--model", "Qwen-7B-Chat", "--method", "dora", "--targets", "c_attn,w1,w2",
                             "--optimizer", "paged_adamw8bit", "--bits", "8", "--quant", "gptq4", NULL},
            0, "gptq4", NULL);
+    expect((const char *[]){"estimate", "--model", "Llama-3.1-8B", "--method", "lora", "--stack", "torchtune",
+                            "--compile", "on", NULL},
+           0, "torchtune stack, compiled, fused optimizer", NULL);
+    expect((const char *[]){"estimate", "--model", "Llama-3.1-8B", "--method", "lora", "--stack", "litgpt",
+                            "--chunked-loss", "off", "--fused-optimizer", "on", "--gpu-memory", "24GiB", NULL},
+           0, "of 24 GiB, litgpt stack, fused optimizer", NULL);
+    expect((const char *[]){"estimate", "--model", "Llama-3.1-8B", "--method", "lora", NULL}, 0,
+           "hf stack, fp32 adapters", NULL);
+}
+
+/* The stack changes the loss term; the GPU size caps the device figure. */
+static void test_stack_and_gpu(void **state)
+{
+    (void)state;
+    double loss[2], device[2];
+    const char *stacks[2] = {"hf", "litgpt"};
+    for (int i = 0; i < 2; i++) {
+        run_result r;
+        run_lathe(&r, (const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--seq", "8192",
+                                       "--stack", stacks[i], "--gpu-memory", i ? "40" : "0", "-o", "json", NULL});
+        assert_int_equal(r.status, 0);
+        json_error_t err;
+        json_t *root = json_loads(sb_str(&r.out), 0, &err);
+        assert_non_null(root);
+        loss[i] = json_number_value(json_object_get(json_object_get(root, "terms_gib"), "logits_and_loss"));
+        device[i] = json_number_value(json_object_get(root, "device_gib"));
+        assert_string_equal(json_string_value(json_object_get(json_object_get(root, "settings"), "stack")),
+                            stacks[i]);
+        json_decref(root);
+        run_free(&r);
+    }
+    /* 12 bytes per token and vocabulary entry against LitGPT's 4 */
+    assert_true(fabs(loss[0] / loss[1] - 3.0) < 1e-6);
+    assert_true(device[1] <= 40.0 + 1e-9);
+    assert_true(device[0] > 40.0);
 }
 
 static void test_json(void **state)
@@ -183,6 +218,12 @@ static void test_errors(void **state)
                             "--method", "lora", NULL},
            2, NULL, "not valid JSON");
     expect((const char *[]){"estimate", LATHE_TEST_DATA "/no-such-job.yaml", NULL}, 4, NULL, NULL);
+    expect((const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--stack", "deepspeed", NULL}, 2,
+           NULL, "hf, torchtune, litgpt or plain");
+    expect((const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--gpu-memory", "lots", NULL}, 2,
+           NULL, "--gpu-memory");
+    expect((const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--compile", "maybe", NULL}, 2,
+           NULL, "on or off");
 }
 
 int main(void)
@@ -192,6 +233,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_job_file),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_stack_and_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
