@@ -437,6 +437,7 @@ void store_fault_arm(store_fault *f, store_fault_kind kind, long nth, bool persi
 void store_fault_disarm(store_fault *f)
 {
     f->kind = STORE_FAULT_NONE;
+    f->crashed = false;
 }
 
 void store_fault_crash_now(store_fault *f)

@@ -50,7 +50,8 @@ const char *store_fault_vfs_name(const store_fault *f);
  * Resets the counters and the fired / crashed flags. */
 void store_fault_arm(store_fault *f, store_fault_kind kind, long nth, bool persistent,
                      uint64_t seed);
-/* Disarms (counting goes on). */
+/* Disarms, and ends a crash (the machine is back: files open again).
+ * Counting goes on. */
 void store_fault_disarm(store_fault *f);
 /* Simulates a crash now (as an armed crash would). */
 void store_fault_crash_now(store_fault *f);
