@@ -1,0 +1,64 @@
+/* client_cli.c: the options every client command takes (--server, --token,
+ * --team) and opening a handle from them, with the configuration's problems
+ * printed the way every lathe command prints them.
+ */
+#include "client.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* If arg is "--NAME" or "--NAME=VALUE" for one of the shared options,
+ * returns the slot to fill and points *inline_value at VALUE (or NULL). */
+static const char **flag_slot(client_flags *f, const char *arg, const char **inline_value)
+{
+    static const char *const names[] = {"--server", "--token", "--team"};
+    const char **slots[] = {&f->server, &f->token, &f->team};
+    for (size_t k = 0; k < 3; k++) {
+        size_t n = strlen(names[k]);
+        if (strncmp(arg, names[k], n)) continue;
+        if (arg[n] == 0) {
+            *inline_value = NULL;
+            return slots[k];
+        }
+        if (arg[n] == '=') {
+            *inline_value = arg + n + 1;
+            return slots[k];
+        }
+    }
+    return NULL;
+}
+
+int client_flags_take(client_flags *f, const char *cmd, int argc, char **argv, int *i)
+{
+    const char *value;
+    const char **slot = flag_slot(f, argv[*i], &value);
+    if (!slot) return 0;
+    if (!value) {
+        if (*i + 1 >= argc) {
+            fprintf(stderr, "lathe %s: %s needs a value\n(see `lathe help %s`)\n", cmd, argv[*i],
+                    cmd);
+            return -1;
+        }
+        value = argv[++*i];
+    }
+    *slot = value;
+    ++*i;
+    return 1;
+}
+
+int client_open(const client_flags *f, const char *cmd, client **out)
+{
+    *out = NULL;
+    client_config cfg;
+    diag_list d;
+    diag_list_init(&d);
+    bool ok = client_config_resolve(&cfg, f->server, f->token, NULL, &d);
+    if (!ok) {
+        fprintf(stderr, "lathe %s: the client configuration is not usable:\n", cmd);
+        diag_print_all(&d, stderr);
+    }
+    diag_list_free(&d);
+    if (ok) *out = client_new(&cfg);
+    client_config_free(&cfg);
+    return ok ? LT_EXIT_OK : LT_EXIT_INVALID;
+}
