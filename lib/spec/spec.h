@@ -312,4 +312,69 @@ const spec_team *spec_cluster_team(const spec_cluster *c, const char *name);
 const spec_priority_class *spec_cluster_priority_class(const spec_cluster *c, const char *name);
 const spec_priority_class *spec_cluster_default_priority(const spec_cluster *c);
 
+/* ---- ServerConfig: `lathe server --config FILE` (spec_server.c) ----
+ * One document, apiVersion lathe/v1, kind ServerConfig. Every field is
+ * optional; docs/server.md lists them with their defaults. Paths are kept
+ * as written (the server resolves them against the file's folder). */
+typedef struct spec_server_token {
+    char *name;   /* a label for events and logs ("alice-laptop"); may be NULL */
+    char *sha256; /* 64 lowercase hex digits: SHA-256 of the token's text */
+    char *team;   /* the team the token acts for; NULL for an admin token */
+    bool admin;   /* sees and acts for every team */
+    spec_pos pos; /* where the entry starts */
+} spec_server_token;
+
+typedef struct spec_server {
+    char *file;
+    char *name;     /* metadata.name; may be NULL */
+    char *listen;   /* "HOST:PORT" (IPv4, or [IPv6]:PORT); default 127.0.0.1:8740;
+                       port 0 lets the system choose */
+    char *data_dir; /* NULL = not given */
+    struct {
+        char *file;    /* a Cluster file (virtual GPUs, teams, priority classes); may be NULL */
+        char *gpus;    /* "nvml" (this machine's GPUs) or "none"; NULL = nvml unless
+                          a Cluster file is given */
+        int cpu_slots; /* CPU-only jobs at once; 0 = online CPUs */
+    } cluster;
+    spec_server_token *tokens;
+    size_t n_tokens;
+    struct {
+        char *policy;       /* "fifo", "greedy", "easy" or "lathe" (default) */
+        double interval;    /* seconds between periodic passes; default 10 */
+        /* 0 = the scheduler's default for the policy (sched_config_default) */
+        double half_life, min_run_time, reclaim_min_run, max_slack, starve_after,
+            default_estimate;
+        int gpu_share_limit;
+        spec_toggle due_preemption;
+    } scheduler;
+    struct {
+        int max_retries;    /* upper bound on any job's retryPolicy.maxRetries; default 10 */
+        double max_backoff; /* upper bound on any job's backoff, seconds; default 3600 */
+        double jitter;      /* each backoff is scaled by a factor in [1 - j, 1 + j]; default 0.2 */
+    } retry;
+    double poll_interval;   /* seconds between executor polls; default 2 */
+    struct {
+        double max_body;      /* bytes; default 1 MiB */
+        int max_connections;  /* default 256 */
+        double connection_timeout; /* idle seconds before a connection is closed; default 60 */
+    } limits;
+    struct {
+        double max_size; /* bytes before a trainer's log rotates; default 64 MiB */
+        int keep;        /* rotated logs kept; default 3 */
+    } logs;
+    char *trainer_program; /* the lathe binary run as `PROGRAM train SPEC`; NULL =
+                              /proc/self/exe */
+} spec_server;
+
+/* A config with every default filled in. */
+spec_server *spec_server_new_default(void);
+void spec_server_free(spec_server *s);
+/* Loads a ServerConfig file. Returns the number of errors added to d (0 =
+ * valid, *out set; otherwise *out is NULL). An unreadable file is one error
+ * and sets *io_error (may be NULL). */
+size_t spec_server_load_file(const char *path, spec_server **out, diag_list *d, bool *io_error);
+/* The same for text in memory; name is used in messages. */
+size_t spec_server_load_string(const char *name, const char *text, size_t len, spec_server **out,
+                               diag_list *d);
+
 #endif

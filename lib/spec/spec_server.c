@@ -1,0 +1,366 @@
+/* spec_server.c: the ServerConfig, the configuration file of `lathe server`
+ * (apiVersion lathe/v1, kind ServerConfig): listen address, data folder,
+ * the cluster it runs on, bearer tokens (stored as SHA-256 hashes), the
+ * scheduler's policy and settings, retry limits, poll interval, request
+ * limits, log rotation. Its schema tables, defaults, the checks across
+ * fields (a token is for a team or admin, a hash is 64 hex digits, the
+ * listen address has a port) and its loader, which reads the file through
+ * the same YAML layer and decoder as every other spec.
+ *
+ * The loader is separate from spec_load_file: a ServerConfig is not a job
+ * document, and `lathe validate` reports it as an unknown kind.
+ */
+#include "spec_internal.h"
+
+#include <ctype.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHEMA(tab, type, init, after) {tab, sizeof tab / sizeof tab[0], sizeof(type), init, after}
+#define SCHEMA0(tab) {tab, sizeof tab / sizeof tab[0], 0, NULL, NULL}
+#define ENUM_DEF(var, table) static const spec_enum_def var = {table, sizeof table / sizeof table[0]}
+
+/* ---- defaults and memory ---- */
+spec_server *spec_server_new_default(void)
+{
+    spec_server *s = xcalloc(1, sizeof *s);
+    s->listen = xstrdup("127.0.0.1:8740");
+    s->scheduler.policy = xstrdup("lathe");
+    s->scheduler.interval = 10;
+    s->scheduler.due_preemption = TOGGLE_AUTO;
+    s->retry.max_retries = 10;
+    s->retry.max_backoff = 3600;
+    s->retry.jitter = 0.2;
+    s->poll_interval = 2;
+    s->limits.max_body = 1024.0 * 1024.0;
+    s->limits.max_connections = 256;
+    s->limits.connection_timeout = 60;
+    s->logs.max_size = 64.0 * 1024.0 * 1024.0;
+    s->logs.keep = 3;
+    return s;
+}
+
+void spec_server_free(spec_server *s)
+{
+    if (!s) return;
+    free(s->file);
+    free(s->name);
+    free(s->listen);
+    free(s->data_dir);
+    free(s->cluster.file);
+    free(s->cluster.gpus);
+    for (size_t i = 0; i < s->n_tokens; i++) {
+        free(s->tokens[i].name);
+        free(s->tokens[i].sha256);
+        free(s->tokens[i].team);
+    }
+    free(s->tokens);
+    free(s->scheduler.policy);
+    free(s->trainer_program);
+    free(s);
+}
+
+/* ---- enums ---- */
+static const spec_enum_entry policy_tab[] = {
+    {"lathe", 0, false}, {"easy", 1, false}, {"greedy", 2, false}, {"fifo", 3, false},
+};
+ENUM_DEF(enum_policy, policy_tab);
+
+static const spec_enum_entry gpus_tab[] = {
+    {"nvml", 0, false}, {"none", 1, false}, {"local", 0, true},
+};
+ENUM_DEF(enum_gpus, gpus_tab);
+
+/* ---- checks inside one token ---- */
+static bool hex64(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!isxdigit((unsigned char)s[n])) return false;
+    return n == 64;
+}
+
+/* A token entry: a valid hash, and exactly one of team / admin. */
+static void token_after(spec_dctx *c, const spec_ynode *m, void *elem)
+{
+    spec_server_token *t = elem;
+    t->pos = (spec_pos){m->line, m->col};
+    const spec_ynode *h = spec_ymap_get(m, "sha256");
+    if (t->sha256 && !hex64(t->sha256)) {
+        size_t old = spec_path_push(c, "sha256");
+        diag *x = spec_report(c, DIAG_ERROR, h, "not a SHA-256 hash");
+        diag_set_expected(x, "64 hexadecimal digits");
+        diag_set_found(x, "%zu characters", strlen(t->sha256));
+        diag_set_suggestion(x, "write the output of `lathe server hash-token TOKEN`, never "
+                               "the token itself");
+        spec_path_pop(c, old);
+    } else if (t->sha256) {
+        for (char *p = t->sha256; *p; p++) *p = (char)tolower((unsigned char)*p);
+    }
+    if (t->team && t->admin) {
+        size_t old = spec_path_push(c, "admin");
+        diag *x = spec_report(c, DIAG_ERROR, spec_ymap_get(m, "admin"),
+                              "a token is either a team's or admin, not both");
+        diag_set_suggestion(x, "remove `team:` for an admin token, or `admin: true` for a "
+                               "team's token");
+        spec_path_pop(c, old);
+    } else if (!t->team && !t->admin && !spec_dctx_bad(c, spec_ymap_get(m, "team"))) {
+        diag *x = spec_report(c, DIAG_ERROR, m, "the token names no team");
+        diag_set_expected(x, "`team: NAME` or `admin: true`");
+        diag_set_suggestion(x, "add the team whose jobs this token may see and change");
+    }
+}
+
+/* ---- schemas ---- */
+#define TK(m) offsetof(spec_server_token, m)
+static const spec_field token_fields[] = {
+    {.key = "name", .type = SF_STR, .off = TK(name)},
+    {.key = "sha256", .type = SF_STR, .off = TK(sha256), .flags = SF_REQUIRED},
+    {.key = "team", .type = SF_STR, .off = TK(team), .flags = SF_DNS},
+    {.key = "admin", .type = SF_BOOL, .off = TK(admin)},
+};
+static const spec_schema token_schema = SCHEMA(token_fields, spec_server_token, NULL, token_after);
+
+#define S(m) offsetof(spec_server, m)
+static const spec_field cluster_fields[] = {
+    {.key = "file", .type = SF_STR, .off = S(cluster.file)},
+    {.key = "gpus", .type = SF_ENUM_STR, .off = S(cluster.gpus), .enm = &enum_gpus},
+    {.key = "cpuSlots", .type = SF_INT, .off = S(cluster.cpu_slots), .flags = SF_MIN | SF_MAX,
+     .min = 0, .max = 4096, .hint = "0 takes the number of online CPUs"},
+};
+static const spec_schema cluster_schema = SCHEMA0(cluster_fields);
+
+static const spec_field sched_fields[] = {
+    {.key = "policy", .type = SF_ENUM_STR, .off = S(scheduler.policy), .enm = &enum_policy},
+    {.key = "interval", .type = SF_DURATION, .off = S(scheduler.interval),
+     .flags = SF_MIN | SF_MAX, .min = 0.01, .max = 86400},
+    {.key = "halfLife", .type = SF_DURATION, .off = S(scheduler.half_life)},
+    {.key = "minRunTime", .type = SF_DURATION, .off = S(scheduler.min_run_time)},
+    {.key = "reclaimMinRun", .type = SF_DURATION, .off = S(scheduler.reclaim_min_run)},
+    {.key = "maxSlack", .type = SF_DURATION, .off = S(scheduler.max_slack)},
+    {.key = "starveAfter", .type = SF_DURATION, .off = S(scheduler.starve_after)},
+    {.key = "defaultEstimate", .type = SF_DURATION, .off = S(scheduler.default_estimate)},
+    {.key = "gpuShareLimit", .type = SF_INT, .off = S(scheduler.gpu_share_limit),
+     .flags = SF_MIN | SF_MAX, .min = 1, .max = 100},
+    {.key = "duePreemption", .type = SF_TOGGLE, .off = S(scheduler.due_preemption)},
+};
+static const spec_schema sched_schema = SCHEMA0(sched_fields);
+
+static const spec_field retry_fields[] = {
+    {.key = "maxRetries", .type = SF_INT, .off = S(retry.max_retries), .flags = SF_MIN | SF_MAX,
+     .min = 0, .max = 1000},
+    {.key = "maxBackoff", .type = SF_DURATION, .off = S(retry.max_backoff)},
+    {.key = "jitter", .type = SF_DOUBLE, .off = S(retry.jitter), .flags = SF_MIN | SF_MAX,
+     .min = 0, .max = 1, .hint = "0.2 spreads each backoff over +-20%"},
+};
+static const spec_schema retry_schema = SCHEMA0(retry_fields);
+
+static const spec_field limit_fields[] = {
+    {.key = "maxBodySize", .type = SF_BYTES, .off = S(limits.max_body), .flags = SF_MIN | SF_MAX,
+     .min = 1024, .max = 64.0 * 1024 * 1024, .hint = "between 1Ki and 64Mi; 1Mi holds any job"},
+    {.key = "maxConnections", .type = SF_INT, .off = S(limits.max_connections),
+     .flags = SF_MIN | SF_MAX, .min = 1, .max = 65536},
+    {.key = "connectionTimeout", .type = SF_DURATION, .off = S(limits.connection_timeout)},
+};
+static const spec_schema limit_schema = SCHEMA0(limit_fields);
+
+static const spec_field log_fields[] = {
+    {.key = "maxSize", .type = SF_BYTES, .off = S(logs.max_size), .flags = SF_MIN,
+     .min = 4096},
+    {.key = "keep", .type = SF_INT, .off = S(logs.keep), .flags = SF_MIN | SF_MAX, .min = 0,
+     .max = 100},
+};
+static const spec_schema log_schema = SCHEMA0(log_fields);
+
+static const spec_field trainer_fields[] = {
+    {.key = "program", .type = SF_STR, .off = S(trainer_program)},
+};
+static const spec_schema trainer_schema = SCHEMA0(trainer_fields);
+
+static const spec_field spec_fields[] = {
+    {.key = "listen", .type = SF_STR, .off = S(listen)},
+    {.key = "dataDir", .type = SF_STR, .off = S(data_dir)},
+    {.key = "cluster", .type = SF_OBJ, .sub = &cluster_schema},
+    {.key = "tokens", .type = SF_LIST, .off = S(tokens), .off_n = S(n_tokens),
+     .sub = &token_schema},
+    {.key = "scheduler", .type = SF_OBJ, .sub = &sched_schema},
+    {.key = "retry", .type = SF_OBJ, .sub = &retry_schema},
+    {.key = "pollInterval", .type = SF_DURATION, .off = S(poll_interval),
+     .flags = SF_MIN | SF_MAX, .min = 0.01, .max = 3600,
+     .hint = "between 10ms and 1h; 2s is the usual"},
+    {.key = "limits", .type = SF_OBJ, .sub = &limit_schema},
+    {.key = "logs", .type = SF_OBJ, .sub = &log_schema},
+    {.key = "trainer", .type = SF_OBJ, .sub = &trainer_schema},
+};
+static const spec_schema spec_schema_ = SCHEMA0(spec_fields);
+
+static const spec_field meta_fields[] = {
+    {.key = "name", .type = SF_STR, .off = S(name), .flags = SF_DNS},
+};
+static const spec_schema meta_schema = SCHEMA0(meta_fields);
+
+static const spec_field top_fields[] = {
+    {.key = "apiVersion", .type = SF_IGNORE},
+    {.key = "kind", .type = SF_IGNORE},
+    {.key = "metadata", .type = SF_OBJ, .sub = &meta_schema},
+    {.key = "spec", .type = SF_OBJ, .sub = &spec_schema_},
+};
+static const spec_schema top_schema = SCHEMA0(top_fields);
+
+/* ---- checks across fields ---- */
+
+/* "HOST:PORT" or "[V6]:PORT" with a port 0..65535. */
+static bool listen_ok(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || !colon[1]) return false;
+    if (s[0] == '[' && colon[-1] != ']') return false;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    return !*end && port >= 0 && port <= 65535 && isdigit((unsigned char)colon[1]);
+}
+
+static void check_listen(spec_dctx *c, const spec_ynode *body, const spec_server *s)
+{
+    if (!s->listen || listen_ok(s->listen)) return;
+    size_t old = spec_path_push(c, "listen");
+    diag *x = spec_report(c, DIAG_ERROR, spec_ymap_get(body, "listen"), "not an address");
+    diag_set_expected(x, "HOST:PORT such as 127.0.0.1:8740, 0.0.0.0:8740 or [::1]:8740");
+    diag_set_found(x, "\"%s\"", s->listen);
+    diag_set_suggestion(x, "add the port after a colon; port 0 lets the system choose one");
+    spec_path_pop(c, old);
+}
+
+/* Two entries with one hash would make the token's team ambiguous. */
+static void check_tokens(spec_dctx *c, const spec_ynode *body, const spec_server *s)
+{
+    const spec_ynode *list = spec_ymap_get(body, "tokens");
+    for (size_t i = 0; i < s->n_tokens; i++) {
+        for (size_t k = 0; k < i; k++) {
+            if (!s->tokens[i].sha256 || !s->tokens[k].sha256 ||
+                strcmp(s->tokens[i].sha256, s->tokens[k].sha256) != 0)
+                continue;
+            char path[64];
+            snprintf(path, sizeof path, "tokens[%zu].sha256", i);
+            size_t old = spec_path_push(c, path);
+            const spec_ynode *at = list && list->kind == SPEC_YSEQ && i < list->n_items
+                                       ? spec_ymap_get(list->items[i], "sha256")
+                                       : body;
+            diag *x = spec_report(c, DIAG_ERROR, at, "the same token hash as tokens[%zu]", k);
+            diag_set_suggestion(x, "give every person or machine its own token");
+            spec_path_pop(c, old);
+            break;
+        }
+    }
+}
+
+/* The document's kind and apiVersion. */
+static bool check_header(spec_dctx *c, const spec_ynode *root)
+{
+    const spec_ynode *k = spec_ymap_get(root, "kind"), *a = spec_ymap_get(root, "apiVersion");
+    bool ok = true;
+    if (spec_yabsent(k) || k->kind != SPEC_YSCALAR || strcmp(k->text, "ServerConfig") != 0) {
+        size_t old = spec_path_push(c, "kind");
+        diag *x = spec_report(c, DIAG_ERROR, spec_yabsent(k) ? root : k,
+                              spec_yabsent(k) ? "the document has no kind" : "not a server config");
+        diag_set_expected(x, "kind: ServerConfig");
+        if (!spec_yabsent(k)) {
+            char found[64];
+            spec_ydescribe(k, found, sizeof found);
+            diag_set_found(x, "%s", found);
+        }
+        diag_set_suggestion(x, "a server config starts with `apiVersion: lathe/v1` and "
+                               "`kind: ServerConfig`; jobs are submitted, not configured");
+        spec_path_pop(c, old);
+        ok = false;
+    }
+    if (spec_yabsent(a) || a->kind != SPEC_YSCALAR || strcmp(a->text, "lathe/v1") != 0) {
+        size_t old = spec_path_push(c, "apiVersion");
+        diag *x = spec_report(c, DIAG_ERROR, spec_yabsent(a) ? root : a,
+                              spec_yabsent(a) ? "the document has no apiVersion"
+                                              : "unsupported apiVersion");
+        diag_set_expected(x, "lathe/v1");
+        diag_set_suggestion(x, "write `apiVersion: lathe/v1`");
+        spec_path_pop(c, old);
+        ok = false;
+    }
+    return ok;
+}
+
+/* Decodes the one document of the file into a new config. */
+static spec_server *decode_server(spec_dctx *c, const spec_ynode *root)
+{
+    size_t before = c->d->errors;
+    if (root->kind != SPEC_YMAP) {
+        diag *x = spec_report(c, DIAG_ERROR, root, "a document must be a mapping");
+        diag_set_expected(x, "apiVersion, kind, metadata and spec");
+        return NULL;
+    }
+    if (!check_header(c, root)) return NULL;
+    spec_server *s = spec_server_new_default();
+    s->file = xstrdup(c->file);
+    spec_decode_map(c, root, root, &top_schema, s);
+    const spec_ynode *body = spec_ymap_get(root, "spec");
+    if (!spec_yabsent(body) && body->kind == SPEC_YMAP) {
+        size_t old = spec_path_push(c, "spec");
+        check_listen(c, body, s);
+        check_tokens(c, body, s);
+        spec_path_pop(c, old);
+    }
+    if (c->d->errors != before) {
+        spec_server_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+size_t spec_server_load_string(const char *name, const char *text, size_t len, spec_server **out,
+                               diag_list *d)
+{
+    *out = NULL;
+    diag_list local;
+    diag_list_init(&local);
+    if (!d) d = &local;
+    size_t before = d->errors;
+    const char *file = name ? name : "<config>";
+    spec_ystream ys;
+    spec_yaml_parse(file, text, len, &ys, d);
+    spec_dctx c;
+    spec_dctx_init(&c, file, d);
+    if (d->errors == before && ys.n_docs != 1) {
+        diag *x = diag_add(d, DIAG_ERROR, file, ys.n_docs ? ys.docs[1].line : 0,
+                           ys.n_docs ? ys.docs[1].col : 0, NULL,
+                           ys.n_docs ? "a server config is one document" : "the file holds no document");
+        diag_set_suggestion(x, "write one ServerConfig document (see docs/server.md)");
+    } else if (d->errors == before) {
+        *out = decode_server(&c, ys.docs[0].root);
+        if (ys.docs[0].errors && *out) {
+            spec_server_free(*out);
+            *out = NULL;
+        }
+    }
+    spec_dctx_free(&c);
+    spec_ystream_free(&ys);
+    size_t errors = d->errors - before;
+    diag_list_free(&local);
+    return errors;
+}
+
+size_t spec_server_load_file(const char *path, spec_server **out, diag_list *d, bool *io_error)
+{
+    char err[512];
+    size_t len;
+    if (io_error) *io_error = false;
+    *out = NULL;
+    char *text = file_read_all(path, SPEC_MAX_FILE_BYTES, &len, err, sizeof err);
+    if (!text) {
+        if (d) diag_add(d, DIAG_ERROR, path, 0, 0, NULL, err);
+        if (io_error) *io_error = true;
+        return 1;
+    }
+    size_t n = spec_server_load_string(path, text, len, out, d);
+    free(text);
+    return n;
+}
