@@ -164,6 +164,104 @@ static void test_attention(void **state)
     check_attention(3); /* sliding window */
 }
 
+/* Naive attention in double: out and, given dout, dq/dk/dv (start 0). */
+static void naive_attention(const float *q, const float *k, const float *v, const float *dout,
+                            double *out, double *dq, double *dk, double *dv, int T, int Hq,
+                            int Hkv, int hd, int window)
+{
+    int qd = Hq * hd, kvd = Hkv * hd, g = Hq / Hkv;
+    double sc = 1.0 / sqrt(hd);
+    double *p = xmalloc((size_t)T * sizeof *p), *dp = xmalloc((size_t)T * sizeof *dp);
+    memset(dq, 0, (size_t)T * qd * sizeof *dq);
+    memset(dk, 0, (size_t)T * kvd * sizeof *dk);
+    memset(dv, 0, (size_t)T * kvd * sizeof *dv);
+    for (int h = 0; h < Hq; h++)
+        for (int i = 0; i < T; i++) {
+            const float *qi = q + (size_t)i * qd + h * hd;
+            int lo = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+            double mx = -1e300, sum = 0;
+            for (int j = lo; j <= i; j++) {
+                const float *kj = k + (size_t)j * kvd + (h / g) * hd;
+                double s = 0;
+                for (int d = 0; d < hd; d++) s += (double)qi[d] * kj[d];
+                p[j] = s * sc;
+                mx = p[j] > mx ? p[j] : mx;
+            }
+            for (int j = lo; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+            for (int j = lo; j <= i; j++) p[j] /= sum;
+            const float *doi = dout + (size_t)i * qd + h * hd;
+            double dot = 0;
+            for (int d = 0; d < hd; d++) {
+                double o = 0;
+                for (int j = lo; j <= i; j++) o += p[j] * v[(size_t)j * kvd + (h / g) * hd + d];
+                out[(size_t)i * qd + h * hd + d] = o;
+            }
+            for (int j = lo; j <= i; j++) {
+                dp[j] = 0;
+                for (int d = 0; d < hd; d++) {
+                    dp[j] += (double)doi[d] * v[(size_t)j * kvd + (h / g) * hd + d];
+                    dv[(size_t)j * kvd + (h / g) * hd + d] += p[j] * doi[d];
+                }
+                dot += dp[j] * p[j];
+            }
+            for (int j = lo; j <= i; j++) {
+                double ds = p[j] * (dp[j] - dot) * sc;
+                for (int d = 0; d < hd; d++) {
+                    dq[(size_t)i * qd + h * hd + d] += ds * k[(size_t)j * kvd + (h / g) * hd + d];
+                    dk[(size_t)j * kvd + (h / g) * hd + d] += ds * qi[d];
+                }
+            }
+        }
+    free(p);
+    free(dp);
+}
+
+static double max_rel(const float *a, const double *b, size_t n)
+{
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs(b[i]));
+        diff = fmax(diff, fabs(a[i] - b[i]));
+    }
+    return diff / (scale + 1e-30);
+}
+
+/* Sequences longer than one block of query rows (the blocked causal
+ * products) against a naive double-precision attention. */
+static void test_attention_long(void **state)
+{
+    (void)state;
+    tr_backend *be = tr_backend_cpu_create(0);
+    tr_rng r;
+    tr_rng_seed(&r, 13);
+    int T = 300, Hq = 4, Hkv = 2, hd = 8, nq = T * Hq * hd, nk = T * Hkv * hd;
+    float *q = xmalloc(nq * 4), *k = xmalloc(nk * 4), *v = xmalloc(nk * 4), *dout = xmalloc(nq * 4);
+    float *out = xmalloc(nq * 4), *att = xmalloc((size_t)Hq * T * T * 4), *datt = xmalloc((size_t)T * T * 4);
+    float *dq = xmalloc(nq * 4), *dk = xmalloc(nk * 4), *dv = xmalloc(nk * 4);
+    double *o2 = xmalloc(nq * 8), *dq2 = xmalloc(nq * 8), *dk2 = xmalloc(nk * 8), *dv2 = xmalloc(nk * 8);
+    fill(q, nq, &r, 1);
+    fill(k, nk, &r, 1);
+    fill(v, nk, &r, 1);
+    fill(dout, nq, &r, 1);
+    for (int wi = 0; wi < 2; wi++) {
+        int window = wi ? 50 : 0;
+        for (size_t i = 0; i < (size_t)T * T; i++) datt[i] = NAN; /* stale scratch must not leak in */
+        attention_forward(be, out, att, q, k, v, T, 0, Hq, Hkv, hd, window);
+        memset(dq, 0, nq * 4);
+        memset(dk, 0, nk * 4);
+        memset(dv, 0, nk * 4);
+        attention_backward(be, dq, dk, dv, datt, dout, att, q, k, v, T, Hq, Hkv, hd);
+        naive_attention(q, k, v, dout, o2, dq2, dk2, dv2, T, Hq, Hkv, hd, window);
+        double e[4] = {max_rel(out, o2, nq), max_rel(dq, dq2, nq), max_rel(dk, dk2, nk), max_rel(dv, dv2, nk)};
+        printf("# attention T=%d window %d: relative max error out %.2g dq %.2g dk %.2g dv %.2g\n", T,
+               window, e[0], e[1], e[2], e[3]);
+        for (int i = 0; i < 4; i++) assert_true(e[i] < 1e-4);
+    }
+    free(q); free(k); free(v); free(dout); free(out); free(att); free(datt);
+    free(dq); free(dk); free(dv); free(o2); free(dq2); free(dk2); free(dv2);
+    be->destroy(be);
+}
+
 static void test_swiglu(void **state)
 {
     (void)state;
@@ -345,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_long),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_model_lora_each_arch),

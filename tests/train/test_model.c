@@ -100,19 +100,20 @@ static void test_kv_cache_matches_forward(void **state)
     (void)state;
     tr_backend *be = tr_backend_cpu_create(0);
     tr_model m = load_model(GOLD "/hf", be);
-    size_t n;
-    int32_t *ids = golden_ids(&n);
-    int T = 20, V = 512;
+    int T = 160, V = 512, P = 140; /* a prompt longer than one block of query rows */
+    int32_t *ids = xmalloc((size_t)T * sizeof *ids);
+    for (int t = 0; t < T; t++) ids[t] = (int32_t)((t * 37 + 11) % V);
     float *full = xmalloc((size_t)T * V * sizeof(float)), *one = xmalloc(V * sizeof(float));
     tr_model_logits(&m, ids, T, full);
     tr_kv_cache c;
-    tr_kv_cache_init(&c, &m, 64);
-    assert_true(tr_model_decode(&m, &c, ids, 5, one)); /* a 5-token prompt */
-    for (int j = 0; j < V; j++) assert_true(fabsf(one[j] - full[4 * V + j]) < 1e-4f);
-    for (int t = 5; t < T; t++) {
+    tr_kv_cache_init(&c, &m, T);
+    assert_true(tr_model_decode(&m, &c, ids, P, one));
+    for (int j = 0; j < V; j++) assert_true(fabsf(one[j] - full[(size_t)(P - 1) * V + j]) < 1e-4f);
+    for (int t = P; t < T; t++) {
         assert_true(tr_model_decode(&m, &c, ids + t, 1, one));
         for (int j = 0; j < V; j++) assert_true(fabsf(one[j] - full[(size_t)t * V + j]) < 1e-4f);
     }
+    assert_false(tr_model_decode(&m, &c, ids, 1, one)); /* the cache is full */
     tr_kv_cache_free(&c);
     free(full);
     free(one);
