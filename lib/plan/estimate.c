@@ -275,15 +275,19 @@ static double projection_inputs(const est_ctx *x)
     double a = x->a, la = lora_input_bytes(x), bytes = 0;
     bool kept[4] = {false, false, false, false};
     bool dropout = x->in->lora_dropout > 0;
+    /* LitGPT's LoRAQKVLinear runs one dropout over the fused qkv input */
+    bool shared_qkv = x->in->stack == EST_STACK_LITGPT, qkv_done = false;
     for (size_t i = 0; i < n; i++) {
         if (!mods[i].per_layer) continue;
         bool adapted = x->lora && (mods[i].roles & x->in->targets);
         if (!x->full && !adapted) continue;
         int slot = input_slot(mods[i].roles);
-        if (adapted && (dropout || la != a))
+        bool own_copy = adapted && (dropout || la != a) && !(shared_qkv && slot == 0 && qkv_done);
+        if (own_copy)
             bytes += (la + (dropout ? 1.0 : 0.0)) * (double)mods[i].in;
         else if (!kept[slot])
             bytes += a * (double)mods[i].in;
+        if (adapted && slot == 0) qkv_done = true;
         kept[slot] = true;
         if (adapted) {
             bytes += (x->autocast ? a : la) * x->in->rank;
@@ -376,12 +380,14 @@ static double ce_bytes(const est_ctx *x)
  *   torchtune CEWithChunkedOutputLoss (8 chunks): the 16-bit logits of
  *     every chunk, every chunk's saved fp32 log-softmax (none when the loss
  *     is compiled: inductor recomputes it), and one chunk's fp32 buffers.
- *   LitGPT (128-token lm_head chunks): the chunks, which the loop keeps
- *     through backward, and every chunk's saved log-softmax. */
+ *   LitGPT: chunked_cross_entropy works on 128-token chunks, so only the
+ *     logits (the loop keeps them through backward) and every chunk's
+ *     saved log-softmax are whole; with the lm_head unchunked (its full
+ *     fine-tuning script) the logits' gradient is assembled whole too. */
 static double loss_vocab_bytes(const est_ctx *x)
 {
     double a = x->a, ce = ce_bytes(x);
-    if (x->in->chunked_loss && x->in->stack == EST_STACK_LITGPT) return a + ce;
+    if (x->in->stack == EST_STACK_LITGPT) return a + ce + (x->in->chunked_loss ? 0.0 : a);
     if (x->in->chunked_loss) return a + (x->in->compiled ? 0.0 : 4.0) + 2.0 * 4.0 / 8.0;
     double kept = 0;
     if (x->in->logits_kept) kept = x->in->bf16_loss || x->in->stack == EST_STACK_LITGPT ? a : 4.0;
@@ -401,7 +407,9 @@ static void logits(const est_ctx *x, est_result *r)
 /* Temporary weight copies alive while a layer computes:
  *   QLoRA: each quantised matrix is dequantised to the compute dtype for its
  *     matmuls (bitsandbytes dequantize_4bit, one at a time)
- *   DoRA: W + scale x B A is built to take its column norms (PEFT)
+ *   DoRA: PEFT's DoraLinearLayer.forward builds B A from an identity
+ *     (x_eye, in x in, activation dtype), then W + scaling x B A in the
+ *     adapter dtype to take its norms: eye + B A + scaled + sum
  *   amp: autocast's bf16 copies of fp32 weights; trained weights are cached
  *     for the whole forward, frozen ones kept per layer for backward */
 static void weight_temp(const est_ctx *x, est_result *r)
@@ -415,7 +423,7 @@ static void weight_temp(const est_ctx *x, est_result *r)
     }
     if (x->in->quant != QUANT_NONE) r->weight_temp += x->a * big / x->tp;
     if (x->in->method == METHOD_DORA)
-        r->weight_temp += (x->a + x->pb) * (double)r->lora.max_in * (double)r->lora.max_out / x->tp;
+        r->weight_temp += (x->a + 3.0 * x->ab) * (double)r->lora.max_in * (double)r->lora.max_out / x->tp;
     if (x->in->precision == PREC_AMP && !x->deepspeed_amp && x->in->quant == QUANT_NONE) {
         double layer = (double)x->p.per_layer_linear * 2.0 / x->tp;
         bool all_layers = x->full || !x->in->grad_ckpt;

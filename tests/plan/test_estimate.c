@@ -211,6 +211,20 @@ static void test_loss_rules(void **state)
     assert_true(loss_rule(EST_STACK_LITGPT, PREC_AMP, STRAT_SINGLE, false, false) == 6);
     /* fp32 training: three fp32 buffers */
     assert_true(loss_rule(EST_STACK_HF, PREC_FP32, STRAT_SINGLE, false, true) == 12);
+
+    /* LitGPT with an unchunked lm_head (full.py): + the logits' gradient;
+     * its fused qkv LoRA runs one dropout: q and v share one input copy */
+    model_shape m;
+    tiny_shape(&m);
+    est_input in;
+    tiny_lora(&in, &m);
+    est_input_set_stack(&in, EST_STACK_LITGPT);
+    in.chunked_loss = false;
+    est_result r;
+    est_estimate(&in, &bare, &r);
+    assert_true(r.loss_vocab_bytes == 6);
+    assert_true(r.act_per_layer == (8752.0 - 3 * 256) * 32);
+    model_shape_free(&m);
 }
 
 /* PEFT's fp32 adapters: 4-byte weights, gradients and foreach temporary,
