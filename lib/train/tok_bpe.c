@@ -382,7 +382,7 @@ void tok_bpe_word(tok_tokenizer *t, const char *w, size_t n, size_t base, tok_id
         h = tok_hash_bytes(w, n);
         slot = cache_find(c, w, n, h);
         if (slot->koff != UINT32_MAX) {
-            push_with_offsets(t, c->vals + slot->voff, slot->vn, base, out);
+            if (slot->vn) push_with_offsets(t, c->vals + slot->voff, slot->vn, base, out);
             return;
         }
     }
@@ -394,5 +394,5 @@ void tok_bpe_word(tok_tokenizer *t, const char *w, size_t n, size_t base, tok_id
         out->offsets[i] = pos;
         pos += t->blen[out->ids[i]];
     }
-    if (slot) cache_put(c, slot, w, n, h, out->ids + first, out->len - first);
+    if (slot) cache_put(c, slot, w, n, h, out->len > first ? out->ids + first : NULL, out->len - first);
 }
