@@ -89,10 +89,13 @@ static tr_config bench_config(const bench_opts *o)
     return c;
 }
 
-/* FLOPs of one LoRA step: forward linears (2 per multiply-add) incl. lm_head,
- * backward dX of the same (frozen weights: no dW), attention (QK^T and PV in
- * forward, four products in backward, full T x T), LoRA (forward 2 small
- * products; backward 4), and one more forward with gradient checkpointing. */
+/* FLOPs of one LoRA step, the same count for both sides: forward linears
+ * (2 per multiply-add) incl. lm_head, backward dX of the same (frozen
+ * weights: no dW), attention counted over the full T x T as PyTorch computes
+ * it (QK^T and PV in forward, four products in backward; lathe skips most of
+ * the masked triangle, so its achieved rate can exceed what it computes),
+ * LoRA (forward 2 small products; backward 4), and one more forward with
+ * gradient checkpointing. */
 static double step_flops(const tr_config *c, int T, int r, bool ckpt)
 {
     double D = c->dim, F = c->hidden, qd = (double)c->n_heads * c->head_dim;
