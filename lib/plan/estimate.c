@@ -1,7 +1,8 @@
 /* estimate.c: the GPU memory estimator's physical model. Every term is
- * derived from the architecture and the settings; docs/estimator.md gives
- * each formula with its source. Only est_calib_default's constants were
- * fitted to measurements.
+ * derived from the architecture, the settings and the training stack (how
+ * it computes the loss, the adapters' dtype, the optimizer step);
+ * docs/estimator.md gives each formula with its source. Only
+ * est_calib_default's constants were fitted to measurements.
  *
  * A training step has three peaks, and the estimate is the largest:
  *   forward+loss   weights, states, saved activations of every layer, the
@@ -10,8 +11,9 @@
  *                  recomputed and back-propagated, the gradients so far
  *   optimizer step weights, states, every gradient, the step's temporaries
  * Counters: allocated = the largest phase; reserved adds the caching
- * allocator's slack on the loss buffers and weight copies; device adds the
- * CUDA context (and NCCL) and the optimizer states in CUDA managed memory.
+ * allocator's slack (fixed, and on the loss buffers and weight copies),
+ * capped at the GPU's memory when known; device adds the CUDA context (and
+ * NCCL) and the optimizer states in CUDA managed memory.
  */
 #include "plan/plan.h"
 
@@ -19,7 +21,8 @@
 #include <string.h>
 
 /* Fitted by `bench_estimator --fit` on the usable rows of
- * shared/data/memory-calibration.jsonl (docs/estimator.md, "Calibration").
+ * shared/data/memory-calibration.jsonl (docs/estimator.md, "Calibration"):
+ * framework 0, reserved base 1.0 GiB, slack 2.35 x the loss buffers.
  * cuda_context_gib and nccl_gib are not fitted (no calibration row uses the
  * device counter): a CUDA 12 context with lazy module loading takes about
  * 0.5 GiB on A100/H100; NCCL's default buffers (NCCL_BUFFSIZE 4 MiB per
