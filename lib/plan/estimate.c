@@ -386,15 +386,19 @@ static double ce_bytes(const est_ctx *x)
  *   LitGPT: chunked_cross_entropy works on 128-token chunks, so only the
  *     logits (the loop keeps them through backward) and every chunk's
  *     saved log-softmax are whole; with the lm_head unchunked (its full
- *     fine-tuning script) the logits' gradient is assembled whole too. */
+ *     fine-tuning script) the logits' gradient is assembled whole too.
+ * Gemma-2 caps its logits, tanh(logits / 30) x 30 (transformers
+ * Gemma2ForCausalLM, LitGPT do_softcapping), before the loss: the tanh
+ * output, in the logits' dtype, is saved for backward. */
 static double loss_vocab_bytes(const est_ctx *x)
 {
     double a = x->a, ce = ce_bytes(x);
-    if (x->in->stack == EST_STACK_LITGPT) return a + ce + (x->in->chunked_loss ? 0.0 : a);
-    if (x->in->chunked_loss) return a + (x->in->compiled ? 0.0 : 4.0) + 2.0 * 4.0 / 8.0;
+    double softcap = x->m->arch == MODEL_ARCH_GEMMA2 ? a : 0.0;
+    if (x->in->stack == EST_STACK_LITGPT) return a + ce + (x->in->chunked_loss ? 0.0 : a) + softcap;
+    if (x->in->chunked_loss) return a + (x->in->compiled ? 0.0 : 4.0) + 2.0 * 4.0 / 8.0 + softcap;
     double kept = 0;
     if (x->in->logits_kept) kept = x->in->bf16_loss || x->in->stack == EST_STACK_LITGPT ? a : 4.0;
-    return 3.0 * ce + kept;
+    return 3.0 * ce + kept + softcap;
 }
 
 static void logits(const est_ctx *x, est_result *r)

@@ -224,6 +224,10 @@ static void test_loss_rules(void **state)
     est_estimate(&in, &bare, &r);
     assert_true(r.loss_vocab_bytes == 6);
     assert_true(r.act_per_layer == (8752.0 - 3 * 256) * 32);
+    /* Gemma-2's logit softcapping saves its tanh output */
+    m.arch = MODEL_ARCH_GEMMA2;
+    est_estimate(&in, &bare, &r);
+    assert_true(r.loss_vocab_bytes == 8);
     model_shape_free(&m);
 }
 
