@@ -134,11 +134,7 @@ static bool write_params(const char *dir, const tr_model *m, char *err, size_t e
 bool tr_save_adapter_dir(const char *dir, const tr_model *m, const char *base_model_path,
                          char *err, size_t errsz)
 {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, errsz, "cannot create %s: %s", dir, strerror(errno));
-        return false;
-    }
-    if (!write_params(dir, m, err, errsz)) return false;
+    if (!tr_mkdir_p(dir, err, errsz) || !write_params(dir, m, err, errsz)) return false;
     char *json = m->opts.mode == TR_MODE_FULL ? tr_config_to_json(&m->cfg)
                                               : tr_adapter_config_json(m, base_model_path);
     bool ok = write_text(dir, m->opts.mode == TR_MODE_FULL ? "config.json" : "adapter_config.json",

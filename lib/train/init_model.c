@@ -151,7 +151,7 @@ static void add_layer(tensor_list *tl, const tr_config *c, int i)
     }
 }
 
-static bool mkdir_p(const char *dir, char *err, size_t errsz)
+bool tr_mkdir_p(const char *dir, char *err, size_t errsz)
 {
     char *p = xstrdup(dir);
     for (char *s = p + 1; *s; s++) {
@@ -172,7 +172,7 @@ static bool mkdir_p(const char *dir, char *err, size_t errsz)
 bool tr_init_model(const char *dir, const tr_config *cfg, tr_dtype dtype, uint64_t seed,
                    char *err, size_t errsz)
 {
-    if (!mkdir_p(dir, err, errsz)) return false;
+    if (!tr_mkdir_p(dir, err, errsz)) return false;
     tr_config c = *cfg;
     c.dtype = dtype;
     init_ctx ctx = {seed, dtype};

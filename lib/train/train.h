@@ -536,7 +536,7 @@ char *tr_checkpoint_latest(const char *dir);
 bool tr_checkpoint_load(const char *ckpt, tr_model *m, float *m1, float *m2,
                         tr_train_state *s, char *err, size_t errsz);
 /* Writes the adapter folder (adapter_model.safetensors + adapter_config.json,
- * or model.safetensors + config.json in full mode). */
+ * or model.safetensors + config.json in full mode), created if needed. */
 bool tr_save_adapter_dir(const char *dir, const tr_model *m, const char *base_model_path,
                          char *err, size_t errsz);
 
@@ -548,6 +548,8 @@ bool tr_save_adapter_dir(const char *dir, const tr_model *m, const char *base_mo
 bool tr_preset_config(const char *name, tr_arch arch, tr_config *c);
 /* Names of the presets, NULL-terminated. */
 const char *const *tr_preset_names(void);
+/* Creates a folder and its missing parents (mkdir -p). */
+bool tr_mkdir_p(const char *dir, char *err, size_t errsz);
 /* Writes config.json and model.safetensors with random weights (normal with
  * std 0.02, norms 1, biases 0) of dtype into dir, created if needed. */
 bool tr_init_model(const char *dir, const tr_config *c, tr_dtype dtype, uint64_t seed,

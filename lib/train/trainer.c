@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <errno.h>
 #include <time.h>
+#include <unistd.h>
 
 void tr_train_defaults(tr_train_opts *o)
 {
@@ -235,10 +237,36 @@ static long total_steps(const tr_train_opts *o, tr_data *d)
     return (steps > 0 ? steps : 1) * (o->epochs > 0 ? o->epochs : 1);
 }
 
+/* Removes a folder of plain files (an adapter folder). */
+static void remove_files_dir(const char *dir)
+{
+    const char *names[] = {"adapter_model.safetensors", "adapter_config.json", "model.safetensors",
+                           "config.json"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char *p = path_join(dir, names[i]);
+        unlink(p);
+        free(p);
+    }
+    rmdir(dir);
+}
+
+/* The final adapter, as a whole: written into a sibling folder, then
+ * renamed into place (a previous one moved aside first and removed after). */
 static int finish(run *r)
 {
     char *out = r->o->output_dir ? xstrdup(r->o->output_dir) : path_join(r->o->checkpoint_dir, "final");
-    bool ok = tr_save_adapter_dir(out, &r->m, r->o->model_dir, r->err, sizeof r->err);
+    char *tmp = xasprintf("%s.tmp-%ld", out, (long)getpid()), *old = xasprintf("%s.old-%ld", out, (long)getpid());
+    remove_files_dir(tmp);
+    bool ok = tr_save_adapter_dir(tmp, &r->m, r->o->model_dir, r->err, sizeof r->err);
+    bool had_old = ok && dir_exists(out);
+    if (ok && ((had_old && rename(out, old) != 0) || rename(tmp, out) != 0)) {
+        snprintf(r->err, sizeof r->err, "cannot move the final adapter into %s: %s", out, strerror(errno));
+        ok = false;
+    }
+    if (had_old && ok) remove_files_dir(old);
+    if (!ok) remove_files_dir(tmp);
+    free(tmp);
+    free(old);
     if (ok)
         fprintf(r->log, "[lathe-train] done step=%ld loss=%.6f adapter=%s\n", r->st.step,
                 r->st.last_loss, out);
@@ -274,8 +302,9 @@ static int train_loop(run *r, volatile sig_atomic_t *stop)
 int tr_train(const tr_train_opts *o, tr_data *data, volatile sig_atomic_t *stop, void *logp)
 {
     run r = {.o = o, .stop = stop, .data = data, .log = logp ? logp : stderr};
-    if (mkdir(o->checkpoint_dir, 0755) != 0 && !dir_exists(o->checkpoint_dir)) {
-        fprintf(stderr, "lathe train: cannot create checkpoint folder %s\n", o->checkpoint_dir);
+    char err[512];
+    if (!tr_mkdir_p(o->checkpoint_dir, err, sizeof err)) {
+        fprintf(stderr, "lathe train: %s\n", err);
         return LT_EXIT_IO;
     }
     r.be = tr_backend_cpu_create(o->threads);

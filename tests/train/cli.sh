@@ -25,6 +25,17 @@ for arch in llama mistral qwen2 qwen3; do
 done
 echo "ok: init-model, train, generate for llama mistral qwen2 qwen3"
 
+# a nested checkpoint folder is created; a finished run started again only
+# rewrites its final adapter (replaced as a whole)
+"$LATHE" train --model "$WORK/llama" --text "$TEXT" --byte-offset 0 --seq-len 32 --max-steps 2 \
+    --checkpoint-dir "$WORK/deep/a/b" --threads 2 >/dev/null 2>&1 || fail "nested checkpoint folder"
+cp "$WORK/deep/a/b/final/adapter_model.safetensors" "$WORK/first.safetensors"
+"$LATHE" train --model "$WORK/llama" --text "$TEXT" --byte-offset 0 --seq-len 32 --max-steps 2 \
+    --checkpoint-dir "$WORK/deep/a/b" --threads 2 >"$WORK/again.out" 2>&1 || fail "restart of a finished run"
+grep -q "resume step=2" "$WORK/again.out" || fail "finished run did not resume at its end"
+cmp "$WORK/first.safetensors" "$WORK/deep/a/b/final/adapter_model.safetensors" || fail "final adapter changed"
+ls "$WORK/deep/a/b" | grep -q -E 'final\.(tmp|old)' && fail "temporary final folders left behind"
+
 # same seed, same model; the sampled output is reproducible with --seed
 "$LATHE" init-model "$WORK/again" --arch llama --preset tiny --vocab 300 --seed 5 >/dev/null
 cmp "$WORK/llama/model.safetensors" "$WORK/again/model.safetensors" || fail "init-model not deterministic"
