@@ -95,9 +95,9 @@ static void print_row(const est_row *r, const est_calib *c)
         sb_printf(&t, " r%d", r->in.rank);
     }
     double seed = seed_gib(r), est = res.peak / GIB;
-    printf("%5d %-34.34s %-5s %-6s %-22.22s b%-2d s%-5d %s %s %-8s %-6s %dx%-6s %-9s | %7.2f %7.2f %7.2f | "
+    printf("%5d %-34.34s %-9s %-5s %-6s %-22.22s b%-2d s%-5d %s %s %-8s %-6s %dx%-6s %-9s | %7.2f %7.2f %7.2f | "
            "%+6.1f%% %+7.1f%%  (%s)\n",
-           r->id, r->model, spec_method_name(r->in.method),
+           r->id, r->model, est_stack_name(r->in.stack), spec_method_name(r->in.method),
            r->in.quant == QUANT_NONE ? "" : spec_quant_name(r->in.quant), sb_str(&t), r->in.batch,
            r->in.seq, r->in.grad_ckpt ? "gc" : "--", r->in.flash_attn ? "fa" : "--",
            spec_optimizer_name(r->in.optimizer), spec_precision_name(r->in.precision), r->in.gpus,
@@ -227,8 +227,8 @@ int main(int argc, char **argv)
            "weight copies\n\n",
            c.framework_gib, c.reserved_base_gib, c.reserved_frac);
     if (o.verbose) {
-        printf("%5s %-34s %-5s %-6s %-22s %-3s %-6s %-5s %-8s %-6s %-8s %-9s | %7s %7s %7s | %7s %8s\n",
-               "id", "model", "meth", "quant", "targets", "b", "seq", "gc fa", "optim", "prec", "gpus",
+        printf("%5s %-34s %-9s %-5s %-6s %-22s %-3s %-6s %-5s %-8s %-6s %-8s %-9s | %7s %7s %7s | %7s %8s\n",
+               "id", "model", "stack", "meth", "quant", "targets", "b", "seq", "gc fa", "optim", "prec", "gpus",
                "counter", "meas", "lathe", "seed", "lathe", "seed");
         for (size_t i = 0; i < n; i++) print_row(&rows[i], &c);
         printf("\n");

@@ -382,9 +382,12 @@ static double fit_objective(const est_row *rows, size_t n, const bool *use, cons
 void est_calib_fit(const est_row *rows, size_t n, const bool *use, const est_calib *start,
                    est_calib *out)
 {
+    /* start only supplies the fields that are not fitted: the search
+     * never keeps start's own fitted values, so a cross-validation fold
+     * cannot inherit constants fitted on the rows it leaves out */
     *out = *start;
     est_calib best = *start, c = *start;
-    double best_obj = fit_objective(rows, n, use, start);
+    double best_obj = INFINITY;
     /* The grids span the physically sensible values: framework buffers up
      * to 2.5 GiB, allocator slack up to the transient memory itself (a
      * reserved pool at most twice what the loss allocates). */
