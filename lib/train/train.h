@@ -14,8 +14,9 @@
  *                   (model.c, model_fwd.c)
  *   - rng:          one explicit xoshiro256** state (rng.c)
  *   - optimizer:    AdamW, learning-rate schedule, clipping (optim.c)
- *   - data:         the trainer's view of a dataset (tr_data) and a built-in
- *                   plain-text byte source (text_source.c)
+ *   - data:         the trainer's view of a dataset (tr_data): a built-in
+ *                   plain-text byte source (text_source.c) and JSONL through
+ *                   the tokenizer part's data.h (jsonl_source.c)
  *   - checkpoints:  PEFT adapter folders, trainer state, resume (checkpoint.c)
  *   - trainer:      the training loop and its progress line (trainer.c)
  *   - init-model:   random Hugging Face models (init_model.c)
@@ -508,9 +509,11 @@ typedef struct tr_train_opts {
 
 void tr_train_defaults(tr_train_opts *o);
 
-/* Trains; prints one progress line per step to `log` (FILE*). Stops cleanly
- * (checkpoint, then return) when *stop becomes non-zero. Returns an LT_EXIT_*
- * code. The data source is used, not owned. */
+/* Trains; prints one progress line per step to `log` (FILE*, stderr when
+ * NULL; format in docs/trainer.md). When *stop becomes non-zero (stop may be
+ * NULL) it abandons the step in progress, writes a checkpoint of the last
+ * completed step and returns -1. Otherwise returns an LT_EXIT_* code. The
+ * data source is used, not owned. */
 int tr_train(const tr_train_opts *o, tr_data *data, volatile sig_atomic_t *stop, void *log);
 
 /* Checkpoint folders (checkpoint.c). */
