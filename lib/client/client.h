@@ -254,4 +254,41 @@ void client_progress_bar(char *out, size_t outsz, double frac, int width);
  * eta 12s" from its "progress" object; "" when there is none. */
 void client_progress_text(char *out, size_t outsz, const json_t *job);
 
+
+/* ---- live progress (client_live.c): bars on a terminal, plain lines when
+ * piped ---- */
+
+/* One line about a job: name (padded to name_width), state, and then a
+ * progress bar with percent, step, loss, tokens/s and ETA (bar: a
+ * terminal) or the same without the bar; for a waiting job, why it waits. */
+void client_job_line(sb *out, const json_t *job, int name_width, bool bar);
+
+typedef struct client_live_seen {
+    char *name;
+    char *state;
+    int tenth; /* the last tenth of the steps printed */
+} client_live_seen;
+
+typedef struct client_live {
+    FILE *f;
+    bool tty;   /* redraw in place; else print plain lines on changes */
+    int lines;  /* lines of the frame drawn last (tty) */
+    client_live_seen *seen;
+    size_t n_seen, cap_seen;
+} client_live;
+
+/* tty = f is a terminal that understands cursor movement (TERM is set and
+ * not "dumb"), unless plain is asked for. */
+void client_live_init(client_live *l, FILE *f, bool plain);
+void client_live_free(client_live *l);
+/* A terminal: replaces the previous frame by text (lines ending in '\n').
+ * Not a terminal: does nothing. */
+void client_live_frame(client_live *l, const char *text);
+/* Forgets the frame on screen so that later output goes below it. */
+void client_live_end(client_live *l);
+/* Plain mode: true (and the job's line in out) when the job is new, its
+ * state changed, or its progress passed another tenth of its steps since
+ * it was last reported. */
+bool client_live_changed(client_live *l, const json_t *job, sb *out);
+
 #endif

@@ -1,0 +1,1222 @@
+/* cmd_demo.c: `lathe demo`, the README's main command. On one machine,
+ * CPU only, in a few minutes, it shows the whole product with nothing but
+ * public commands and API calls:
+ *
+ *   1. a folder (temporary unless --dir) with a virtual cluster (three L4
+ *      GPUs whose work runs on the CPU, two teams with quotas, an urgent
+ *      priority class), a server config, a LoRA experiment and an urgent job
+ *      (templates: examples/demo/);
+ *   2. a small model from `lathe init-model` (tiny preset, the Qwen3
+ *      tokenizer of ../shared when present, else byte-level data);
+ *   3. `lathe server` as a child process on a port the system chooses;
+ *   4. the experiment (rank 8 / 16 / 32) submitted for team research: two
+ *      GPUs of its quota plus one borrowed from team product;
+ *   5. once they run, product's urgent job: the scheduler preempts one of
+ *      research's jobs (it checkpoints, returns to the queue, resumes later);
+ *   6. the trainer process of another job killed with SIGKILL: the server
+ *      retries it from its newest checkpoint;
+ *   7. live progress until every job ends, then a table per job (loss,
+ *      steps, tokens/s, GPU-hours, cost, checkpoint, its story);
+ *   8. the server stopped; the folder kept (or removed with --clean).
+ *
+ * The controller, scheduler and trainer do the work; the demo only submits,
+ * watches and kills, as a user at a terminal would.
+ */
+#include "cli.h"
+
+#include "base/base.h"
+#include "client/client.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char demo_help[] =
+    "usage: lathe demo [--dir DIR] [--clean] [--steps N] [--shared DIR] [--plain]\n"
+    "                  [--timeout D] [--byte-level] [--setup-only]\n"
+    "\n"
+    "Runs lathe end to end on this machine, CPU only: a server with a virtual\n"
+    "cluster of 3 GPUs and two teams with quotas, a small model, a LoRA experiment\n"
+    "(ranks 8, 16, 32) on the shipped instruction data, an urgent job of the other\n"
+    "team that preempts one of them, and a trainer killed with SIGKILL that\n"
+    "resumes from its checkpoint. Shows progress live and ends with a table per\n"
+    "job. Everything stays in the folder (its path is printed) unless --clean.\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR                work here (created; must be empty) instead of a\n"
+    "                           new folder under $TMPDIR or /tmp\n"
+    "  --clean                  remove the folder at the end\n"
+    "  --steps N                optimizer steps of each experiment job (default 120)\n"
+    "  --shared DIR             the shared data folder (default: $LATHE_SHARED_DIR,\n"
+    "                           ../shared, or ../shared beside the lathe binary's\n"
+    "                           build folder)\n"
+    "  --plain                  plain lines even on a terminal\n"
+    "  --timeout D              give up after D (default 10m)\n"
+    "  --byte-level             train on bytes even when the Qwen3 tokenizer is there\n"
+    "  --setup-only             write the files and the model, print the commands\n"
+    "                           that run the rest by hand, and stop\n"
+    "  --write-templates DIR    write the demo's files as templates (examples/demo)\n"
+    "\n"
+    "exit: 0 every job ended as the demo expects, 1 usage, 4 a file could not be\n"
+    "      written, 5 the server could not be started or reached, 70 a job did\n"
+    "      not end as expected (the folder is kept)\n";
+
+/* Set by SIGINT / SIGTERM: the demo stops, cleans up and exits. A signal
+ * flag is the one piece of state a handler may share. */
+static volatile sig_atomic_t demo_interrupted;
+
+static void demo_on_signal(int sig)
+{
+    (void)sig;
+    demo_interrupted = 1;
+}
+
+/* ---- the files (examples/demo holds the same templates) ---- */
+
+static const char demo_cluster_yaml[] =
+    "# The demo's cluster: one node with three virtual L4 GPUs (ids are assigned\n"
+    "# and exported to the trainers, the work runs on the CPU) and two teams.\n"
+    "# research may borrow one GPU beyond its quota while product does not use\n"
+    "# its own; product's urgent work may take it back (and preempt).\n"
+    "apiVersion: lathe/v1\n"
+    "kind: Cluster\n"
+    "metadata:\n"
+    "  name: demo\n"
+    "spec:\n"
+    "  gpuTypes:\n"
+    "    - name: L4-24GB\n"
+    "      memory: 24Gi\n"
+    "      pricePerHour: 0.80\n"
+    "  nodes:\n"
+    "    - name: demo-node-1\n"
+    "      gpuType: L4-24GB\n"
+    "      gpus: 3\n"
+    "  teams:\n"
+    "    - name: research\n"
+    "      quota: {L4-24GB: 2}\n"
+    "      borrowingLimit: {L4-24GB: 1}\n"
+    "    - name: product\n"
+    "      quota: {L4-24GB: 1}\n"
+    "  priorityClasses:\n"
+    "    - name: urgent\n"
+    "      value: 1000\n"
+    "      preemptionPolicy: PreemptLowerPriority\n"
+    "      description: \"release fixes that cannot wait\"\n"
+    "    - name: default\n"
+    "      value: 0\n"
+    "      globalDefault: true\n";
+
+static const char demo_server_yaml[] =
+    "# The demo's server: the virtual cluster of cluster.yaml, its state under\n"
+    "# data/ (next to this file), a port the system chooses (the server writes\n"
+    "# it to data/server.addr), no token listed (the server makes an admin token\n"
+    "# in data/admin-token), and short intervals so that a demo of a few minutes\n"
+    "# shows scheduling, preemption and retries.\n"
+    "apiVersion: lathe/v1\n"
+    "kind: ServerConfig\n"
+    "metadata:\n"
+    "  name: lathe-demo\n"
+    "spec:\n"
+    "  listen: 127.0.0.1:0\n"
+    "  dataDir: data\n"
+    "  cluster:\n"
+    "    file: cluster.yaml\n"
+    "  scheduler:\n"
+    "    policy: lathe\n"
+    "    interval: 1s\n"
+    "    minRunTime: 1s\n"
+    "    reclaimMinRun: 1s\n"
+    "  pollInterval: 250ms\n";
+
+/* The job settings both files share; @NAME@ are filled in by demo_fill. */
+#define DEMO_JOB_BODY                                                                           \
+    "      method: lora\n"                                                                      \
+    "      baseModel:\n"                                                                        \
+    "        path: @MODEL@\n"                                                                   \
+    "      lora:\n"                                                                             \
+    "        targetModules: [all-linear]\n"                                                     \
+    "      trainingData:\n"                                                                     \
+    "        datasetPath: @DATA@\n"                                                             \
+    "      hyperparams:\n"                                                                      \
+    "        maxSteps: @STEPS@\n"                                                               \
+    "        learningRate: 5e-3\n"                                                              \
+    "        warmupSteps: 5\n"                                                                  \
+    "        maxSeqLength: 128\n"                                                               \
+    "      checkpoint:\n"                                                                       \
+    "        intervalSteps: @CHECKPOINT_EVERY@\n"                                               \
+    "        keepLast: 2\n"                                                                     \
+    "      retryPolicy:\n"                                                                      \
+    "        maxRetries: 3\n"                                                                   \
+    "        backoffSeconds: 1\n"                                                               \
+    "        maxBackoffSeconds: 5\n"                                                            \
+    "      timeout:\n"                                                                          \
+    "        gracePeriod: 30s\n"                                                                \
+    "      trainer:\n"                                                                          \
+    "@TRAINER@\n"                                                                               \
+    "        env:\n"                                                                            \
+    "          LATHE_THREADS: \"1\"\n"
+
+static const char demo_experiment_yaml[] =
+    "# The demo's experiment: one LoRA job trained at ranks 8, 16 and 32 on the\n"
+    "# shipped instruction data, for team research. `lathe demo` fills in the\n"
+    "# @...@ values (the model it made, the data, the number of steps).\n"
+    "apiVersion: lathe/v1\n"
+    "kind: LoRAExperiment\n"
+    "metadata:\n"
+    "  name: demo-lora\n"
+    "spec:\n"
+    "  template:\n"
+    "    spec:\n"
+    "      team: research\n" DEMO_JOB_BODY
+    "  matrix:\n"
+    "    lora.rank: [8, 16, 32]\n";
+
+/* The urgent job's head; its body is DEMO_JOB_BODY moved four columns left
+ * (demo_dedent). */
+static const char demo_hotfix_head[] =
+    "# The demo's urgent job: team product's fix (rank 16, the default) in the\n"
+    "# `urgent` priority class. The cluster is full when it arrives, so the\n"
+    "# scheduler preempts one of research's jobs. `lathe demo` fills in the\n"
+    "# @...@ values.\n"
+    "apiVersion: lathe/v1\n"
+    "kind: LoRATrainingJob\n"
+    "metadata:\n"
+    "  name: hotfix-r16\n"
+    "spec:\n"
+    "  team: product\n"
+    "  priorityClassName: urgent\n";
+
+/* ---- options and state ---- */
+
+typedef struct demo_opts {
+    const char *dir;
+    bool clean;
+    long steps;
+    const char *shared;
+    bool plain;
+    double timeout;
+    bool byte_level;
+    bool setup_only;
+    const char *templates_dir;
+} demo_opts;
+
+/* What the demo knows of each job while it watches. */
+typedef struct demo_job {
+    char *name;
+    size_t events_seen;
+} demo_job;
+
+typedef struct demo {
+    demo_opts o;
+    char *dir;        /* absolute */
+    char *lathe;      /* this binary */
+    char *data;       /* the training data */
+    char *tokenizer;  /* NULL: byte-level */
+    pid_t server;     /* 0 when not running */
+    client *c;
+    client_live live;
+    double t0;        /* when the experiment was submitted */
+    demo_job jobs[8];
+    size_t n_jobs;
+    bool hotfix_sent, killed;
+    char killed_job[64];
+} demo;
+
+static void demo_say(demo *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A line of narration, printed above the live view. */
+static void demo_say(demo *d, const char *fmt, ...)
+{
+    if (d->live.tty) {
+        client_live_frame(&d->live, "");
+        client_live_end(&d->live);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (d->t0 > 0) printf("[%5.1fs] ", client_now() - d->t0);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}
+
+/* ---- inputs ---- */
+
+/* This binary's absolute path: every step runs the same lathe. */
+static char *demo_self(void)
+{
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return NULL;
+    buf[n] = '\0';
+    return xstrdup(buf);
+}
+
+#define DEMO_DATA_REL "data/self-instruct/seed_tasks.alpaca.jsonl"
+#define DEMO_TOKENIZER_REL "tokenizers/qwen3/tokenizer.json"
+
+/* The shared folder: the first candidate that holds the training data. */
+static char *demo_find_shared(const demo_opts *o, const char *self)
+{
+    char *dir = xstrdup(self);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    char *cand[5] = {
+        o->shared ? xstrdup(o->shared) : NULL,
+        getenv("LATHE_SHARED_DIR") ? xstrdup(getenv("LATHE_SHARED_DIR")) : NULL,
+        xstrdup("../shared"),
+        xasprintf("%s/../../shared", dir),
+        xasprintf("%s/../shared", dir),
+    };
+    char *found = NULL;
+    for (int i = 0; i < 5 && !found; i++) {
+        if (!cand[i] || (i > 0 && o->shared)) continue; /* --shared: only there */
+        char *data = path_join(cand[i], DEMO_DATA_REL);
+        char real[4096];
+        if (file_exists(data) && realpath(cand[i], real)) found = xstrdup(real);
+        free(data);
+    }
+    for (int i = 0; i < 5; i++) free(cand[i]);
+    free(dir);
+    return found;
+}
+
+/* Finds this binary, the data and the tokenizer. */
+static int demo_inputs(demo *d)
+{
+    d->lathe = demo_self();
+    if (!d->lathe) {
+        fprintf(stderr, "lathe demo: cannot find its own binary through /proc/self/exe\n");
+        return LT_EXIT_IO;
+    }
+    char *shared = demo_find_shared(&d->o, d->lathe);
+    if (!shared) {
+        fprintf(stderr, "lathe demo: cannot find the shared data (%s): give --shared DIR or set "
+                "LATHE_SHARED_DIR to the folder that holds data/ and tokenizers/\n", DEMO_DATA_REL);
+        return LT_EXIT_IO;
+    }
+    d->data = path_join(shared, DEMO_DATA_REL);
+    char *tok = path_join(shared, DEMO_TOKENIZER_REL);
+    if (!d->o.byte_level && file_exists(tok)) d->tokenizer = tok;
+    else free(tok);
+    free(shared);
+    return LT_EXIT_OK;
+}
+
+/* Creates the working folder: --dir (new or empty) or a fresh temporary one. */
+static int demo_make_dir(demo *d)
+{
+    if (!d->o.dir) {
+        const char *tmp = getenv("TMPDIR");
+        char *tmpl = xasprintf("%s/lathe-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(tmpl)) {
+            fprintf(stderr, "lathe demo: cannot create %s: %s\n", tmpl, strerror(errno));
+            free(tmpl);
+            return LT_EXIT_IO;
+        }
+        d->dir = tmpl;
+        return LT_EXIT_OK;
+    }
+    if (mkdir(d->o.dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "lathe demo: cannot create %s: %s\n", d->o.dir, strerror(errno));
+        return LT_EXIT_IO;
+    }
+    DIR *dh = opendir(d->o.dir);
+    size_t entries = 0;
+    for (struct dirent *e; dh && (e = readdir(dh));)
+        entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (dh) closedir(dh);
+    char real[4096];
+    if (!dh || entries > 0 || !realpath(d->o.dir, real)) {
+        fprintf(stderr, "lathe demo: --dir %s must be a new or empty folder\n", d->o.dir);
+        return LT_EXIT_IO;
+    }
+    d->dir = xstrdup(real);
+    return LT_EXIT_OK;
+}
+
+/* ---- the files ---- */
+
+/* tmpl with every "@KEY@" replaced by its value. Caller frees. */
+static char *demo_fill(const char *tmpl, const char *const keys[], const char *const vals[],
+                       size_t n)
+{
+    sb out;
+    sb_init(&out);
+    for (const char *p = tmpl; *p;) {
+        size_t k = 0;
+        size_t klen = 0;
+        for (; *p == '@' && k < n; k++) {
+            klen = strlen(keys[k]);
+            if (!strncmp(p + 1, keys[k], klen) && p[1 + klen] == '@') break;
+        }
+        if (*p == '@' && k < n) {
+            sb_puts(&out, vals[k]);
+            bool whole_line = (p == tmpl || p[-1] == '\n') && p[klen + 2] == '\n';
+            p += klen + 2;
+            if (whole_line && !*vals[k]) p++; /* an empty line goes away */
+        } else {
+            sb_putc(&out, *p++);
+        }
+    }
+    sb_putc(&out, 0); /* a buffer even when empty */
+    out.len--;
+    return sb_take(&out);
+}
+
+/* text with up to cols leading spaces removed from every line. */
+static char *demo_dedent(const char *text, int cols)
+{
+    sb out;
+    sb_init(&out);
+    for (const char *p = text; *p;) {
+        for (int i = 0; i < cols && *p == ' '; i++) p++;
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+        sb_putn(&out, p, n);
+        p += n;
+    }
+    return sb_take(&out);
+}
+
+/* The urgent job's template: its head, then the shared body moved left. */
+static char *demo_hotfix_template(void)
+{
+    char *body = demo_dedent(DEMO_JOB_BODY, 4);
+    char *t = xasprintf("%s%s", demo_hotfix_head, body);
+    free(body);
+    return t;
+}
+
+/* A job file filled in for this run (steps: its optimizer steps). */
+static char *demo_job_text(const demo *d, const char *tmpl, long steps, int indent)
+{
+    char model[4200], st[32], every[32];
+    snprintf(model, sizeof model, "%s/model", d->dir);
+    snprintf(st, sizeof st, "%ld", steps);
+    snprintf(every, sizeof every, "%ld", steps / 6 > 2 ? steps / 6 : 2);
+    /* byte-level data has no tokenizer: the built-in trainer reads the
+     * file as bytes (--text) through an explicit command */
+    char *trainer = d->tokenizer
+                        ? xstrdup("")
+                        : xasprintf("%*scommand: [\"%s\", train, --text, \"%s\", --seq-len, "
+                                    "\"128\", --max-steps, \"%ld\", --lr, \"5e-3\", --warmup, "
+                                    "\"5\", --targets, all-linear]",
+                                    indent, "", d->lathe, d->data, steps);
+    const char *keys[] = {"MODEL", "DATA", "STEPS", "CHECKPOINT_EVERY", "TRAINER"};
+    const char *vals[] = {model, d->data, st, every, trainer};
+    char *filled = demo_fill(tmpl, keys, vals, 5);
+    free(trainer);
+    return filled;
+}
+
+/* Writes text to DIR/name. */
+static int demo_write(const char *dir, const char *name, const char *text)
+{
+    char *path = path_join(dir, name);
+    int e = file_write_atomic(path, text, strlen(text));
+    if (e) fprintf(stderr, "lathe demo: cannot write %s: %s\n", path, strerror(e));
+    free(path);
+    return e ? LT_EXIT_IO : LT_EXIT_OK;
+}
+
+/* The hotfix's steps: two thirds of the experiment's, at least 10. */
+static long demo_hotfix_steps(long steps)
+{
+    return steps * 2 / 3 > 10 ? steps * 2 / 3 : 10;
+}
+
+static int demo_write_files(const demo *d)
+{
+    char *hot_tmpl = demo_hotfix_template();
+    char *exp = demo_job_text(d, demo_experiment_yaml, d->o.steps, 8);
+    char *hot = demo_job_text(d, hot_tmpl, demo_hotfix_steps(d->o.steps), 4);
+    int rc = demo_write(d->dir, "cluster.yaml", demo_cluster_yaml);
+    if (!rc) rc = demo_write(d->dir, "server.yaml", demo_server_yaml);
+    if (!rc) rc = demo_write(d->dir, "experiment.yaml", exp);
+    if (!rc) rc = demo_write(d->dir, "hotfix.yaml", hot);
+    free(exp);
+    free(hot);
+    free(hot_tmpl);
+    return rc;
+}
+
+/* --write-templates DIR: the files as examples/demo holds them. */
+static int demo_write_templates(const char *dir)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "lathe demo: cannot create %s: %s\n", dir, strerror(errno));
+        return LT_EXIT_IO;
+    }
+    char *hot = demo_hotfix_template();
+    int rc = demo_write(dir, "cluster.yaml", demo_cluster_yaml);
+    if (!rc) rc = demo_write(dir, "server.yaml", demo_server_yaml);
+    if (!rc) rc = demo_write(dir, "experiment.yaml", demo_experiment_yaml);
+    if (!rc) rc = demo_write(dir, "hotfix.yaml", hot);
+    free(hot);
+    return rc;
+}
+
+/* ---- child processes ---- */
+
+/* Starts argv (argv[0] a path) with stdout and stderr appended to log and
+ * stdin from /dev/null. Returns its pid, or -1. */
+static pid_t demo_spawn(char *const argv[], const char *log)
+{
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || in < 0 || dup2(in, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* Waits for pid at most seconds; returns its exit status, 128 + signal,
+ * or -1 when it is still running. */
+static int demo_wait_child(pid_t pid, double seconds)
+{
+    double end = client_now() + seconds;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r < 0 && errno != EINTR) return 0; /* not our child any more */
+        if (client_now() >= end) return -1;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Prints the last lines of a log file on stderr. */
+static void demo_print_tail(const char *path, int lines)
+{
+    char err[256];
+    size_t len;
+    char *text = file_read_all(path, (size_t)16 << 20, &len, err, sizeof err);
+    if (!text) return;
+    size_t i = len;
+    for (int n = 0; i > 0 && n <= lines; i--) n += text[i - 1] == '\n';
+    fprintf(stderr, "--- the end of %s:\n%s", path, text + i);
+    free(text);
+}
+
+/* `lathe init-model DIR/model --preset tiny --arch qwen3 [--tokenizer T]`. */
+static int demo_make_model(demo *d)
+{
+    char *model = path_join(d->dir, "model"), *log = path_join(d->dir, "init-model.log");
+    char *argv[] = {d->lathe, "init-model", model, "--preset", "tiny", "--arch", "qwen3",
+                    d->tokenizer ? "--tokenizer" : NULL, d->tokenizer, NULL};
+    pid_t pid = demo_spawn(argv, log);
+    int st = pid > 0 ? demo_wait_child(pid, 300) : -1;
+    if (st != 0) {
+        fprintf(stderr, "lathe demo: `lathe init-model` failed (status %d)\n", st);
+        demo_print_tail(log, 10);
+    }
+    free(model);
+    free(log);
+    return st == 0 ? LT_EXIT_OK : LT_EXIT_IO;
+}
+
+/* ---- the server ---- */
+
+/* Reads a small file's first line (without the newline). Caller frees. */
+static char *demo_read_line(const char *path)
+{
+    char err[256];
+    size_t len;
+    char *text = file_read_all(path, 4096, &len, err, sizeof err);
+    if (!text) return NULL;
+    text[strcspn(text, "\r\n")] = '\0';
+    if (!*text) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* Waits for the server to write its address and token; NULL when it died
+ * or took too long. */
+static bool demo_server_ready(demo *d, char **addr, char **token)
+{
+    char *addr_file = xasprintf("%s/data/server.addr", d->dir);
+    char *token_file = xasprintf("%s/data/admin-token", d->dir);
+    *addr = *token = NULL;
+    double end = client_now() + 60;
+    while (!demo_interrupted && client_now() < end) {
+        if (demo_wait_child(d->server, 0) >= 0) {
+            d->server = 0;
+            break;
+        }
+        if (!*addr) *addr = demo_read_line(addr_file);
+        if (*addr && !*token) *token = demo_read_line(token_file);
+        if (*addr && *token) break;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    free(addr_file);
+    free(token_file);
+    return *addr && *token;
+}
+
+/* Starts `lathe server --config DIR/server.yaml` and connects to it. */
+static int demo_start_server(demo *d)
+{
+    char *cfg = path_join(d->dir, "server.yaml"), *log = path_join(d->dir, "server.log");
+    char *argv[] = {d->lathe, "server", "--config", cfg, NULL};
+    d->server = demo_spawn(argv, log);
+    char *addr = NULL, *token = NULL;
+    bool ok = d->server > 0 && demo_server_ready(d, &addr, &token);
+    int rc = LT_EXIT_OK;
+    if (ok) {
+        client_config cc = {.server = xasprintf("http://%s", addr), .token = token,
+                            .timeout = 30, .server_from = "the demo's server",
+                            .token_from = "data/admin-token"};
+        d->c = client_new(&cc);
+        free(cc.server);
+        client_error err;
+        client_error_init(&err);
+        if ((rc = client_healthz(d->c, &err))) client_error_print(&err, "demo", stderr);
+        client_error_free(&err);
+    } else {
+        fprintf(stderr, "lathe demo: the server did not start (see %s)\n", log);
+        demo_print_tail(log, 20);
+        rc = LT_EXIT_UNAVAILABLE;
+    }
+    free(addr);
+    free(token);
+    free(cfg);
+    free(log);
+    return rc;
+}
+
+/* SIGTERM to the server, SIGKILL if it is still there 20 s later. */
+static void demo_stop_server(demo *d)
+{
+    if (d->server <= 0) return;
+    kill(d->server, SIGTERM);
+    if (demo_wait_child(d->server, 20) < 0) {
+        kill(d->server, SIGKILL);
+        demo_wait_child(d->server, 5);
+    }
+    d->server = 0;
+}
+
+/* ---- trainers ---- */
+
+/* True when the NUL-separated environment holds the entry exactly. */
+static bool env_has(const char *env, size_t len, const char *entry)
+{
+    size_t n = strlen(entry);
+    for (size_t i = 0; i < len;) {
+        size_t m = strnlen(env + i, len - i);
+        if (m == n && !memcmp(env + i, entry, n)) return true;
+        i += m + 1;
+    }
+    return false;
+}
+
+/* True when the environment has a variable whose value starts with prefix
+ * (name given as "NAME="). */
+static bool env_starts(const char *env, size_t len, const char *name, const char *prefix)
+{
+    size_t nn = strlen(name), np = strlen(prefix);
+    for (size_t i = 0; i < len;) {
+        size_t m = strnlen(env + i, len - i);
+        if (m >= nn + np && !memcmp(env + i, name, nn) && !memcmp(env + i + nn, prefix, np))
+            return true;
+        i += m + 1;
+    }
+    return false;
+}
+
+/* Calls fn on every process of this user whose environment matches. */
+static size_t demo_each_process(bool (*match)(const char *env, size_t len, void *ctx), void *ctx,
+                                pid_t *out, size_t max)
+{
+    DIR *dh = opendir("/proc");
+    size_t n = 0;
+    for (struct dirent *e; dh && (e = readdir(dh)) && n < max;) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == (long)getpid()) continue;
+        char path[64], err[128];
+        snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+        size_t len;
+        char *env = file_read_all(path, (size_t)4 << 20, &len, err, sizeof err);
+        if (env && match(env, len, ctx)) out[n++] = (pid_t)pid;
+        free(env);
+    }
+    if (dh) closedir(dh);
+    return n;
+}
+
+typedef struct trainer_key {
+    char job[160], attempt[48];
+} trainer_key;
+
+static bool match_trainer(const char *env, size_t len, void *ctx)
+{
+    const trainer_key *k = ctx;
+    return env_has(env, len, k->job) && env_has(env, len, k->attempt);
+}
+
+/* The trainer of attempt `attempt` of team/name: the process whose
+ * environment holds the trainer contract's LATHE_JOB and LATHE_ATTEMPT
+ * (exec.h). 0 when there is none on this machine. */
+static pid_t demo_find_trainer(const char *team, const char *name, long long attempt)
+{
+    trainer_key k;
+    snprintf(k.job, sizeof k.job, "LATHE_JOB=%s/%s", team, name);
+    snprintf(k.attempt, sizeof k.attempt, "LATHE_ATTEMPT=%lld", attempt);
+    pid_t pids[8];
+    size_t n = demo_each_process(match_trainer, &k, pids, 8);
+    pid_t best = 0;
+    for (size_t i = 0; i < n; i++) /* the oldest: the trainer, not a helper it started */
+        if (!best || pids[i] < best) best = pids[i];
+    return best;
+}
+
+static bool match_in_dir(const char *env, size_t len, void *ctx)
+{
+    return env_starts(env, len, "CHECKPOINT_DIR=", ctx) || env_starts(env, len, "LATHE_SPEC=", ctx);
+}
+
+/* After a failure: SIGKILL to any trainer still working in the demo's
+ * folder (trainers outlive a stopped server by design). */
+static void demo_kill_leftovers(const demo *d)
+{
+    pid_t pids[64];
+    char *prefix = xasprintf("%s/", d->dir);
+    size_t n = demo_each_process(match_in_dir, prefix, pids, 64);
+    for (size_t i = 0; i < n; i++) kill(pids[i], SIGKILL);
+    free(prefix);
+}
+
+/* ---- watching ---- */
+
+static bool demo_is_final(const char *state)
+{
+    return state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") ||
+                     !strcmp(state, "cancelled") || !strcmp(state, "timed_out"));
+}
+
+/* Every job of the demo, sorted by name. */
+static int demo_jobs(demo *d, json_t **items)
+{
+    client_error err;
+    client_error_init(&err);
+    client_job_filter f = {0};
+    int rc = client_jobs_list_all(d->c, &f, 100, items, &err);
+    if (rc) client_error_print(&err, "demo", stderr);
+    client_error_free(&err);
+    return rc;
+}
+
+/* The slot that tracks a job's events (created when new). */
+static demo_job *demo_slot(demo *d, const char *name)
+{
+    for (size_t i = 0; i < d->n_jobs; i++)
+        if (!strcmp(d->jobs[i].name, name)) return &d->jobs[i];
+    if (d->n_jobs == sizeof d->jobs / sizeof d->jobs[0]) return NULL;
+    demo_job *j = &d->jobs[d->n_jobs++];
+    j->name = xstrdup(name);
+    j->events_seen = 0;
+    return j;
+}
+
+/* Events worth a line while the demo runs (progress and checkpoints are
+ * in the live view). */
+static bool demo_event_shown(const char *type)
+{
+    static const char *const hidden[] = {"progress", "checkpoint", "planned", "submitted"};
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
+        if (type && !strcmp(type, hidden[i])) return false;
+    return type != NULL;
+}
+
+/* Prints the events of every job that arrived since the last look. */
+static void demo_events(demo *d, const json_t *items)
+{
+    size_t i, k;
+    const json_t *job, *e;
+    json_array_foreach(items, i, job) {
+        const char *name = client_str(job, "name");
+        demo_job *slot = name ? demo_slot(d, name) : NULL;
+        if (!slot) continue;
+        client_error err;
+        client_error_init(&err);
+        json_t *ev = NULL;
+        if (!client_job_events(d->c, name, client_str(job, "team"), &ev, &err)) {
+            const json_t *list = json_object_get(ev, "items");
+            json_array_foreach(list, k, e) {
+                if (k < slot->events_seen) continue;
+                const char *type = client_str(e, "type");
+                if (demo_event_shown(type))
+                    demo_say(d, "%s: %s: %s", name, type, client_str(e, "message")
+                                                              ? client_str(e, "message") : "");
+            }
+            slot->events_seen = json_array_size(list);
+        }
+        json_decref(ev);
+        client_error_free(&err);
+    }
+}
+
+/* The live view: a header and one line per job (a terminal), or a line per
+ * change (plain). */
+static void demo_show(demo *d, const json_t *items)
+{
+    sb frame;
+    sb_init(&frame);
+    size_t i;
+    const json_t *job;
+    sb_printf(&frame, "  %.0fs  %s  (3 virtual L4-24GB GPUs)\n", client_now() - d->t0,
+              client_server(d->c));
+    json_array_foreach(items, i, job) {
+        if (d->live.tty) {
+            sb_puts(&frame, "  ");
+            client_job_line(&frame, job, 16, true);
+            sb_putc(&frame, '\n');
+        } else {
+            sb line;
+            sb_init(&line);
+            if (client_live_changed(&d->live, job, &line)) demo_say(d, "%s", sb_str(&line));
+            sb_free(&line);
+        }
+    }
+    if (d->live.tty) client_live_frame(&d->live, sb_str(&frame));
+    sb_free(&frame);
+}
+
+/* The job called name in items, or NULL. */
+static const json_t *demo_find(const json_t *items, const char *name)
+{
+    size_t i;
+    const json_t *job;
+    json_array_foreach(items, i, job) {
+        const char *n = client_str(job, "name");
+        if (n && !strcmp(n, name)) return job;
+    }
+    return NULL;
+}
+
+/* The newest checkpoint's step, or -1. */
+static long long demo_checkpoint_step(const json_t *job)
+{
+    const json_t *cps = json_object_get(job, "checkpoints");
+    size_t n = json_array_size(cps);
+    return n ? client_int(json_array_get(cps, n - 1), "step", -1) : -1;
+}
+
+static bool demo_is_running(const json_t *job)
+{
+    const char *st = client_str(job, "state");
+    return st && !strcmp(st, "running");
+}
+
+/* Submits a file of the demo's folder; prints what was created. */
+static int demo_submit(demo *d, const char *name)
+{
+    char *path = path_join(d->dir, name);
+    char err_text[512];
+    size_t len;
+    char *text = file_read_all(path, (size_t)1 << 20, &len, err_text, sizeof err_text);
+    int rc = LT_EXIT_IO;
+    if (text) {
+        client_error err;
+        client_error_init(&err);
+        json_t *ans = NULL;
+        rc = client_submit(d->c, text, len, false, path, NULL, &ans, NULL, &err);
+        if (rc) client_error_print(&err, "demo", stderr);
+        json_decref(ans);
+        client_error_free(&err);
+    } else {
+        fprintf(stderr, "lathe demo: %s\n", err_text);
+    }
+    free(text);
+    free(path);
+    return rc;
+}
+
+/* Once every research job runs and has a checkpoint, team product submits
+ * its urgent job into the full cluster. */
+static int demo_maybe_hotfix(demo *d, const json_t *items)
+{
+    static const char *const exp[] = {"demo-lora-r8", "demo-lora-r16", "demo-lora-r32"};
+    if (d->hotfix_sent) return LT_EXIT_OK;
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *j = demo_find(items, exp[i]);
+        if (!j || !demo_is_running(j) || demo_checkpoint_step(j) < 0) return LT_EXIT_OK;
+    }
+    demo_say(d, "-> the 3 GPUs are busy with research's experiment (2 of its quota + 1 borrowed "
+                "from product); now product submits hotfix-r16 in priority class `urgent`");
+    d->hotfix_sent = true;
+    return demo_submit(d, "hotfix.yaml");
+}
+
+/* Once the hotfix runs, SIGKILL to the trainer of a research job that has
+ * done some steps since its last checkpoint. */
+static void demo_maybe_kill(demo *d, const json_t *items)
+{
+    const json_t *hot = demo_find(items, "hotfix-r16");
+    if (d->killed || !hot || !demo_is_running(hot)) return;
+    size_t i;
+    const json_t *j;
+    json_array_foreach(items, i, j) {
+        const char *name = client_str(j, "name");
+        long long step = client_int(json_object_get(j, "progress"), "step", -1);
+        long long ckpt = demo_checkpoint_step(j);
+        if (!name || j == hot || !demo_is_running(j) || ckpt < 0 || step < ckpt + 2) continue;
+        pid_t pid = demo_find_trainer(client_str(j, "team"), name, client_int(j, "attempt", 1));
+        if (pid <= 0) continue;
+        demo_say(d, "-> SIGKILL to the trainer of %s (pid %d) at step %lld; its newest "
+                    "checkpoint is step %lld, so the server retries it from there",
+                 name, (int)pid, step, ckpt);
+        kill(pid, SIGKILL);
+        d->killed = true;
+        snprintf(d->killed_job, sizeof d->killed_job, "%s", name);
+        return;
+    }
+}
+
+/* True when all 4 jobs exist and have ended. */
+static bool demo_done(const json_t *items)
+{
+    size_t i, n = 0;
+    const json_t *j;
+    json_array_foreach(items, i, j) {
+        if (!demo_is_final(client_str(j, "state"))) return false;
+        n++;
+    }
+    return n >= 4;
+}
+
+/* Watches until every job ended (or the timeout, or Ctrl-C). */
+static int demo_watch(demo *d)
+{
+    double deadline = d->t0 + d->o.timeout;
+    for (;;) {
+        if (demo_interrupted) {
+            demo_say(d, "interrupted");
+            return LT_EXIT_USAGE;
+        }
+        json_t *items = NULL;
+        int rc = demo_jobs(d, &items);
+        if (rc) return rc;
+        demo_events(d, items);
+        demo_show(d, items);
+        rc = demo_maybe_hotfix(d, items);
+        if (!rc) demo_maybe_kill(d, items);
+        bool done = demo_done(items);
+        json_decref(items);
+        if (rc) return rc;
+        if (done) break;
+        if (client_now() > deadline) {
+            demo_say(d, "the jobs did not finish within --timeout");
+            return LT_EXIT_INTERNAL;
+        }
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (d->live.tty) client_live_end(&d->live);
+    return LT_EXIT_OK;
+}
+
+/* ---- the end ---- */
+
+/* A duration in a few characters. */
+static void demo_secs(char *out, size_t outsz, double s)
+{
+    if (s < 1) snprintf(out, outsz, "0s");
+    else units_format_duration(out, outsz, s);
+}
+
+/* "started after 0s -> preempted -> waited 31s -> resumed -> succeeded",
+ * from a job's events. */
+static void demo_story(sb *out, const json_t *events)
+{
+    size_t i, starts = 0;
+    const json_t *e;
+    double wait_from = 0;
+    json_array_foreach(json_object_get(events, "items"), i, e) {
+        const char *type = client_str(e, "type");
+        double at = 0;
+        client_parse_time(client_str(e, "at"), &at);
+        char d[32];
+        if (!type) continue;
+        if (!strcmp(type, "queued") || !strcmp(type, "submitted")) {
+            if (wait_from == 0) wait_from = at;
+        } else if (!strcmp(type, "started")) {
+            demo_secs(d, sizeof d, wait_from > 0 ? at - wait_from : 0);
+            sb_printf(out, "%s%s after %s", out->len ? " -> " : "",
+                      starts++ ? "restarted" : "started", d);
+            wait_from = 0;
+        } else if (!strcmp(type, "preempted") || !strcmp(type, "retrying") ||
+                   !strcmp(type, "replanned")) {
+            sb_printf(out, "%s%s", out->len ? " -> " : "", type);
+            if (wait_from == 0) wait_from = at;
+        } else if (demo_is_final(type)) {
+            sb_printf(out, "%s%s", out->len ? " -> " : "", type);
+        }
+    }
+}
+
+/* The table per job, then each job's story and where its adapter is. */
+static void demo_summary(demo *d, const json_t *items)
+{
+    client_table t;
+    client_table_init(&t, 10, "JOB", "TEAM", "STATE", "STEPS", "FINAL LOSS", "TOK/S", "GPU-HOURS",
+                      "COST", "ATTEMPTS", "CHECKPOINT");
+    sb stories;
+    sb_init(&stories);
+    size_t i;
+    const json_t *j;
+    json_array_foreach(items, i, j) {
+        const json_t *p = json_object_get(j, "progress");
+        const json_t *cps = json_object_get(j, "checkpoints");
+        const json_t *last = json_array_get(cps, json_array_size(cps) ? json_array_size(cps) - 1 : 0);
+        char steps[32], loss[32], tps[32], gh[32], cost[32], att[32];
+        snprintf(steps, sizeof steps, "%lld", client_int(p, "step", 0));
+        snprintf(loss, sizeof loss, "%.4f", client_num(p, "loss", NAN));
+        snprintf(tps, sizeof tps, "%.0f", client_num(p, "tokens_per_second", NAN));
+        snprintf(gh, sizeof gh, "%.5f", client_num(j, "gpu_hours", 0));
+        snprintf(cost, sizeof cost, "%.4f", client_num(j, "cost", 0));
+        snprintf(att, sizeof att, "%lld", client_int(j, "attempt", 0));
+        client_table_row(&t, client_str(j, "name"), client_str(j, "team"), client_str(j, "state"),
+                         steps, loss, tps, gh, cost, att, client_str(last, "path"));
+        json_t *ev = NULL;
+        client_error err;
+        client_error_init(&err);
+        if (!client_job_events(d->c, client_str(j, "name"), client_str(j, "team"), &ev, &err)) {
+            sb s;
+            sb_init(&s);
+            demo_story(&s, ev);
+            sb_printf(&stories, "  %-14s %s\n", client_str(j, "name"), sb_str(&s));
+            sb_free(&s);
+        }
+        json_decref(ev);
+        client_error_free(&err);
+    }
+    printf("\n");
+    client_table_print(&t, stdout);
+    printf("\nHow each job got its GPUs:\n%s", sb_str(&stories));
+    client_table_free(&t);
+    sb_free(&stories);
+}
+
+/* Whether the run showed what it should: every job succeeded, one was
+ * preempted, the killed one was retried. Says what is missing. */
+static bool demo_check(const demo *d, const json_t *items)
+{
+    size_t i;
+    const json_t *j;
+    bool ok = true;
+    json_array_foreach(items, i, j) {
+        const char *st = client_str(j, "state");
+        if (!st || strcmp(st, "succeeded")) {
+            printf("note: %s ended %s (lathe describe job %s tells why)\n", client_str(j, "name"),
+                   st ? st : "?", client_str(j, "name"));
+            ok = false;
+        }
+    }
+    if (!d->killed) printf("note: no trainer was killed (none ran past a checkpoint in time)\n");
+    return ok;
+}
+
+/* Cancels what still runs (after a failure or Ctrl-C) and waits a little
+ * for the trainers to checkpoint and stop. */
+static void demo_cancel_all(demo *d)
+{
+    json_t *items = NULL;
+    if (!d->c || demo_jobs(d, &items)) return;
+    size_t i;
+    const json_t *j;
+    json_array_foreach(items, i, j) {
+        if (demo_is_final(client_str(j, "state"))) continue;
+        client_error err;
+        client_error_init(&err);
+        json_t *ans = NULL;
+        client_job_cancel(d->c, client_str(j, "name"), client_str(j, "team"), &ans, &err);
+        json_decref(ans);
+        client_error_free(&err);
+    }
+    json_decref(items);
+    for (int k = 0; k < 60; k++) {
+        items = NULL;
+        if (demo_jobs(d, &items)) break;
+        bool all = true;
+        json_array_foreach(items, i, j) all = all && demo_is_final(client_str(j, "state"));
+        json_decref(items);
+        if (all) break;
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* rm -rf of the demo's folder (nothing in it is a link we follow). */
+static void demo_remove(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *dh = opendir(path);
+        for (struct dirent *e; dh && (e = readdir(dh));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char *child = path_join(path, e->d_name);
+            demo_remove(child);
+            free(child);
+        }
+        if (dh) closedir(dh);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+/* ---- the run ---- */
+
+static void demo_print_by_hand(const demo *d)
+{
+    printf("The demo's files are in %s. To run it by hand:\n\n"
+           "  %s server --config %s/server.yaml &\n"
+           "  export LATHE_SERVER=$(cat %s/data/server.addr) "
+           "LATHE_TOKEN=$(cat %s/data/admin-token)\n"
+           "  %s submit %s/experiment.yaml\n"
+           "  %s top\n"
+           "  %s submit %s/hotfix.yaml\n"
+           "  %s wait hotfix-r16 && %s get jobs -o wide\n",
+           d->dir, d->lathe, d->dir, d->dir, d->dir, d->lathe, d->dir, d->lathe, d->lathe, d->dir,
+           d->lathe, d->lathe);
+}
+
+/* Folder, inputs, files and model. */
+static int demo_setup(demo *d)
+{
+    int rc = demo_inputs(d);
+    if (!rc) rc = demo_make_dir(d);
+    if (rc) return rc;
+    printf("lathe demo: working in %s\n", d->dir);
+    printf("  data: %s\n  model: tiny Qwen3-shaped, %s\n", d->data,
+           d->tokenizer ? "with the Qwen3 tokenizer" : "byte-level (no tokenizer found)");
+    fflush(stdout);
+    rc = demo_write_files(d);
+    if (!rc) rc = demo_make_model(d);
+    return rc;
+}
+
+/* Server, experiment, watching, summary. */
+static int demo_play(demo *d)
+{
+    int rc = demo_start_server(d);
+    if (rc) return rc;
+    printf("  server: %s (pid %d, log %s/server.log)\n\n", client_server(d->c), (int)d->server,
+           d->dir);
+    d->t0 = client_now();
+    demo_say(d, "-> team research submits experiment demo-lora: LoRA ranks 8, 16, 32, %ld steps "
+                "each", d->o.steps);
+    rc = demo_submit(d, "experiment.yaml");
+    if (!rc) rc = demo_watch(d);
+    json_t *items = NULL;
+    if (!rc && !(rc = demo_jobs(d, &items))) {
+        demo_summary(d, items);
+        if (!demo_check(d, items)) rc = LT_EXIT_INTERNAL;
+    }
+    json_decref(items);
+    return rc;
+}
+
+static void demo_finish(demo *d, int rc)
+{
+    if (rc && d->c) demo_cancel_all(d);
+    demo_stop_server(d);
+    if (rc && d->dir) demo_kill_leftovers(d);
+    if (!d->dir) return;
+    if (d->o.clean) {
+        demo_remove(d->dir);
+        printf("\nremoved %s\n", d->dir);
+    } else if (!d->o.setup_only) {
+        printf("\nEverything is in %s: server.log, data/ (the database, each job's folder with "
+               "its trainer logs, checkpoints and final adapter). Remove it with rm -rf %s\n",
+               d->dir, d->dir);
+    }
+}
+
+static void demo_free(demo *d)
+{
+    client_free(d->c);
+    client_live_free(&d->live);
+    for (size_t i = 0; i < d->n_jobs; i++) free(d->jobs[i].name);
+    free(d->dir);
+    free(d->lathe);
+    free(d->data);
+    free(d->tokenizer);
+}
+
+static int demo_parse(int argc, char **argv, demo_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes = !strcmp(a, "--dir") || !strcmp(a, "--steps") || !strcmp(a, "--shared") ||
+                     !strcmp(a, "--timeout") || !strcmp(a, "--write-templates");
+        if (takes && !val) return cli_usage_error("demo", "%s needs a value", a);
+        if (!strcmp(a, "--dir")) o->dir = val;
+        else if (!strcmp(a, "--shared")) o->shared = val;
+        else if (!strcmp(a, "--write-templates")) o->templates_dir = val;
+        else if (!strcmp(a, "--steps")) {
+            char *end;
+            o->steps = strtol(val, &end, 10);
+            if (*end || o->steps < 12 || o->steps > 100000)
+                return cli_usage_error("demo", "--steps takes a number from 12 to 100000");
+        } else if (!strcmp(a, "--timeout")) {
+            if (!units_parse_duration(val, &o->timeout))
+                return cli_usage_error("demo", "--timeout takes a duration such as 10m");
+        } else if (!strcmp(a, "--clean")) o->clean = true;
+        else if (!strcmp(a, "--plain")) o->plain = true;
+        else if (!strcmp(a, "--byte-level")) o->byte_level = true;
+        else if (!strcmp(a, "--setup-only")) o->setup_only = true;
+        else return cli_usage_error("demo", "unknown argument '%s'", a);
+        if (takes) i++;
+    }
+    return LT_EXIT_OK;
+}
+
+static int demo_run(int argc, char **argv)
+{
+    demo d;
+    memset(&d, 0, sizeof d);
+    d.o.steps = 120;
+    d.o.timeout = 600;
+    int rc = demo_parse(argc, argv, &d.o);
+    if (rc) return rc;
+    if (d.o.templates_dir) return demo_write_templates(d.o.templates_dir);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = demo_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    client_live_init(&d.live, stdout, d.o.plain);
+    rc = demo_setup(&d);
+    if (!rc && d.o.setup_only) demo_print_by_hand(&d);
+    else if (!rc) rc = demo_play(&d);
+    demo_finish(&d, rc);
+    demo_free(&d);
+    return rc;
+}
+
+const cli_command cli_cmd_demo = {
+    .name = "demo",
+    .summary = "run lathe end to end on this machine (server, experiment, preemption, resume)",
+    .help = demo_help,
+    .run = demo_run,
+};
