@@ -396,8 +396,11 @@ static double loss_vocab_bytes(const est_ctx *x)
     double softcap = x->m->arch == MODEL_ARCH_GEMMA2 ? a : 0.0;
     if (x->in->stack == EST_STACK_LITGPT) return a + ce + (x->in->chunked_loss ? 0.0 : a) + softcap;
     if (x->in->chunked_loss) return a + (x->in->compiled ? 0.0 : 4.0) + 2.0 * 4.0 / 8.0 + softcap;
+    /* the kept logits: torchtune's were the model's fp32 output; a
+     * transformers model (>= 4.46) returns 16-bit logits and upcasts them
+     * inside its loss function (ForCausalLMLoss) */
     double kept = 0;
-    if (x->in->logits_kept) kept = x->in->bf16_loss || x->in->stack == EST_STACK_LITGPT ? a : 4.0;
+    if (x->in->logits_kept) kept = x->in->stack == EST_STACK_TORCHTUNE ? 4.0 : a;
     return 3.0 * ce + kept + softcap;
 }
 

@@ -175,9 +175,11 @@ static void row_counter(est_row *r)
 }
 
 /* The stack from source_name (docs/estimator.md, "Calibration rows"):
- * torchtune and LitGPT by name, GaLore's own loop as a plain loop whose
- * Llama copy takes the loss of bf16 logits; every other source (ms-swift,
- * LLaMA-Factory, the Qwen README's finetune.py, PEFT, axolotl, the QLoRA
+ * torchtune and LitGPT by name; plain loops: GaLore's torchrun_main.py
+ * (whose Llama copy takes the loss of bf16 logits) and PEFT's MetaMathQA
+ * method-comparison benchmark (method_comparison/MetaMathQA/run.py: a bf16
+ * model, no autocast, `outputs.loss` backward); every other source (ms-swift,
+ * LLaMA-Factory, the Qwen README's finetune.py, PEFT docs, axolotl, the QLoRA
  * paper, Hugging Face docs) trains through the Hugging Face Trainer.
  * Dated details: torchtune's configs set AdamW fused: True and its recipes
  * `del logits` before backward from July 2024 (before, the shifted logits
@@ -193,10 +195,12 @@ static void row_stack(est_row *r, json_t *row)
         st = EST_STACK_TORCHTUNE;
     else if (contains_ci(src, "litgpt") || contains_ci(src, "lit-gpt"))
         st = EST_STACK_LITGPT;
-    else if (contains_ci(src, "galore"))
+    else if (contains_ci(src, "galore") || contains_ci(src, "metamath") ||
+             contains_ci(src, "method comparison") || contains_ci(src, "method_comparison") ||
+             (contains_ci(src, "peft") && contains_ci(src, "bench")))
         st = EST_STACK_PLAIN;
     est_input_set_stack(&r->in, st);
-    if (st == EST_STACK_PLAIN) r->in.bf16_loss = true;
+    if (contains_ci(src, "galore")) r->in.bf16_loss = true;
     if (st == EST_STACK_TORCHTUNE) {
         r->in.fused_optimizer = recent;
         r->in.logits_kept = !recent;
