@@ -710,14 +710,30 @@ static bool demo_is_final(const char *state)
                      !strcmp(state, "cancelled") || !strcmp(state, "timed_out"));
 }
 
-/* Every job of the demo, sorted by name. */
+/* Every job of the demo in full (a list shows no checkpoints), newest
+ * first. */
 static int demo_jobs(demo *d, json_t **items)
 {
     client_error err;
     client_error_init(&err);
     client_job_filter f = {0};
-    int rc = client_jobs_list_all(d->c, &f, 100, items, &err);
-    if (rc) client_error_print(&err, "demo", stderr);
+    json_t *list = NULL;
+    int rc = client_jobs_list_all(d->c, &f, 100, &list, &err);
+    *items = json_array();
+    size_t i;
+    const json_t *j;
+    json_array_foreach(list, i, j) {
+        json_t *full = NULL;
+        if (rc) break;
+        rc = client_job_get(d->c, client_str(j, "name"), client_str(j, "team"), &full, &err);
+        if (!rc) json_array_append_new(*items, full);
+    }
+    if (rc) {
+        client_error_print(&err, "demo", stderr);
+        json_decref(*items);
+        *items = NULL;
+    }
+    json_decref(list);
     client_error_free(&err);
     return rc;
 }
