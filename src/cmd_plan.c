@@ -163,8 +163,8 @@ static int plan_one(const spec_job *job, const plan_args *a, json_t *json_out, s
         fputs(sb_str(&out), stdout);
         sb_free(&out);
     }
-    plan_result_free(&r);
 done:
+    plan_result_free(&r);
     diag_list_free(&d);
     return rc;
 }
