@@ -145,17 +145,22 @@ static int apply_option(train_args *a, const char *opt, const char *val)
 static const char *const train_flags[] = {"--full", "--rslora", "--grad-checkpoint", "--no-resume",
                                           "--packing", "--skip-bad"};
 
-/* The job file: the one argument that is not an option or its value. */
+/* The job file: the one argument that is not an option or its value, else
+ * LATHE_SPEC (the resolved spec the executors pass). */
 static int find_job_file(train_args *a, int argc, char **argv)
 {
+    const char *env = getenv("LATHE_SPEC");
+    if (env && *env) a->job_file = env;
+    bool given = false;
     for (int i = 1; i < argc; i++) {
         bool flag = false;
         for (size_t k = 0; k < sizeof train_flags / sizeof *train_flags; k++)
             flag |= !strcmp(argv[i], train_flags[k]);
         if (flag) continue;
         if (!strncmp(argv[i], "--", 2)) { i++; continue; }
-        if (a->job_file) return cli_usage_error("train", "two job files given: %s and %s", a->job_file, argv[i]);
+        if (given) return cli_usage_error("train", "two job files given: %s and %s", a->job_file, argv[i]);
         a->job_file = argv[i];
+        given = true;
     }
     return LT_EXIT_OK;
 }
@@ -333,7 +338,7 @@ const cli_command cli_cmd_train = {
         "\n"
         "environment (the trainer contract; options win):\n"
         "  BASE_MODEL_PATH, DATASET_PATH, LORA_RANK, CHECKPOINT_DIR, CHECKPOINT_INTERVAL,\n"
-        "  LATHE_THREADS\n"
+        "  LATHE_THREADS, LATHE_SPEC (the job file when none is given)\n"
         "\n"
         "model and data:\n"
         "  --model DIR              Hugging Face folder (config.json + safetensors)\n"

@@ -3,6 +3,8 @@
 # random model of each architecture trains, its adapter loads into generate,
 # and bad input gets a clear message and the documented exit code.
 set -u
+# the trainer contract's variables come from the test, not the caller
+unset LATHE_SPEC BASE_MODEL_PATH DATASET_PATH LORA_RANK CHECKPOINT_DIR CHECKPOINT_INTERVAL LATHE_THREADS
 WORK=$(mktemp -d /tmp/lathe-cli-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -91,6 +93,10 @@ YAML
 grep -q "messages records" "$WORK/yaml.out" || fail "no data summary line"
 grep -q "chat template qwen3" "$WORK/yaml.out" || fail "chat template not reported"
 grep -q '"r": 4' "$WORK/ck-yaml/final/adapter_config.json" || fail "job's lora.rank not used"
+# as an executor runs it: the job through LATHE_SPEC, overridden by the contract's variables
+LATHE_SPEC="$WORK/job.yaml" CHECKPOINT_DIR="$WORK/ck-env" LORA_RANK=2 "$LATHE" train --threads 2 \
+    --max-steps 1 >"$WORK/env.out" 2>&1 || fail "train with LATHE_SPEC: $(tail -2 "$WORK/env.out")"
+grep -q '"r": 2' "$WORK/ck-env/final/adapter_config.json" || fail "LORA_RANK did not override the job"
 ( "$LATHE" train "$WORK/job.yaml" --threads 2 --checkpoint-dir "$WORK/ck-yaml2" --fault-kill 3:1 >/dev/null 2>&1 ) 2>/dev/null
 "$LATHE" train "$WORK/job.yaml" --threads 2 --checkpoint-dir "$WORK/ck-yaml2" >"$WORK/yaml2.out" 2>&1 || fail "resume of JSONL run"
 grep -q "resume step=2" "$WORK/yaml2.out" || fail "JSONL run did not resume from step 2"

@@ -4,6 +4,8 @@
 # moment from outside) or stopped with SIGTERM, then resumed, must end with
 # the same adapter, bit for bit, as an uninterrupted run.
 set -u
+# the trainer contract's variables come from the test, not the caller
+unset LATHE_SPEC BASE_MODEL_PATH DATASET_PATH LORA_RANK CHECKPOINT_DIR CHECKPOINT_INTERVAL LATHE_THREADS
 MODEL="$LATHE_SHARED_DIR/models/llama2c-260K-plctlab/hf"
 TEXT="$LATHE_SHARED_DIR/data/tinyshakespeare/input.txt"
 WORK=$(mktemp -d /tmp/lathe-resume-XXXXXX)
