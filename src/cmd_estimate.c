@@ -283,7 +283,9 @@ static void apply_job(const spec_job *j, est_input *in, diag_list *d)
         in->grad_ckpt = j->hyperparams.gradient_checkpointing == TOGGLE_ON;
     if (j->hyperparams.flash_attention != TOGGLE_AUTO)
         in->flash_attn = j->hyperparams.flash_attention == TOGGLE_ON;
-    if (j->resources.gpu_count > 0) in->gpus = j->resources.gpu_count;
+    /* resources.gpu.count is per node, as a Kubernetes pod asks (spec.h) */
+    if (j->resources.gpu_count > 0)
+        in->gpus = j->resources.gpu_count * (j->resources.nodes > 0 ? j->resources.nodes : 1);
     in->strategy = j->resources.strategy;
 }
 
