@@ -224,15 +224,18 @@ void exec_jsonl_reader_free(exec_jsonl_reader *r);
  * is not one: nothing new). */
 bool exec_read_swift_log(exec_jsonl_reader *r, exec_progress **pts, size_t *n, size_t *cap,
                          char *err, size_t errsz);
-/* Parses one ms-swift logging.jsonl line; false when it holds no step. */
+/* Parses one ms-swift logging.jsonl line; false when it holds no training
+ * step (a step and a loss; evaluation and summary lines have none). */
 bool exec_parse_swift_line(const char *line, size_t len, exec_progress *p);
 
 /* ---- inventory ---- */
 typedef struct exec_gpu {
     char *node;     /* the node (the host name for NVML) */
-    int index;      /* index within its node, what CUDA_VISIBLE_DEVICES takes */
-    char *id;       /* the id exported in LATHE_GPUS: the index as text, or a
-                       UUID ("GPU-8f1c..." from NVML) */
+    int index;      /* index within its node (NVML's order, or the Cluster's) */
+    char *id;       /* what goes into CUDA_VISIBLE_DEVICES and LATHE_GPUS: the
+                       UUID for NVML GPUs (CUDA's own index order may differ
+                       from NVML's), the index as text for virtual ones */
+    char *uuid;     /* "GPU-8f1c..." from NVML; NULL for virtual GPUs */
     char *name;     /* "NVIDIA H100 80GB HBM3", or the Cluster's type name */
     double memory;  /* bytes */
     bool is_virtual;
@@ -324,8 +327,8 @@ void exec_backend_free(exec_backend *be);
 /* ---- the local backend ---- */
 typedef struct exec_local_config {
     /* The program run as each attempt's supervisor, with arguments
-     * "exec-shim" CONFIG: NULL = /proc/self/exe (the lathe tool itself; a
-     * test program handles "exec-shim" with exec_shim_main). */
+     * "exec-shim" FD: NULL = /proc/self/exe (the lathe tool itself; a test
+     * program handles "exec-shim" with exec_shim_main). */
     const char *shim_program;
     long long log_max_bytes; /* rotate the output log beyond this; 0 = 64 MiB */
     int log_keep;            /* rotated logs kept (output.log.1 ..); 0 = 3 */
@@ -338,10 +341,10 @@ typedef struct exec_local_config {
  * so trainers outlive a killed server. cfg may be NULL. */
 exec_backend *exec_local_new(const exec_local_config *cfg);
 
-/* The supervisor's entry point (`lathe exec-shim CONFIG`): argv[0] is
- * "exec-shim", argv[1] the config file the backend wrote. Runs the trainer
- * and returns when it has ended and its exit status is written. Only the
- * local backend runs it. */
+/* The supervisor's entry point (`lathe exec-shim FD`): argv[0] is
+ * "exec-shim", argv[1] the descriptor it reads its config from and answers
+ * on (a socket the backend passes). Runs the trainer and returns when it has
+ * ended and its exit status is written. Only the local backend runs it. */
 int exec_shim_main(int argc, char **argv);
 
 /* ---- process identity (Linux /proc) ---- */

@@ -1,0 +1,150 @@
+/* exec_internal.h: what the local backend (exec_local.c, in the server)
+ * and its supervisor (exec_shim.c, `lathe exec-shim`) share: the files of
+ * a job's folder, the local handle and its JSON, the supervisor's exit
+ * record, signals, and small process helpers (exec_proc.c). Nothing outside
+ * lib/exec includes it. */
+#ifndef LATHE_EXEC_INTERNAL_H
+#define LATHE_EXEC_INTERNAL_H
+
+#include "exec.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- files (docs/executors.md) ----
+ *   JOB_DIR/lock                 held (flock) by the supervisor and the
+ *                                trainer while an attempt runs
+ *   JOB_DIR/current.json         the handle of the newest attempt (find)
+ *   JOB_DIR/attempt-N/           the attempt's folder, the trainer's cwd
+ *   JOB_DIR/attempt-N/output.log the trainer's stdout + stderr (.1, .2 ...)
+ *   JOB_DIR/attempt-N/handle.json the handle (as current.json)
+ *   JOB_DIR/attempt-N/exit.json  written atomically when it has ended
+ *   JOB_DIR/attempt-N/shim.log   the supervisor's own messages
+ */
+#define EXEC_LOCK_FILE "lock"
+#define EXEC_CURRENT_FILE "current.json"
+#define EXEC_LOG_FILE "output.log"
+#define EXEC_HANDLE_FILE "handle.json"
+#define EXEC_EXIT_FILE "exit.json"
+#define EXEC_SHIM_LOG "shim.log"
+#define EXEC_HANDLE_VERSION 1
+#define EXEC_CONFIG_MAX (16u << 20) /* the supervisor's config, at most */
+
+/* The supervisor forwards these to the trainer's process group, and turns
+ * SIGUSR1 into SIGKILL of the group (SIGKILL itself cannot be caught). */
+#define EXEC_SHIM_KILL_SIGNAL SIGUSR1
+bool exec_signal_forwardable(int sig);
+
+/* ---- the local handle ---- */
+typedef struct exec_local_ids {
+    char boot_id[40];
+    int shim_pid;
+    uint64_t shim_start;
+    int trainer_pid;
+    uint64_t trainer_start;
+} exec_local_ids;
+
+/* The parts of a local handle that its JSON holds. */
+typedef struct exec_local_desc {
+    char *job_dir, *work_dir, *log_path, *checkpoint_dir; /* checkpoint_dir may be NULL */
+    int attempt;
+    double started_at;
+    exec_local_ids ids;
+    int *no_retry;
+    size_t n_no_retry;
+    double term_at, kill_at; /* a cancel: SIGTERM sent at, SIGKILL due at (0 = none) */
+    bool kill_sent;
+} exec_local_desc;
+
+/* The handle as JSON text (caller frees). */
+char *exec_local_desc_json(const exec_local_desc *d);
+/* Parses a handle; false with a message for JSON of another backend or
+ * version, or a missing field. */
+bool exec_local_desc_parse(const char *text, exec_local_desc *d, char *err, size_t errsz);
+void exec_local_desc_free(exec_local_desc *d);
+
+/* ---- the server's side of a local handle (exec_local.c, exec_local_poll.c) ---- */
+
+/* Incremental reader of the rotated output log: keeps the file it reads
+ * open, and at its end follows the rotation (output.log.K .. .1, output.log)
+ * without reading anything twice. */
+typedef struct exec_log_reader {
+    char *path;
+    int fd;
+    uint64_t ino;
+    sb partial;  /* a line not finished yet */
+    long line_no;
+} exec_log_reader;
+
+typedef struct local_handle {
+    exec_handle h; /* first: what callers see */
+    exec_local_desc d;
+    exec_log_reader log;
+    /* what the current poll found (exec_update points here) */
+    exec_progress *pts;
+    size_t n_pts, cap_pts;
+    exec_checkpoint *cks;
+    size_t n_cks, cap_cks;
+    bool done;
+    char *adapter;
+    /* dedup across sources and polls */
+    int64_t last_step, last_ckpt, total_steps;
+    bool oom_line; /* seen by this reader (the supervisor's record decides) */
+    /* checkpoint folder */
+    double next_scan;
+    double hf_mtime; /* of the trainer_state.json last read */
+    exec_jsonl_reader swift;
+    bool swift_set;
+    /* the end, once known */
+    bool ended;
+    exec_status final;
+} local_handle;
+
+void exec_log_reader_init(exec_log_reader *r, const char *path);
+void exec_log_reader_free(exec_log_reader *r);
+/* Polls a local handle (exec_local_poll.c). */
+void exec_local_poll(exec_handle *h, double now, exec_status *st, exec_update *up);
+
+/* ---- the exit record (exit.json) ---- */
+typedef struct exec_exit_record {
+    int exit_code;      /* -1 when killed by a signal */
+    int signal;         /* 0 = none */
+    bool term_sent;     /* the supervisor forwarded SIGTERM / SIGINT */
+    bool kill_sent;     /* it killed the group on lathe's request */
+    bool oom_line;      /* an out-of-memory message appeared in the output */
+    long oom_line_no;   /* its line number in the output (1-based) */
+    char oom_text[160]; /* the start of that line */
+    int oom_kills;      /* the cgroup's oom_kill count rose by this much; -1 unknown */
+    double started_at, ended_at;
+} exec_exit_record;
+
+char *exec_exit_record_json(const exec_exit_record *r);
+bool exec_exit_record_parse(const char *text, exec_exit_record *r);
+
+/* ---- processes (exec_proc.c) ---- */
+/* True when pid runs and started at `start` on this boot. */
+bool exec_proc_alive(int pid, uint64_t start, const char *boot_id);
+/* Sends sig to pid only if it is still the process that started at
+ * `start` (a pidfd makes the check and the send one step where the kernel
+ * has them). 0, or an errno value (ESRCH when it is gone). */
+int exec_proc_signal(int pid, uint64_t start, int sig);
+/* Sends SIGKILL to every process of group pgid that started with or after
+ * its leader (which started at leader_start), unless the id now names a
+ * group of another leader. Returns how many were signalled. */
+int exec_proc_kill_group(int pgid, uint64_t leader_start);
+/* The OOM killer's count for this process's memory cgroup (v2
+ * memory.events or v1 memory.oom_control), or -1 when unknown. */
+int exec_cgroup_oom_kills(void);
+/* Finds prog in the PATH of env (a NULL-terminated "NAME=value" array; the
+ * default PATH when it has none). A name with a '/' is taken as it is.
+ * Returns a malloc'd path, or NULL with errno (ENOENT, EACCES). */
+char *exec_find_program(const char *prog, char *const *env);
+/* mkdir -p; 0 or an errno value. */
+int exec_mkdirs(const char *path, mode_t mode);
+
+/* ---- JSON helpers ---- */
+const char *exec_json_str(json_t *o, const char *key);  /* NULL when absent or not a string */
+double exec_json_num(json_t *o, const char *key, double dflt);
+
+#endif

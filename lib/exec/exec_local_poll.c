@@ -1,0 +1,460 @@
+/* exec_local_poll.c: polling a local attempt. Each poll reads what the
+ * trainer wrote since the last one (the rotated output log, kept open and
+ * followed across rotations; ms-swift's logging.jsonl by offset), looks
+ * into the checkpoint folder every few seconds (new checkpoint-N folders,
+ * Hugging Face trainer_state.json), sends SIGKILL once a cancel's grace
+ * period is over, and says whether the trainer runs, ended (the
+ * supervisor's exit.json, classified) or is lost. */
+#include "exec_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define POLL_READ_MAX (4u << 20) /* log bytes read per poll while the trainer runs */
+#define SCAN_INTERVAL 5.0        /* seconds between looks into the checkpoint folder */
+
+/* ---- the log reader ---- */
+
+void exec_log_reader_init(exec_log_reader *r, const char *path)
+{
+    memset(r, 0, sizeof *r);
+    r->path = xstrdup(path);
+    r->fd = -1;
+    sb_init(&r->partial);
+}
+
+void exec_log_reader_free(exec_log_reader *r)
+{
+    if (r->fd >= 0) close(r->fd);
+    free(r->path);
+    sb_free(&r->partial);
+    memset(r, 0, sizeof *r);
+}
+
+typedef void (*line_fn)(const char *line, size_t len, void *ctx);
+
+static void feed(exec_log_reader *r, const char *buf, size_t n, line_fn fn, void *ctx)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] != '\n') continue;
+        r->line_no++;
+        if (r->partial.len) {
+            sb_putn(&r->partial, buf + start, i - start);
+            fn(r->partial.buf, r->partial.len, ctx);
+            sb_clear(&r->partial);
+        } else {
+            fn(buf + start, i - start, ctx);
+        }
+        start = i + 1;
+    }
+    if (start < n) sb_putn(&r->partial, buf + start, n - start);
+}
+
+static bool open_at(exec_log_reader *r, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) return false;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return false;
+    }
+    if (r->fd >= 0) close(r->fd);
+    r->fd = fd;
+    r->ino = (uint64_t)st.st_ino;
+    return true;
+}
+
+static uint64_t inode_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Reads the open file to its end; returns the bytes read. */
+static size_t drain(exec_log_reader *r, size_t limit, line_fn fn, void *ctx)
+{
+    char buf[65536];
+    size_t total = 0;
+    while (total < limit) {
+        size_t want = limit - total < sizeof buf ? limit - total : sizeof buf;
+        ssize_t n = read(r->fd, buf, want);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        feed(r, buf, (size_t)n, fn, ctx);
+        total += (size_t)n;
+    }
+    return total;
+}
+
+/* At the end of the file being read: when the log was rotated since, moves
+ * to the file written after it (output.log.K .. .1, then output.log). */
+static bool next_file(exec_log_reader *r)
+{
+    uint64_t cur = inode_of(r->path);
+    if (cur == 0 || cur == r->ino) return false;
+    int ours = 0, count = 0;
+    for (int i = 1;; i++) {
+        char *p = xasprintf("%s.%d", r->path, i);
+        uint64_t ino = inode_of(p);
+        free(p);
+        if (!ino) break;
+        count = i;
+        if (ino == r->ino) ours = i;
+    }
+    /* Ours was rotated away entirely: everything left is newer. */
+    int next = ours ? ours - 1 : count;
+    char *p = next ? xasprintf("%s.%d", r->path, next) : xstrdup(r->path);
+    bool ok = open_at(r, p);
+    free(p);
+    return ok;
+}
+
+/* The first open starts at the oldest file of the rotation. */
+static bool open_first(exec_log_reader *r)
+{
+    int count = 0;
+    for (;; count++) {
+        char *p = xasprintf("%s.%d", r->path, count + 1);
+        bool there = inode_of(p) != 0;
+        free(p);
+        if (!there) break;
+    }
+    char *p = count ? xasprintf("%s.%d", r->path, count) : xstrdup(r->path);
+    bool ok = open_at(r, p);
+    free(p);
+    return ok;
+}
+
+/* Reads at most limit bytes of new output, following rotations. */
+static void log_read(exec_log_reader *r, size_t limit, line_fn fn, void *ctx)
+{
+    if (r->fd < 0 && !open_first(r)) return;
+    size_t total = 0;
+    while (total < limit) {
+        size_t got = drain(r, limit - total, fn, ctx);
+        total += got;
+        if (total >= limit) break;
+        if (got == 0) {
+            if (!next_file(r)) break;
+            /* A rotated file ends at a line's end; a rest is a line. */
+            if (r->partial.len) feed(r, "\n", 1, fn, ctx);
+        }
+    }
+}
+
+/* ---- what the poll found ---- */
+
+typedef struct poll_ctx {
+    local_handle *lh;
+    double now;
+} poll_ctx;
+
+static void add_point(local_handle *lh, exec_progress p, double now)
+{
+    if (p.step <= lh->last_step) return;
+    if (p.total_steps < 0) p.total_steps = lh->total_steps;
+    p.at = now;
+    if (lh->n_pts == lh->cap_pts) {
+        lh->cap_pts = lh->cap_pts ? lh->cap_pts * 2 : 32;
+        lh->pts = xrealloc(lh->pts, lh->cap_pts * sizeof *lh->pts);
+    }
+    lh->pts[lh->n_pts++] = p;
+    lh->last_step = p.step;
+}
+
+static void add_checkpoint(local_handle *lh, int64_t step, const char *path)
+{
+    if (step <= lh->last_ckpt) return;
+    if (lh->n_cks == lh->cap_cks) {
+        lh->cap_cks = lh->cap_cks ? lh->cap_cks * 2 : 4;
+        lh->cks = xrealloc(lh->cks, lh->cap_cks * sizeof *lh->cks);
+    }
+    lh->cks[lh->n_cks].step = step;
+    lh->cks[lh->n_cks].path = xstrdup(path);
+    lh->n_cks++;
+    lh->last_ckpt = step;
+}
+
+static void on_line(const char *line, size_t len, void *ctx)
+{
+    poll_ctx *pc = ctx;
+    local_handle *lh = pc->lh;
+    if (!lh->oom_line && exec_line_is_oom(line, len)) lh->oom_line = true;
+    exec_progress p;
+    char path[4096];
+    switch (exec_parse_train_line(line, len, &p, path, sizeof path)) {
+    case EXEC_LINE_START:
+        if (p.total_steps >= 0) lh->total_steps = p.total_steps;
+        break;
+    case EXEC_LINE_STEP: add_point(lh, p, pc->now); break;
+    case EXEC_LINE_CHECKPOINT: add_checkpoint(lh, p.step, path); break;
+    case EXEC_LINE_RESUME:
+        if (p.step > lh->last_ckpt) lh->last_ckpt = p.step; /* reported by its own attempt */
+        break;
+    case EXEC_LINE_DONE:
+        lh->done = true;
+        free(lh->adapter);
+        lh->adapter = xstrdup(path);
+        if (!isnan(p.loss)) add_point(lh, p, pc->now);
+        break;
+    default: break;
+    }
+}
+
+/* ---- the checkpoint folder ---- */
+
+/* step of a "checkpoint-N" name, or -1. */
+static int64_t checkpoint_step(const char *name)
+{
+    if (!str_starts_with(name, "checkpoint-")) return -1;
+    const char *d = name + strlen("checkpoint-");
+    if (!*d) return -1;
+    int64_t v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9' || v > INT64_MAX / 10 - 10) return -1;
+        v = v * 10 + (*d - '0');
+    }
+    return v;
+}
+
+typedef struct found_ckpt {
+    int64_t step;
+    char *path;
+} found_ckpt;
+
+static int cmp_ckpt(const void *a, const void *b)
+{
+    int64_t x = ((const found_ckpt *)a)->step, y = ((const found_ckpt *)b)->step;
+    return x < y ? -1 : x > y;
+}
+
+/* A checkpoint folder counts once its trainer_state.json is there: lathe
+ * renames whole folders into place, Hugging Face writes that file last. */
+static bool complete_checkpoint(const char *folder)
+{
+    char *state = path_join(folder, "trainer_state.json");
+    bool ok = file_exists(state);
+    free(state);
+    return ok;
+}
+
+/* Lists the complete checkpoint-N folders of dir (and of its sub-folders when
+ * deep: ms-swift writes into a versioned sub-folder). */
+static void list_checkpoints(const char *dir, bool deep, found_ckpt **out, size_t *n)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *path = path_join(dir, e->d_name);
+        int64_t step = checkpoint_step(e->d_name);
+        if (step >= 0 && complete_checkpoint(path)) {
+            *out = xrealloc(*out, (*n + 1) * sizeof **out);
+            (*out)[(*n)++] = (found_ckpt){step, path};
+            continue;
+        }
+        if (deep && dir_exists(path)) list_checkpoints(path, false, out, n);
+        free(path);
+    }
+    closedir(d);
+}
+
+/* The logging.jsonl in the folder or, failing that, the newest one in a
+ * sub-folder. */
+static char *find_swift_log(const char *dir)
+{
+    char *direct = path_join(dir, "logging.jsonl");
+    if (file_exists(direct)) return direct;
+    free(direct);
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char *best = NULL;
+    double best_t = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *sub = path_join(dir, e->d_name);
+        char *p = path_join(sub, "logging.jsonl");
+        free(sub);
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && (double)st.st_mtime > best_t) {
+            free(best);
+            best = p;
+            best_t = (double)st.st_mtime;
+        } else {
+            free(p);
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+/* Points from the newest checkpoint's trainer_state.json, when it changed
+ * since the last look (lathe's own state file has no log_history: none). */
+static void read_hf_state(local_handle *lh, const char *ckpt, double now)
+{
+    char *path = path_join(ckpt, "trainer_state.json");
+    struct stat st;
+    double mtime = stat(path, &st) == 0 ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9 : 0;
+    if (mtime > 0 && mtime != lh->hf_mtime) {
+        lh->hf_mtime = mtime;
+        exec_progress *pts;
+        size_t n;
+        char err[256];
+        if (exec_read_hf_state(path, lh->last_step, &pts, &n, err, sizeof err)) {
+            for (size_t i = 0; i < n; i++) add_point(lh, pts[i], now);
+            free(pts);
+        }
+    }
+    free(path);
+}
+
+static void scan_folder(local_handle *lh, double now)
+{
+    const char *dir = lh->d.checkpoint_dir;
+    if (!dir) return;
+    found_ckpt *f = NULL;
+    size_t n = 0;
+    list_checkpoints(dir, true, &f, &n);
+    if (n) qsort(f, n, sizeof *f, cmp_ckpt);
+    for (size_t i = 0; i < n; i++) add_checkpoint(lh, f[i].step, f[i].path);
+    if (n) read_hf_state(lh, f[n - 1].path, now);
+    for (size_t i = 0; i < n; i++) free(f[i].path);
+    free(f);
+    if (!lh->swift_set) {
+        char *p = find_swift_log(dir);
+        if (p) {
+            exec_jsonl_reader_init(&lh->swift, p);
+            lh->swift_set = true;
+            free(p);
+        }
+    }
+}
+
+static void read_swift(local_handle *lh, double now)
+{
+    if (!lh->swift_set) return;
+    exec_progress *pts = NULL;
+    size_t n = 0, cap = 0;
+    char err[256];
+    exec_read_swift_log(&lh->swift, &pts, &n, &cap, err, sizeof err);
+    for (size_t i = 0; i < n; i++) add_point(lh, pts[i], now);
+    free(pts);
+}
+
+/* ---- the end ---- */
+
+static bool read_exit(const local_handle *lh, exec_exit_record *rec)
+{
+    char *path = path_join(lh->d.work_dir, EXEC_EXIT_FILE);
+    char err[256];
+    size_t len;
+    char *text = file_read_all(path, 1 << 20, &len, err, sizeof err);
+    free(path);
+    bool ok = text && exec_exit_record_parse(text, rec);
+    free(text);
+    return ok;
+}
+
+static void finish(local_handle *lh, const exec_exit_record *rec, exec_phase phase, double now)
+{
+    exec_status *st = &lh->final;
+    memset(st, 0, sizeof *st);
+    st->phase = phase;
+    st->exit_code = phase == EXEC_EXITED ? rec->exit_code : -1;
+    st->signal = phase == EXEC_EXITED ? rec->signal : 0;
+    st->term_sent = rec->term_sent || lh->d.term_at > 0;
+    st->kill_sent = rec->kill_sent || lh->d.kill_sent;
+    st->started_at = lh->d.started_at;
+    st->ended_at = phase == EXEC_EXITED && rec->ended_at > 0 ? rec->ended_at : now;
+    bool oom_killed = rec->signal == SIGKILL && !rec->kill_sent && rec->oom_kills != 0;
+    exec_classify(st, rec->oom_line || lh->oom_line, oom_killed, lh->d.no_retry,
+                  lh->d.n_no_retry);
+    if (st->end == EXEC_END_OOM && rec->oom_line)
+        snprintf(st->reason, sizeof st->reason, "out of memory: '%.120s' on line %ld of the log",
+                 rec->oom_text, rec->oom_line_no);
+    lh->ended = true;
+}
+
+/* The supervisor is gone without an exit record: what is left of the
+ * trainer's process group (the trainer dies with its supervisor, what it
+ * started may not) is killed, since nothing supervises it. */
+static void lost(local_handle *lh, double now)
+{
+    const exec_local_ids *id = &lh->d.ids;
+    char boot[40];
+    exec_boot_id(boot, sizeof boot);
+    if (!*id->boot_id || strcmp(boot, id->boot_id) == 0)
+        exec_proc_kill_group(id->trainer_pid, id->trainer_start);
+    exec_exit_record none;
+    memset(&none, 0, sizeof none);
+    none.oom_kills = -1;
+    finish(lh, &none, EXEC_LOST, now);
+}
+
+static void running(local_handle *lh, double now, exec_status *st)
+{
+    const exec_local_ids *id = &lh->d.ids;
+    if (lh->d.kill_at > 0 && now >= lh->d.kill_at && !lh->d.kill_sent &&
+        exec_proc_signal(id->shim_pid, id->shim_start, EXEC_SHIM_KILL_SIGNAL) == 0)
+        lh->d.kill_sent = true;
+    memset(st, 0, sizeof *st);
+    st->phase = EXEC_RUNNING;
+    st->exit_code = -1;
+    st->term_sent = lh->d.term_at > 0;
+    st->kill_sent = lh->d.kill_sent;
+    st->started_at = lh->d.started_at;
+    exec_classify(st, false, false, NULL, 0);
+}
+
+/* ---- poll ---- */
+
+static void clear_update(local_handle *lh)
+{
+    for (size_t i = 0; i < lh->n_cks; i++) free(lh->cks[i].path);
+    lh->n_cks = 0;
+    lh->n_pts = 0;
+}
+
+void exec_local_poll(exec_handle *h, double now, exec_status *st, exec_update *up)
+{
+    local_handle *lh = (local_handle *)h;
+    clear_update(lh);
+    poll_ctx pc = {lh, now};
+    if (!lh->ended) {
+        exec_exit_record rec;
+        const exec_local_ids *id = &lh->d.ids;
+        if (read_exit(lh, &rec)) finish(lh, &rec, EXEC_EXITED, now);
+        else if (!exec_proc_alive(id->shim_pid, id->shim_start, id->boot_id)) {
+            if (read_exit(lh, &rec)) finish(lh, &rec, EXEC_EXITED, now); /* just written */
+            else lost(lh, now);
+        }
+    }
+    /* Once it has ended, everything left is read in this poll. */
+    log_read(&lh->log, lh->ended ? SIZE_MAX : POLL_READ_MAX, on_line, &pc);
+    if (lh->ended || now >= lh->next_scan) {
+        scan_folder(lh, now);
+        lh->next_scan = now + SCAN_INTERVAL;
+    }
+    read_swift(lh, now);
+    if (lh->ended) *st = lh->final;
+    else running(lh, now, st);
+    memset(up, 0, sizeof *up);
+    up->points = lh->pts;
+    up->n_points = lh->n_pts;
+    up->checkpoints = lh->cks;
+    up->n_checkpoints = lh->n_cks;
+    up->done = lh->done;
+    up->adapter = lh->adapter;
+}
