@@ -57,7 +57,7 @@ static double sgemm_peak(void)
         float *a = xcalloc((size_t)M * K, 4), *b = xcalloc((size_t)N * K, 4), *c = xcalloc((size_t)M * N, 4);
         for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
         for (size_t i = 0; i < (size_t)N * K; i++) b[i] = (float)(i % 5) * 0.1f;
-        for (int rep = 0; rep < 4; rep++) {
+        for (int rep = 0; rep < 6; rep++) {
             double t = now_s();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
             t = now_s() - t;
@@ -264,6 +264,7 @@ int main(int argc, char **argv)
         cpus[s] = cpu_now_s() - c0;
     }
     double lathe_s = best_of(times + 1, o.steps), lathe_cpu = best_of(cpus + 1, o.steps);
+    peak = fmax(peak, sgemm_peak()); /* measured before and after: the less disturbed one */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss = (double)ru.ru_maxrss / 1024.0;
