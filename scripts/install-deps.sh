@@ -8,7 +8,7 @@
 set -eu
 
 PKGS="build-essential cmake pkg-config git ca-certificates
-libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
+libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev
 libopenblas-openmp-dev libcmocka-dev libutf8proc-dev
 clang libclang-rt-14-dev python3"
 

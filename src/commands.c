@@ -15,6 +15,15 @@ extern const cli_command cli_cmd_estimate;
 extern const cli_command cli_cmd_plan;
 extern const cli_command cli_cmd_simulate;
 extern const cli_command cli_cmd_trace_gen;
+extern const cli_command cli_cmd_server;
+extern const cli_command cli_cmd_demo;
+extern const cli_command cli_cmd_submit;
+extern const cli_command cli_cmd_get;
+extern const cli_command cli_cmd_describe;
+extern const cli_command cli_cmd_logs;
+extern const cli_command cli_cmd_cancel;
+extern const cli_command cli_cmd_wait;
+extern const cli_command cli_cmd_top;
 extern const cli_command cli_cmd_exec_shim;
 
 const cli_command *const cli_commands[] = {
@@ -28,6 +37,15 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_plan,
     &cli_cmd_simulate,
     &cli_cmd_trace_gen,
+    &cli_cmd_server,
+    &cli_cmd_demo,
+    &cli_cmd_submit,
+    &cli_cmd_get,
+    &cli_cmd_describe,
+    &cli_cmd_logs,
+    &cli_cmd_cancel,
+    &cli_cmd_wait,
+    &cli_cmd_top,
     &cli_cmd_exec_shim,
     NULL,
 };

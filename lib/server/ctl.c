@@ -1,0 +1,438 @@
+/* ctl.c: the controller's thread and reconcile loop (ctl.h), the view it
+ * publishes for the HTTP threads, fair-share usage and monthly spending
+ * kept in the store's kv table, and the small rules shared by its files:
+ * stop reasons, retry backoff, the out-of-memory shrink. */
+#include "ctl_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const double ctl_hist_bounds[SRV_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                  0.05,   0.1,   0.25,   0.5,   1,    2.5};
+
+/* ---- small rules ---- */
+const char *ctl_stop_name(ctl_stop_why w)
+{
+    switch (w) {
+    case CTL_STOP_CANCEL: return "cancel";
+    case CTL_STOP_PREEMPT: return "preempt";
+    case CTL_STOP_TIMEOUT: return "timeout";
+    case CTL_STOP_NONE: break;
+    }
+    return "";
+}
+
+ctl_stop_why ctl_stop_parse(const char *s)
+{
+    if (!s) return CTL_STOP_NONE;
+    if (!strcmp(s, "cancel")) return CTL_STOP_CANCEL;
+    if (!strcmp(s, "preempt")) return CTL_STOP_PREEMPT;
+    if (!strcmp(s, "timeout")) return CTL_STOP_TIMEOUT;
+    return CTL_STOP_NONE;
+}
+
+void ctl_stop_key(int64_t id, char out[32])
+{
+    snprintf(out, 32, "stop/%lld", (long long)id);
+}
+
+double ctl_backoff(double base, double cap, double jitter, int k, double u)
+{
+    if (!(base > 0)) return 0;
+    double d = base * pow(2.0, k > 1 ? k - 1 : 0);
+    if (cap > 0 && d > cap) d = cap;
+    d *= 1.0 + jitter * (2.0 * u - 1.0);
+    if (cap > 0 && d > cap) d = cap;
+    return d;
+}
+
+bool ctl_oom_shrink(int micro, int accum, bool ckpt, int *new_micro, int *new_accum,
+                    bool *new_ckpt, char *what, size_t whatsz)
+{
+    *new_micro = micro;
+    *new_accum = accum;
+    *new_ckpt = true;
+    if (micro > 1) {
+        *new_micro = micro / 2;
+        /* the effective batch stays: micro x accum sequences per step */
+        *new_accum = micro * accum / *new_micro;
+        if (*new_micro * *new_accum != micro * accum) *new_accum = accum * 2;
+    }
+    if (*new_micro == micro && ckpt) {
+        snprintf(what, whatsz, "micro-batch 1 with gradient checkpointing is the smallest plan");
+        return false;
+    }
+    snprintf(what, whatsz, "micro-batch %d x %d accumulation%s -> micro-batch %d x %d accumulation, "
+             "gradient checkpointing on",
+             micro, accum, ckpt ? " with gradient checkpointing" : "", *new_micro, *new_accum);
+    return true;
+}
+
+double ctl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void ctl_log(ctl *c, const char *fmt, ...)
+{
+    if (c->s->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "lathe server: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+char *ctl_job_dir(const ctl *c, int64_t id)
+{
+    return xasprintf("%s/%lld", c->s->cfg.jobs_dir, (long long)id);
+}
+
+/* ---- fair-share usage and spending (kv) ---- */
+static void month_of(double t, char out[16])
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    snprintf(out, 16, "%04d-%02d", (tm.tm_year + 1900) % 10000, (tm.tm_mon + 1) % 100);
+}
+
+/* Reads {"team": number, ...} from kv key into per-team values. */
+static void load_team_values(ctl *c, const char *key, double *out, json_t **whole)
+{
+    const sched_cluster *sc = c->s->cluster.sched;
+    char *text = NULL;
+    json_t *o = NULL;
+    if (store_kv_get(c->st, key, &text) == STORE_OK) o = json_loads(text, 0, NULL);
+    free(text);
+    json_t *teams = o ? json_object_get(o, "teams") : NULL;
+    for (int t = 0; t < sc->n_teams; t++) {
+        json_t *v = teams ? json_object_get(teams, sc->teams[t].name) : NULL;
+        out[t] = json_is_number(v) ? json_number_value(v) : 0;
+    }
+    if (whole) *whole = o;
+    else json_decref(o);
+}
+
+static void save_team_values(ctl *c, const char *key, const double *v, double at)
+{
+    const sched_cluster *sc = c->s->cluster.sched;
+    json_t *teams = json_object();
+    for (int t = 0; t < sc->n_teams; t++) json_object_set_new(teams, sc->teams[t].name, json_real(v[t]));
+    json_t *o = json_pack("{s:f, s:o}", "at", at, "teams", teams);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (text) store_kv_set(c->st, key, text);
+    free(text);
+}
+
+static void load_usage(ctl *c, double now)
+{
+    json_t *o = NULL;
+    load_team_values(c, "sched/usage", c->usage, &o);
+    double at = o ? json_number_value(json_object_get(o, "at")) : 0;
+    json_decref(o);
+    double h = c->s->cfg.sched.half_life;
+    for (int t = 0; at > 0 && now > at && t < c->s->cluster.sched->n_teams; t++)
+        c->usage[t] = sched_usage_advance(c->usage[t], 0, now - at, h);
+    c->usage_at = c->usage_saved_at = now;
+}
+
+/* The month's spending, read again when the month changes. */
+static void load_spent(ctl *c, double now)
+{
+    char m[16];
+    month_of(now, m);
+    if (!strcmp(m, c->month)) return;
+    memcpy(c->month, m, sizeof m);
+    char key[32];
+    snprintf(key, sizeof key, "spent/%s", m);
+    load_team_values(c, key, c->spent, NULL);
+}
+
+void ctl_add_spent(ctl *c, const char *team, double amount, double now)
+{
+    int t = sched_cluster_find_team(c->s->cluster.sched, team);
+    if (t < 0 || !(amount > 0)) return;
+    load_spent(c, now);
+    c->spent[t] += amount;
+    char key[32];
+    snprintf(key, sizeof key, "spent/%s", c->month);
+    save_team_values(c, key, c->spent, now);
+}
+
+/* Advances usage by the GPUs each team holds now. */
+static void advance_usage(ctl *c, double now)
+{
+    const sched_cluster *sc = c->s->cluster.sched;
+    double dt = now - c->usage_at;
+    if (dt <= 0) return;
+    double *alloc = xcalloc((size_t)sc->n_teams + 1, sizeof *alloc);
+    for (size_t i = 0; i < c->n_jobs; i++) {
+        int t = sched_cluster_find_team(sc, c->jobs[i]->team);
+        if (t >= 0) alloc[t] += c->jobs[i]->n_gpus;
+    }
+    for (int t = 0; t < sc->n_teams; t++)
+        c->usage[t] = sched_usage_advance(c->usage[t], alloc[t], dt, c->s->cfg.sched.half_life);
+    free(alloc);
+    c->usage_at = now;
+    if (now - c->usage_saved_at >= 60) {
+        save_team_values(c, "sched/usage", c->usage, now);
+        c->usage_saved_at = now;
+    }
+}
+
+/* ---- the view ---- */
+static void view_free(ctl_view *v)
+{
+    if (!v) return;
+    for (int g = 0; g < v->n_gpus; g++) {
+        for (size_t k = 0; k < v->gpus[g].n; k++) {
+            free(v->gpus[g].jobs[k].name);
+            free(v->gpus[g].jobs[k].team);
+        }
+        free(v->gpus[g].jobs);
+    }
+    free(v->gpus);
+    free(v->in_use);
+    free(v->spent);
+    free(v->running);
+    free(v->queued);
+    for (size_t i = 0; i < v->n_waits; i++) {
+        free(v->waits[i].team);
+        free(v->waits[i].reason);
+    }
+    free(v->waits);
+    free(v->free_by_type);
+    free(v);
+}
+
+static void view_add_wait(ctl_view *v, const char *team, const char *reason)
+{
+    for (size_t i = 0; i < v->n_waits; i++)
+        if (!strcmp(v->waits[i].team, team) && !strcmp(v->waits[i].reason, reason)) {
+            v->waits[i].n++;
+            return;
+        }
+    v->waits = xrealloc(v->waits, (v->n_waits + 1) * sizeof *v->waits);
+    v->waits[v->n_waits++] = (ctl_view_wait){xstrdup(team), xstrdup(reason), 1};
+}
+
+static void view_add_run(ctl *c, ctl_view *v, const ctl_job *j, int team, double now)
+{
+    const sched_cluster *sc = c->s->cluster.sched;
+    if (j->cpu_slot) v->cpu_in_use++;
+    for (int k = 0; k < j->n_gpus; k++) {
+        int g = j->gpus[k];
+        ctl_view_gpu *vg = &v->gpus[g];
+        vg->jobs = xrealloc(vg->jobs, (vg->n + 1) * sizeof *vg->jobs);
+        vg->jobs[vg->n++] = (ctl_view_job){xstrdup(j->name), xstrdup(j->team), SCHED_SHARE_WHOLE};
+        v->free_by_type[sc->nodes[sc->gpu_node[g]].type]--;
+        if (team >= 0) v->in_use[team * v->n_types + sc->nodes[sc->gpu_node[g]].type]++;
+    }
+    if (team >= 0 && j->h && j->n_gpus > 0)
+        v->spent[team] += (now - j->run_started) / 3600.0 * j->n_gpus * j->price;
+}
+
+static ctl_view *view_build(ctl *c, double now)
+{
+    const sched_cluster *sc = c->s->cluster.sched;
+    ctl_view *v = xcalloc(1, sizeof *v);
+    v->loop_at = now;
+    v->n_gpus = sc->n_gpus;
+    v->gpus = xcalloc((size_t)sc->n_gpus + 1, sizeof *v->gpus);
+    v->n_teams = sc->n_teams;
+    v->n_types = sc->n_types;
+    v->in_use = xcalloc((size_t)(sc->n_teams * sc->n_types) + 1, sizeof *v->in_use);
+    v->spent = xcalloc((size_t)sc->n_teams + 1, sizeof *v->spent);
+    v->running = xcalloc((size_t)sc->n_teams + 1, sizeof *v->running);
+    v->queued = xcalloc((size_t)sc->n_teams + 1, sizeof *v->queued);
+    v->free_by_type = xcalloc((size_t)sc->n_types + 1, sizeof *v->free_by_type);
+    for (int n = 0; n < sc->n_nodes; n++)
+        if (sc->nodes[n].state == SCHED_NODE_READY) v->free_by_type[sc->nodes[n].type] += sc->nodes[n].n_gpus;
+    memcpy(v->spent, c->spent, (size_t)sc->n_teams * sizeof *v->spent);
+    for (size_t i = 0; i < c->n_jobs; i++) {
+        const ctl_job *j = c->jobs[i];
+        int team = sched_cluster_find_team(sc, j->team);
+        if (j->state == STORE_QUEUED) {
+            if (team >= 0) v->queued[team]++;
+            view_add_wait(v, j->team, j->reason_code ? j->reason_code : "new");
+        } else {
+            if (team >= 0) v->running[team]++;
+            view_add_run(c, v, j, team, now);
+        }
+    }
+    v->frag = c->last_frag;
+    memcpy(v->hist, c->hist, sizeof v->hist);
+    v->hist_sum = c->hist_sum;
+    v->hist_n = c->hist_n;
+    return v;
+}
+
+static void publish(ctl *c, double now)
+{
+    ctl_view *v = view_build(c, now), *old;
+    pthread_mutex_lock(&c->view_mu);
+    old = c->view;
+    c->view = v;
+    pthread_mutex_unlock(&c->view_mu);
+    view_free(old);
+}
+
+const ctl_view *ctl_view_acquire(ctl *c)
+{
+    pthread_mutex_lock(&c->view_mu);
+    return c->view;
+}
+
+void ctl_view_release(ctl *c)
+{
+    pthread_mutex_unlock(&c->view_mu);
+}
+
+/* ---- the loop ---- */
+static void iterate(ctl *c)
+{
+    double now = ctl_now();
+    load_spent(c, now);
+    if (!ctl_refresh(c)) {
+        ctl_log(c, "cannot read jobs from the store: %s", store_error(c->st));
+        return;
+    }
+    ctl_poll_all(c, now);
+    ctl_reconcile(c, now);
+    now = ctl_now();
+    if (c->dirty || now >= c->next_pass) {
+        c->dirty = false;
+        c->next_pass = now + c->s->cfg.spec->scheduler.interval;
+        ctl_pass(c, now);
+    }
+    advance_usage(c, now);
+    publish(c, ctl_now());
+}
+
+/* When the loop must run next without a wake: the poll interval, the next
+ * periodic pass, or the first retry whose backoff ends. */
+static double next_deadline(const ctl *c, double now)
+{
+    double t = now + c->s->cfg.spec->poll_interval;
+    if (c->next_pass < t) t = c->next_pass;
+    for (size_t i = 0; i < c->n_jobs; i++) {
+        const ctl_job *j = c->jobs[i];
+        if (j->state == STORE_QUEUED && j->not_before > now && j->not_before < t) t = j->not_before;
+    }
+    return t;
+}
+
+static void *loop(void *arg)
+{
+    ctl *c = arg;
+    for (;;) {
+        iterate(c);
+        double deadline = next_deadline(c, ctl_now());
+        pthread_mutex_lock(&c->mu);
+        while (!c->quit && !c->wake && !c->dirty && ctl_now() < deadline) {
+            double t = deadline;
+            struct timespec ts = {(time_t)t, (long)((t - floor(t)) * 1e9)};
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        }
+        if (c->wake) c->dirty = true;
+        c->wake = false;
+        bool quit = c->quit;
+        pthread_mutex_unlock(&c->mu);
+        if (quit) break;
+    }
+    return NULL;
+}
+
+void ctl_wake(ctl *c)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->wake = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- life ---- */
+ctl *ctl_new(srv *s, char *err, size_t errsz)
+{
+    ctl *c = xcalloc(1, sizeof *c);
+    c->s = s;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&c->view_mu, NULL);
+    c->st = store_open(s->cfg.db_path, NULL, err, errsz);
+    if (!c->st) {
+        ctl_free(c);
+        return NULL;
+    }
+    exec_local_config ec = {.shim_program = s->cfg.trainer_program,
+                            .log_max_bytes = (long long)s->cfg.spec->logs.max_size,
+                            .log_keep = s->cfg.spec->logs.keep};
+    c->be = exec_local_new(&ec);
+    int nt = s->cluster.sched->n_teams;
+    c->usage = xcalloc((size_t)nt + 1, sizeof *c->usage);
+    c->spent = xcalloc((size_t)nt + 1, sizeof *c->spent);
+    double now = ctl_now();
+    sim_rng_seed(&c->rng, (uint64_t)(now * 1e6) ^ ((uint64_t)getpid() << 32));
+    if (!getcwd(c->cwd, sizeof c->cwd)) snprintf(c->cwd, sizeof c->cwd, "/");
+    load_usage(c, now);
+    load_spent(c, now);
+    ctl_recover(c);
+    c->dirty = true;
+    publish(c, now);
+    return c;
+}
+
+int ctl_run(ctl *c, char *err, size_t errsz)
+{
+    int e = pthread_create(&c->thread, NULL, loop, c);
+    if (e) {
+        snprintf(err, errsz, "cannot start the controller's thread: %s", strerror(e));
+        return LT_EXIT_INTERNAL;
+    }
+    c->thread_started = true;
+    return LT_EXIT_OK;
+}
+
+void ctl_stop(ctl *c)
+{
+    if (!c || !c->thread_started) return;
+    pthread_mutex_lock(&c->mu);
+    c->quit = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->thread, NULL);
+    c->thread_started = false;
+    if (c->st) save_team_values(c, "sched/usage", c->usage, ctl_now());
+}
+
+void ctl_free(ctl *c)
+{
+    if (!c) return;
+    ctl_stop(c);
+    for (size_t i = 0; i < c->n_jobs; i++) ctl_job_free(c->jobs[i]);
+    free(c->jobs);
+    exec_backend_free(c->be);
+    store_close(c->st);
+    free(c->usage);
+    free(c->spent);
+    view_free(c->view);
+    pthread_mutex_destroy(&c->view_mu);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}

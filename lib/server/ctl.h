@@ -1,0 +1,113 @@
+/* ctl.h: the controller, the thread that makes jobs happen.
+ *
+ * One reconcile loop (ctl.c), woken at once by ctl_wake (a submission, a
+ * cancel) and otherwise every poll interval:
+ *
+ *   1. reads the active jobs from the store (ctl_jobs.c keeps a cache of
+ *      what it parsed of each: spec, plan, scheduler shape);
+ *   2. polls every running attempt through the executor (ctl_run.c):
+ *      progress points and checkpoints go to the store in batches; an exit
+ *      ends the attempt and moves the job (succeeded, retried with backoff,
+ *      re-planned after an out-of-memory failure, failed, back to the queue
+ *      after a preemption, cancelled, timed out);
+ *   3. sends SIGTERM to jobs asked to stop (cancel, preemption, timeout) and
+ *      SIGKILL when the grace period is over (the executor does, on poll);
+ *   4. runs a scheduling pass (ctl_sched.c) when something changed or the
+ *      scheduler's interval passed, with sched_decide (the policy code of
+ *      `lathe simulate`), and applies it: START launches an attempt,
+ *      PREEMPT asks a job to checkpoint and stop, WAIT records the reason;
+ *   5. publishes a view (GPUs in use, waits, pass times) for the HTTP
+ *      threads.
+ *
+ * On start (ctl_recover.c) it re-attaches to every attempt the store says
+ * is open; attempts that died meanwhile are classified and retried or
+ * finished by the same rules.
+ *
+ * Every state change is one store transaction with its event, a
+ * compare-and-set on the state the controller expects: an HTTP thread
+ * moving the same job (a cancel) makes the controller's change fail, and
+ * it reads the job again.
+ *
+ * Why a job stops is kept in the store's kv table ("stop/<id>" = cancel,
+ * preempt or timeout), written in the transaction that enters `stopping`.
+ */
+#ifndef LATHE_CTL_H
+#define LATHE_CTL_H
+
+#include "srv_internal.h"
+
+/* ---- the view the HTTP threads read ---- */
+typedef struct ctl_view_job {
+    char *name, *team;
+    int share; /* hundredths of the GPU */
+} ctl_view_job;
+
+typedef struct ctl_view_gpu {
+    ctl_view_job *jobs;
+    size_t n;
+} ctl_view_gpu;
+
+/* Queued jobs of a team waiting for one reason. */
+typedef struct ctl_view_wait {
+    char *team, *reason;
+    int64_t n;
+} ctl_view_wait;
+
+typedef struct ctl_view {
+    double loop_at;          /* when the loop last ran (readyz) */
+    ctl_view_gpu *gpus;      /* [cluster n_gpus] */
+    int n_gpus;
+    int *in_use;             /* [n_teams * n_types]: GPUs held by each team's jobs */
+    int n_teams, n_types;
+    double *spent;           /* [n_teams] money spent this month */
+    int *running, *queued;   /* [n_teams] jobs */
+    ctl_view_wait *waits;
+    size_t n_waits;
+    int *free_by_type;       /* [n_types] whole GPUs free on ready nodes */
+    int frag;                /* free GPUs no waiting job's shape can use */
+    int cpu_in_use;          /* cpu mode: slots in use */
+    uint64_t hist[SRV_HIST_BUCKETS + 1]; /* pass durations: le 1ms .. 2s, +Inf */
+    double hist_sum;
+    uint64_t hist_n;
+} ctl_view;
+
+/* The histogram's upper bounds in seconds (SRV_HIST_BUCKETS of them). */
+extern const double ctl_hist_bounds[SRV_HIST_BUCKETS];
+
+/* Creates the controller: its store handle, the local executor, and the
+ * re-attachment to open attempts. Returns NULL with a message in err. */
+ctl *ctl_new(srv *s, char *err, size_t errsz);
+/* Starts the loop thread. */
+int ctl_run(ctl *c, char *err, size_t errsz);
+/* Something changed: run the loop now (and a scheduling pass). Any thread. */
+void ctl_wake(ctl *c);
+/* Stops the loop and releases every handle (trainers keep running). */
+void ctl_stop(ctl *c);
+void ctl_free(ctl *c);
+
+/* The view, under its lock: call ctl_view_release when done. */
+const ctl_view *ctl_view_acquire(ctl *c);
+void ctl_view_release(ctl *c);
+
+/* ---- shared by the ctl*.c files ---- */
+typedef enum { CTL_STOP_NONE, CTL_STOP_CANCEL, CTL_STOP_PREEMPT, CTL_STOP_TIMEOUT } ctl_stop_why;
+
+/* "cancel", "preempt", "timeout" (the kv value); "" for none. */
+const char *ctl_stop_name(ctl_stop_why w);
+ctl_stop_why ctl_stop_parse(const char *s);
+/* The kv key of a job's stop reason: "stop/<id>" (out: 32 bytes). */
+void ctl_stop_key(int64_t id, char out[32]);
+
+/* Exponential backoff for retry k (1 = the first retry): base * 2^(k-1),
+ * capped, then scaled by a factor in [1 - jitter, 1 + jitter] from u in
+ * [0, 1), and capped again. */
+double ctl_backoff(double base, double cap, double jitter, int k, double u);
+
+/* The smaller plan tried after an out-of-memory failure: half the
+ * micro-batch (accumulation doubled, the effective batch unchanged) and
+ * gradient checkpointing on. Returns false when there is nothing left to
+ * shrink (micro-batch 1 with checkpointing on); fills `what` (a sentence). */
+bool ctl_oom_shrink(int micro, int accum, bool ckpt, int *new_micro, int *new_accum,
+                    bool *new_ckpt, char *what, size_t whatsz);
+
+#endif

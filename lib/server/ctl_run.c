@@ -1,0 +1,718 @@
+/* ctl_run.c: attempts, from start to end.
+ *
+ * Start: queued -> starting with the placement and a new attempt row (one
+ * transaction), then the resolved spec is written to the job's folder and
+ * the executor launches the trainer (the built-in `lathe train SPEC`, or
+ * the spec's trainer.command as argv) with the trainer contract's
+ * environment; its handle is stored and the job moves to running.
+ *
+ * Poll: progress points go to the store in one batch per poll, each
+ * checkpoint updates the job and adds a "checkpoint" event.
+ *
+ * Stop: cancel (an HTTP thread), preemption (the scheduler) and
+ * maxDuration (here) move the job to stopping with the reason in kv; the
+ * executor sends SIGTERM, then SIGKILL after the spec's grace period.
+ *
+ * End (ctl_attempt_ended), in one transaction that reads the job's state
+ * and stop reason:
+ *
+ *   exit 0                       -> succeeded
+ *   stopping for cancel          -> cancelled
+ *   stopping for maxDuration     -> timed_out
+ *   stopping for preemption      -> queued; resumes from its checkpoint
+ *   cannot succeed (exit code 2 of the built-in trainer, a command that
+ *   cannot run, a missing dataset)                  -> failed, no retry
+ *   out of memory                -> re-planned (half the micro-batch, twice
+ *                                   the accumulation, checkpointing on),
+ *                                   then retried like a failure
+ *   other failures               -> queued with not_before = now + backoff
+ *                                   (exponential, jitter, cap) while
+ *                                   retries are left; else failed
+ */
+#include "ctl_internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- small helpers ---- */
+static double grace_of(const ctl_job *j)
+{
+    return j->spec && j->spec->timeout.grace_period > 0 ? j->spec->timeout.grace_period : 120;
+}
+
+static void fmt_duration(double s, char *out, size_t n)
+{
+    if (s < 10) snprintf(out, n, "%.1fs", s);
+    else units_format_duration(out, n, s);
+}
+
+/* Commits, or rolls back and logs. */
+static bool commit(ctl *c, const char *what)
+{
+    if (store_tx_commit(c->st) == STORE_OK) return true;
+    ctl_log(c, "%s: %s", what, store_error(c->st));
+    return false;
+}
+
+void ctl_fail_queued(ctl *c, ctl_job *j, const char *reason, const char *message)
+{
+    store_event ev = {.actor = "controller", .type = "failed", .message = message};
+    store_job_update upd = {.set = STORE_SET_EXIT | STORE_SET_WAIT_REASON | STORE_SET_NOT_BEFORE,
+                            .exit_code = -1, .exit_reason = reason};
+    if (store_job_transition(c->st, j->id, STORE_QUEUED, STORE_FAILED, &upd, &ev, NULL) == STORE_OK) {
+        j->state = STORE_FAILED;
+        ctl_log(c, "job %s/%s failed: %s", j->team, j->name, message);
+    }
+}
+
+/* ---- start ---- */
+
+/* {"node": N, "gpu_type": T, "gpus": [local...]} (+ "nodes" over several). */
+static char *placement_json(const ctl *c, const int *gpus, int n)
+{
+    const sched_cluster *sc = c->s->cluster.sched;
+    if (n == 0) return xstrdup("{\"node\":\"cpu\",\"gpu_type\":null,\"gpus\":[]}");
+    json_t *nodes = json_array();
+    json_t *cur = NULL;
+    int cur_node = -1;
+    for (int k = 0; k < n; k++) {
+        int node = sc->gpu_node[gpus[k]];
+        if (node != cur_node) {
+            cur = json_pack("{s:s, s:[]}", "node", sc->nodes[node].name, "gpus");
+            json_array_append_new(nodes, cur);
+            cur_node = node;
+        }
+        json_array_append_new(json_object_get(cur, "gpus"),
+                              json_integer(gpus[k] - sc->nodes[node].first_gpu));
+    }
+    json_t *first = json_array_get(nodes, 0);
+    json_t *p = json_pack("{s:O, s:s, s:O}", "node", json_object_get(first, "node"), "gpu_type",
+                          sc->types[sc->nodes[sc->gpu_node[gpus[0]]].type].name, "gpus",
+                          json_object_get(first, "gpus"));
+    if (json_array_size(nodes) > 1) json_object_set(p, "nodes", nodes);
+    json_decref(nodes);
+    char *text = json_dumps(p, JSON_COMPACT);
+    json_decref(p);
+    return text;
+}
+
+/* The GPU list the trainer sees: exported ids ("0,1"), node:id over nodes. */
+static char *gpu_list(const ctl *c, const int *gpus, int n, bool *virt)
+{
+    const sched_cluster *sc = c->s->cluster.sched;
+    bool multi = n > 0 && sc->gpu_node[gpus[0]] != sc->gpu_node[gpus[n - 1]];
+    sb out;
+    sb_init(&out);
+    *virt = false;
+    for (int k = 0; k < n; k++) {
+        const srv_gpu *g = &c->s->cluster.gpus[gpus[k]];
+        if (k) sb_putc(&out, ',');
+        if (multi) sb_printf(&out, "%s:", sc->nodes[g->node].name);
+        sb_puts(&out, g->id);
+        *virt |= g->is_virtual;
+    }
+    return n ? sb_take(&out) : (sb_free(&out), xstrdup(""));
+}
+
+static char *absolute_path(const ctl *c, const char *p)
+{
+    if (!p) return NULL;
+    return p[0] == '/' ? xstrdup(p) : path_join(c->cwd, p);
+}
+
+/* The executor's request for the job's current attempt, and its launch. */
+typedef struct launch {
+    char *dir, *spec_path, *ckpt_dir, *gpus, *dataset, *model, *job_name;
+    char **argv, **env;
+    size_t argc, n_env;
+} launch;
+
+static void launch_free(launch *l)
+{
+    free(l->dir);
+    free(l->spec_path);
+    free(l->ckpt_dir);
+    free(l->gpus);
+    free(l->dataset);
+    free(l->model);
+    free(l->job_name);
+    str_list_free(l->argv, l->argc);
+    str_list_free(l->env, l->n_env);
+}
+
+static bool write_spec(ctl *c, ctl_job *j, launch *l, char *err, size_t errsz)
+{
+    l->dir = ctl_job_dir(c, j->id);
+    if (mkdir(l->dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errsz, "%s: %s", l->dir, strerror(errno));
+        return false;
+    }
+    char name[48];
+    snprintf(name, sizeof name, "spec-%d.yaml", j->attempt);
+    l->spec_path = path_join(l->dir, name);
+    l->ckpt_dir = path_join(l->dir, "checkpoints");
+    char *yaml = spec_job_to_yaml(j->spec);
+    int e = yaml ? file_write_atomic(l->spec_path, yaml, strlen(yaml)) : EINVAL;
+    free(yaml);
+    if (e) snprintf(err, errsz, "%s: %s", l->spec_path, strerror(e));
+    return e == 0;
+}
+
+static void build_command(ctl *c, ctl_job *j, launch *l)
+{
+    const spec_job *s = j->spec;
+    if (s->trainer.kind == TRAINER_COMMAND && s->trainer.n_command > 0) {
+        l->argc = s->trainer.n_command;
+        l->argv = xcalloc(l->argc + 1, sizeof *l->argv);
+        for (size_t i = 0; i < l->argc; i++) l->argv[i] = xstrdup(s->trainer.command[i]);
+    } else {
+        l->argc = 3;
+        l->argv = xcalloc(4, sizeof *l->argv);
+        l->argv[0] = xstrdup(c->s->cfg.trainer_program);
+        l->argv[1] = xstrdup("train");
+        l->argv[2] = xstrdup(l->spec_path);
+    }
+    l->n_env = s->trainer.n_env;
+    l->env = xcalloc(l->n_env + 1, sizeof *l->env);
+    for (size_t i = 0; i < l->n_env; i++)
+        l->env[i] = xasprintf("%s=%s", s->trainer.env[i].key, s->trainer.env[i].value);
+}
+
+static void fill_request(ctl *c, ctl_job *j, launch *l, exec_request *q)
+{
+    const spec_job *s = j->spec;
+    bool virt = false;
+    l->gpus = gpu_list(c, j->gpus, j->n_gpus, &virt);
+    l->dataset = absolute_path(c, s->training_data.dataset_path);
+    l->model = absolute_path(c, s->base_model.path);
+    l->job_name = xasprintf("%s/%s", j->team, j->name);
+    memset(q, 0, sizeof *q);
+    q->argv = l->argv;
+    q->argc = l->argc;
+    q->env = (const char *const *)l->env;
+    q->n_env = l->n_env;
+    q->job_dir = l->dir;
+    q->attempt = j->attempt;
+    bool builtin = !(s->trainer.kind == TRAINER_COMMAND && s->trainer.n_command > 0);
+    q->no_retry_codes = builtin ? EXEC_BUILTIN_NO_RETRY : NULL;
+    q->n_no_retry_codes = builtin ? 1 : 0;
+    exec_contract *k = &q->contract;
+    k->job = l->job_name;
+    k->attempt = j->attempt;
+    k->spec_path = l->spec_path;
+    k->base_model_path = l->model;
+    k->dataset_path = l->dataset;
+    k->lora_rank = s->lora.rank;
+    k->checkpoint_dir = l->ckpt_dir;
+    k->checkpoint_interval = s->checkpoint.enabled ? s->checkpoint.interval_steps : 0;
+    k->gpus = l->gpus;
+    k->virtual_gpus = virt;
+    k->nnodes = j->shape.replicas > 0 ? j->shape.replicas : 1;
+    k->node_rank = 0;
+    k->nproc_per_node = j->shape.per_replica > 0 ? j->shape.per_replica : 1;
+    k->master_addr = "127.0.0.1";
+    k->master_port = 29500 + (int)(j->id % 20000);
+}
+
+void ctl_record_start(ctl *c, ctl_job *j, const char *pid_note)
+{
+    char *hj = exec_handle_json(j->h);
+    char msg[256];
+    snprintf(msg, sizeof msg, "attempt %d started%s", j->attempt, pid_note);
+    store_event ev = {.actor = "executor", .type = "started", .message = msg};
+    if (store_tx_begin(c->st) != STORE_OK) {
+        free(hj);
+        return;
+    }
+    store_attempt_set_handle(c->st, j->id, j->attempt, c->be->name, hj, j->h->work_dir,
+                             j->h->log_path);
+    if (store_job_transition(c->st, j->id, STORE_STARTING, STORE_RUNNING, NULL, &ev, NULL) == STORE_OK)
+        j->state = STORE_RUNNING;
+    commit(c, "recording a start");
+    free(hj);
+}
+
+/* The end of a start that did not happen. */
+static void start_failed(ctl *c, ctl_job *j, exec_rc rc, const char *err, double now)
+{
+    ctl_end e;
+    memset(&e, 0, sizeof e);
+    e.st.phase = EXEC_EXITED;
+    e.st.exit_code = -1;
+    e.st.started_at = e.st.ended_at = now;
+    snprintf(e.st.reason, sizeof e.st.reason, "%s", err);
+    if (rc == EXEC_E_BUSY) {
+        e.not_started = true;
+        e.retry_in = 5 * c->s->cfg.spec->poll_interval;
+        e.st.end = EXEC_END_LOST;
+    } else if (rc == EXEC_E_INVALID) {
+        e.st.end = EXEC_END_INVALID;
+    } else {
+        e.st.end = EXEC_END_FAILED;
+        e.st.retryable = true;
+    }
+    ctl_attempt_ended(c, j, &e, now);
+}
+
+static void launch_attempt(ctl *c, ctl_job *j, double now)
+{
+    launch l;
+    memset(&l, 0, sizeof l);
+    char err[512] = "";
+    if (!write_spec(c, j, &l, err, sizeof err)) {
+        start_failed(c, j, EXEC_E_SYSTEM, err, now);
+        launch_free(&l);
+        return;
+    }
+    build_command(c, j, &l);
+    exec_request q;
+    fill_request(c, j, &l, &q);
+    exec_rc rc = exec_start(c->be, &q, &j->h, err, sizeof err);
+    if (rc == EXEC_OK) {
+        j->run_started = j->h->started_at > 0 ? j->h->started_at : now;
+        ctl_record_start(c, j, "");
+        ctl_log(c, "job %s/%s: attempt %d started on %s", j->team, j->name, j->attempt,
+                j->n_gpus ? l.gpus : "a CPU slot");
+    } else {
+        j->h = NULL;
+        start_failed(c, j, rc, err, now);
+    }
+    launch_free(&l);
+}
+
+/* "invalid" when the job's dataset is not on this machine. */
+static bool dataset_present(ctl *c, ctl_job *j, char *why, size_t whysz)
+{
+    const char *p = j->spec->training_data.dataset_path;
+    if (!p) return true;
+    char *abs = absolute_path(c, p);
+    bool ok = file_exists(abs) || dir_exists(abs);
+    if (!ok) snprintf(why, whysz, "the dataset %s does not exist on this machine (trainingData.datasetPath)", abs);
+    free(abs);
+    return ok;
+}
+
+void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, const char *why)
+{
+    if (!ctl_job_load(c, j) || j->state != STORE_QUEUED) return;
+    char msg[512];
+    if (!dataset_present(c, j, msg, sizeof msg)) {
+        ctl_fail_queued(c, j, "invalid", msg);
+        return;
+    }
+    char *placement = placement_json(c, gpus, n);
+    json_t *pj = json_loads(placement, 0, NULL);
+    char *gpus_json = json_dumps(json_object_get(pj, "gpus"), JSON_COMPACT);
+    const char *node = json_string_value(json_object_get(pj, "node"));
+    snprintf(msg, sizeof msg, "placed on %s%s%s: %s", n ? node : "a CPU slot", n ? " GPUs " : "",
+             n ? gpus_json : "", why);
+    store_event ev = {.actor = "scheduler", .type = "scheduled", .message = msg,
+                      .data_json = placement};
+    store_job_update upd = {.set = STORE_SET_PLACEMENT | STORE_SET_WAIT_REASON | STORE_SET_NOT_BEFORE,
+                            .placement_json = placement};
+    int number = 0;
+    bool ok = store_tx_begin(c->st) == STORE_OK;
+    if (ok && (store_job_transition(c->st, j->id, STORE_QUEUED, STORE_STARTING, &upd, &ev, NULL) != STORE_OK ||
+               store_attempt_add(c->st, j->id, n ? node : NULL, n ? gpus_json : NULL, &number) != STORE_OK)) {
+        store_tx_rollback(c->st);
+        ok = false;
+    }
+    ok = ok && commit(c, "starting a job");
+    free(gpus_json);
+    json_decref(pj);
+    free(placement);
+    if (!ok) return; /* cancelled meanwhile, or the store failed: the next pass sees */
+    double now = ctl_now();
+    j->state = STORE_STARTING;
+    j->attempt = number;
+    j->attempts = number;
+    free(j->gpus);
+    j->gpus = n ? xmalloc((size_t)n * sizeof *j->gpus) : NULL;
+    if (n) memcpy(j->gpus, gpus, (size_t)n * sizeof *gpus);
+    j->n_gpus = n;
+    j->cpu_slot = n == 0;
+    j->price = n ? srv_cluster_price(&c->s->cluster, gpus[0]) : 0;
+    j->base_gpu_seconds = j->gpu_seconds;
+    j->base_cost = j->cost;
+    j->run_started = now;
+    j->stop = CTL_STOP_NONE;
+    j->term_sent = false;
+    free(j->reason);
+    free(j->reason_code);
+    j->reason = j->reason_code = NULL;
+    c->dirty = true;
+    launch_attempt(c, j, now);
+}
+
+/* ---- poll ---- */
+static void write_progress(ctl *c, ctl_job *j, const exec_progress *p, size_t n)
+{
+    store_progress *pts = xcalloc(n, sizeof *pts);
+    for (size_t i = 0; i < n; i++) {
+        pts[i] = (store_progress){.step = p[i].step, .total_steps = p[i].total_steps,
+                                  .epoch = p[i].epoch, .loss = p[i].loss,
+                                  .learning_rate = p[i].learning_rate,
+                                  .tokens_per_second = p[i].tokens_per_second,
+                                  .eta_seconds = p[i].eta_seconds, .at = p[i].at};
+        if (p[i].total_steps > 0) j->last_total = p[i].total_steps;
+    }
+    if (store_progress_add(c->st, j->id, j->attempt, pts, n) != STORE_OK)
+        ctl_log(c, "job %s/%s: progress not stored: %s", j->team, j->name, store_error(c->st));
+    free(pts);
+}
+
+/* Seconds of work a checkpoint at `step` saved (where a resumed run starts). */
+static double work_at(const ctl_job *j, int64_t step, double now)
+{
+    int64_t total = j->last_total > 0 ? j->last_total : j->shape.steps;
+    if (total > 0 && j->shape.est_duration > 0)
+        return j->shape.est_duration * (double)step / (double)total;
+    return j->prior_run + (now - j->run_started);
+}
+
+static void record_checkpoint(ctl *c, ctl_job *j, const exec_checkpoint *k, double now)
+{
+    json_t *d = json_pack("{s:I, s:s}", "step", (json_int_t)k->step, "path", k->path ? k->path : "");
+    char *data = json_dumps(d, JSON_COMPACT);
+    json_decref(d);
+    char msg[600];
+    snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)k->step, k->path ? k->path : "");
+    store_event ev = {.actor = "executor", .type = "checkpoint", .message = msg, .data_json = data};
+    store_job_update upd = {.set = STORE_SET_CHECKPOINT, .checkpoint_step = k->step,
+                            .checkpoint_path = k->path, .saved_work = work_at(j, k->step, now)};
+    unsigned states = STORE_STATE_BIT(STORE_STARTING) | STORE_STATE_BIT(STORE_RUNNING) |
+                      STORE_STATE_BIT(STORE_STOPPING);
+    if (store_job_update_fields(c->st, j->id, states, &upd, &ev) == STORE_OK) j->saved_work = upd.saved_work;
+    free(data);
+}
+
+static void poll_one(ctl *c, ctl_job *j, double now)
+{
+    exec_status stt;
+    exec_update up;
+    memset(&stt, 0, sizeof stt);
+    memset(&up, 0, sizeof up);
+    exec_poll(j->h, now, &stt, &up);
+    if (up.n_points) write_progress(c, j, up.points, up.n_points);
+    for (size_t k = 0; k < up.n_checkpoints; k++) record_checkpoint(c, j, &up.checkpoints[k], now);
+    if (stt.phase != EXEC_RUNNING) {
+        ctl_end e = {.st = stt, .adapter = up.adapter};
+        ctl_attempt_ended(c, j, &e, now);
+        return;
+    }
+}
+
+void ctl_poll_all(ctl *c, double now)
+{
+    for (size_t i = 0; i < c->n_jobs; i++)
+        if (c->jobs[i]->h) poll_one(c, c->jobs[i], now);
+}
+
+/* ---- stop ---- */
+void ctl_begin_stop(ctl *c, ctl_job *j, ctl_stop_why why, const char *message, double now)
+{
+    if (!j->h || (j->state != STORE_RUNNING && j->state != STORE_STARTING)) return;
+    char key[32];
+    ctl_stop_key(j->id, key);
+    store_event ev = {.actor = why == CTL_STOP_PREEMPT ? "scheduler" : "controller",
+                      .type = why == CTL_STOP_PREEMPT ? "preempting" : "timing_out",
+                      .message = message};
+    if (store_tx_begin(c->st) != STORE_OK) return;
+    if (store_kv_set(c->st, key, ctl_stop_name(why)) != STORE_OK ||
+        store_job_transition(c->st, j->id, j->state, STORE_STOPPING, NULL, &ev, NULL) != STORE_OK) {
+        store_tx_rollback(c->st); /* it moved meanwhile (a cancel): the next loop sees */
+        return;
+    }
+    if (!commit(c, "stopping a job")) return;
+    j->state = STORE_STOPPING;
+    j->stop = why;
+    char err[256];
+    if (exec_cancel(j->h, now, grace_of(j), err, sizeof err) != EXEC_OK)
+        ctl_log(c, "job %s/%s: SIGTERM: %s", j->team, j->name, err);
+    j->term_sent = true;
+    ctl_log(c, "job %s/%s: %s", j->team, j->name, message);
+}
+
+/* A stopping job whose SIGTERM was not sent yet (a cancel from the API, or
+ * a stop that a restarted server inherited). */
+static void send_stop(ctl *c, ctl_job *j, double now)
+{
+    char key[32], err[256], *v = NULL;
+    ctl_stop_key(j->id, key);
+    if (store_kv_get(c->st, key, &v) == STORE_OK) j->stop = ctl_stop_parse(v);
+    free(v);
+    if (exec_cancel(j->h, now, grace_of(j), err, sizeof err) != EXEC_OK)
+        ctl_log(c, "job %s/%s: SIGTERM: %s", j->team, j->name, err);
+    j->term_sent = true;
+}
+
+static void check_timeout(ctl *c, ctl_job *j, double now)
+{
+    double limit = j->shape.max_duration, ran = j->prior_run + (now - j->run_started);
+    if (!(limit > 0) || ran < limit) return;
+    char a[32], b[32], msg[200];
+    fmt_duration(limit, a, sizeof a);
+    fmt_duration(grace_of(j), b, sizeof b);
+    snprintf(msg, sizeof msg, "maxDuration %s reached: SIGTERM, then SIGKILL after the grace period of %s",
+             a, b);
+    ctl_begin_stop(c, j, CTL_STOP_TIMEOUT, msg, now);
+}
+
+void ctl_reconcile(ctl *c, double now)
+{
+    for (size_t i = 0; i < c->n_jobs; i++) {
+        ctl_job *j = c->jobs[i];
+        if (!j->h) continue;
+        if (j->state == STORE_STOPPING && !j->term_sent) send_stop(c, j, now);
+        else if (j->state == STORE_RUNNING && j->loaded) check_timeout(c, j, now);
+    }
+}
+
+/* ---- end ---- */
+typedef enum { GO_SUCCEEDED, GO_FAILED, GO_RETRY, GO_REQUEUE, GO_CANCELLED, GO_TIMED_OUT } ctl_go;
+
+/* What happens to the job: from the end, its state and stop reason. */
+static ctl_go decide(const ctl_job *j, const ctl_end *e, store_state state, ctl_stop_why why,
+                     bool replanned)
+{
+    if (e->st.end == EXEC_END_SUCCEEDED) return GO_SUCCEEDED;
+    if (state == STORE_STOPPING) {
+        if (why == CTL_STOP_CANCEL) return GO_CANCELLED;
+        if (why == CTL_STOP_TIMEOUT) return GO_TIMED_OUT;
+        return GO_REQUEUE;
+    }
+    if (e->not_started) return GO_REQUEUE;
+    if (e->st.end == EXEC_END_INVALID || !e->st.retryable) return GO_FAILED;
+    if (e->st.end == EXEC_END_OOM && !replanned) return GO_FAILED;
+    return j->failures + 1 <= j->max_retries ? GO_RETRY : GO_FAILED;
+}
+
+/* The re-plan after an out-of-memory end. */
+typedef struct replan {
+    bool ok;
+    char *spec_json, *plan_json;
+    char what[256];
+    char *data;
+} replan;
+
+static bool fixed_type(const char *plan_json)
+{
+    json_t *p = plan_json ? json_loads(plan_json, 0, NULL) : NULL;
+    bool fixed = p && json_is_true(json_object_get(p, "gpu_type_fixed"));
+    json_decref(p);
+    return fixed;
+}
+
+static void do_replan(ctl *c, ctl_job *j, replan *rp)
+{
+    memset(rp, 0, sizeof *rp);
+    if (!j->spec) {
+        snprintf(rp->what, sizeof rp->what, "the job's spec is not loaded");
+        return;
+    }
+    int micro = j->spec->training_data.batch_size, accum = j->spec->training_data.gradient_accumulation;
+    bool ckpt = j->spec->hyperparams.gradient_checkpointing == TOGGLE_ON;
+    int nm, na;
+    bool nc;
+    if (!ctl_oom_shrink(micro, accum, ckpt, &nm, &na, &nc, rp->what, sizeof rp->what)) return;
+    spec_job *sj = spec_job_clone(j->spec);
+    sj->training_data.batch_size = nm;
+    sj->training_data.gradient_accumulation = na;
+    sj->hyperparams.gradient_checkpointing = TOGGLE_ON;
+    plan_options opt;
+    plan_options_defaults(&opt);
+    if (c->s->cluster.has_catalog) opt.catalog = &c->s->cluster.catalog;
+    plan_result res;
+    diag_list d;
+    diag_list_init(&d);
+    int rc = plan_job(sj, &opt, &res, &d);
+    if (rc == LT_EXIT_INVALID || (rc == LT_EXIT_NOFIT && !c->s->cluster.cpu_mode)) {
+        snprintf(rp->what, sizeof rp->what, "the planner found no smaller plan that fits");
+    } else {
+        spec_job *rj = plan_resolved_job(&res, sj);
+        rp->spec_json = spec_job_to_json(rj);
+        rp->plan_json = res.found ? srv_plan_json(&res, fixed_type(j->plan_json)) : NULL;
+        json_t *data = json_pack("{s:{s:i, s:i, s:b}, s:{s:i, s:i, s:b}}", "from", "micro_batch",
+                                 micro, "gradient_accumulation", accum, "gradient_checkpointing",
+                                 ckpt, "to", "micro_batch", rj->training_data.batch_size,
+                                 "gradient_accumulation", rj->training_data.gradient_accumulation,
+                                 "gradient_checkpointing",
+                                 rj->hyperparams.gradient_checkpointing == TOGGLE_ON);
+        rp->data = json_dumps(data, JSON_COMPACT);
+        json_decref(data);
+        snprintf(rp->what, sizeof rp->what,
+                 "out of memory at micro-batch %d x %d accumulation%s: re-planned to micro-batch "
+                 "%d x %d accumulation with gradient checkpointing",
+                 micro, accum, ckpt ? " with gradient checkpointing" : "",
+                 rj->training_data.batch_size, rj->training_data.gradient_accumulation);
+        spec_job_free(rj);
+        rp->ok = true;
+    }
+    plan_result_free(&res);
+    diag_list_free(&d);
+    spec_job_free(sj);
+}
+
+static void replan_free(replan *rp)
+{
+    free(rp->spec_json);
+    free(rp->plan_json);
+    free(rp->data);
+}
+
+static const char *const go_names[] = {"succeeded", "failed", "retrying", "preempted",
+                                       "cancelled", "timed_out"};
+static const store_state go_states[] = {STORE_SUCCEEDED, STORE_FAILED, STORE_QUEUED,
+                                        STORE_QUEUED, STORE_CANCELLED, STORE_TIMED_OUT};
+
+/* The sentence of the end event. */
+static void end_message(const ctl_job *j, const ctl_end *e, ctl_go go, double backoff,
+                        const char *replan_what, sb *out)
+{
+    const char *why = e->st.reason[0] ? e->st.reason : exec_end_name(e->st.end);
+    char d[32];
+    fmt_duration(backoff, d, sizeof d);
+    switch (go) {
+    case GO_SUCCEEDED:
+        sb_printf(out, "attempt %d succeeded%s%s", j->attempt, e->adapter ? "; adapter at " : "",
+                  e->adapter ? e->adapter : "");
+        break;
+    case GO_FAILED:
+        sb_printf(out, "attempt %d ended: %s", j->attempt, why);
+        if (e->st.end == EXEC_END_INVALID || !e->st.retryable) sb_puts(out, "; it cannot succeed, so it is not retried");
+        else if (e->st.end == EXEC_END_OOM && replan_what) sb_printf(out, "; no retry: %s", replan_what);
+        else sb_printf(out, "; no retries left (%d of %d used)", j->failures, j->max_retries);
+        break;
+    case GO_RETRY:
+        sb_printf(out, "attempt %d ended: %s; retry %d of %d in %s", j->attempt, why, j->failures + 1,
+                  j->max_retries, d);
+        break;
+    case GO_REQUEUE:
+        if (e->not_started) sb_printf(out, "attempt %d did not start (%s); back in the queue", j->attempt, why);
+        else if (j->stop == CTL_STOP_PREEMPT || j->stop == CTL_STOP_NONE)
+            sb_printf(out, "preempted: attempt %d stopped (%s); back in the queue, it resumes "
+                           "from its newest checkpoint", j->attempt, why);
+        break;
+    case GO_CANCELLED: sb_printf(out, "cancelled: attempt %d stopped (%s)", j->attempt, why); break;
+    case GO_TIMED_OUT: sb_printf(out, "timed out: attempt %d stopped (%s)", j->attempt, why); break;
+    }
+}
+
+/* The attempt's reason in the attempts table. */
+static const char *attempt_reason(const ctl_end *e, ctl_go go)
+{
+    if (e->not_started) return "not_started";
+    if (go == GO_REQUEUE) return "preempted";
+    if (go == GO_CANCELLED) return "cancelled";
+    if (go == GO_TIMED_OUT) return "timed_out";
+    return exec_end_name(e->st.end);
+}
+
+/* Reads the state and stop reason, decides, writes. Inside a transaction. */
+static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, double now,
+                      ctl_go *go_out)
+{
+    store_job cur;
+    if (store_job_get(c->st, j->id, &cur) != STORE_OK) return false;
+    store_state state = cur.state;
+    store_job_clear(&cur);
+    char key[32], *v = NULL;
+    ctl_stop_key(j->id, key);
+    ctl_stop_why why = CTL_STOP_NONE;
+    if (store_kv_get(c->st, key, &v) == STORE_OK) why = ctl_stop_parse(v);
+    free(v);
+    j->stop = why;
+    ctl_go go = decide(j, e, state, why, rp->ok);
+    double backoff = 0;
+    if (go == GO_RETRY) {
+        const spec_job *s = j->spec;
+        double cap = s ? s->retry_policy.max_backoff_seconds : 3600;
+        if (cap > c->s->cfg.spec->retry.max_backoff) cap = c->s->cfg.spec->retry.max_backoff;
+        backoff = ctl_backoff(s ? s->retry_policy.backoff_seconds : 60, cap,
+                              c->s->cfg.spec->retry.jitter, j->failures + 1, sim_rng_uniform(&c->rng));
+    }
+    if (e->not_started) backoff = e->retry_in;
+    double ended = e->st.ended_at > 0 ? e->st.ended_at : now;
+    double gs = e->not_started ? 0 : (ended - j->run_started) * j->n_gpus;
+    sb msg, wait;
+    sb_init(&msg);
+    sb_init(&wait);
+    end_message(j, e, go, backoff, rp->what[0] ? rp->what : NULL, &msg);
+    if (go == GO_RETRY) sb_printf(&wait, "retry %d of %d after a backoff", j->failures + 1, j->max_retries);
+    else if (go == GO_REQUEUE) sb_puts(&wait, e->not_started ? "waiting to start again" : "preempted: waiting for GPUs to resume");
+    store_job_update upd = {.set = STORE_SET_EXIT | STORE_SET_USAGE | STORE_SET_PLACEMENT,
+                            .exit_code = e->st.exit_code, .exit_signal = e->st.signal,
+                            .exit_reason = attempt_reason(e, go),
+                            .gpu_seconds = j->base_gpu_seconds + gs,
+                            .cost = j->base_cost + gs / 3600.0 * j->price};
+    if (go_states[go] == STORE_QUEUED) {
+        upd.set |= STORE_SET_NOT_BEFORE | STORE_SET_WAIT_REASON;
+        upd.not_before = backoff > 0 ? now + backoff : 0;
+        upd.wait_reason = sb_str(&wait);
+    }
+    if (go == GO_RETRY && e->st.end == EXEC_END_OOM && rp->ok) {
+        upd.set |= STORE_SET_PLAN;
+        upd.spec_json = rp->spec_json;
+        upd.plan_json = rp->plan_json;
+    }
+    json_t *data = json_pack("{s:i, s:i, s:i, s:s, s:f}", "attempt", j->attempt, "exit_code",
+                             e->st.exit_code, "signal", e->st.signal, "reason",
+                             exec_end_name(e->st.end), "backoff_seconds", backoff);
+    char *dj = json_dumps(data, JSON_COMPACT);
+    json_decref(data);
+    store_event ev = {.actor = "controller", .type = go_names[go], .message = sb_str(&msg), .data_json = dj};
+    store_event rev = {.actor = "controller", .type = "replanned", .message = rp->what, .data_json = rp->data};
+    bool ok = store_attempt_finish(c->st, j->id, j->attempt, e->st.exit_code, e->st.signal,
+                                   attempt_reason(e, go)) == STORE_OK &&
+              (!(upd.set & STORE_SET_PLAN) || store_event_append(c->st, j->id, &rev) == STORE_OK) &&
+              store_job_transition(c->st, j->id, state, go_states[go], &upd, &ev, NULL) == STORE_OK;
+    if (ok && state == STORE_STOPPING) store_kv_delete(c->st, key);
+    if (ok && gs > 0) ctl_add_spent(c, j->team, gs / 3600.0 * j->price, now);
+    if (ok) ctl_log(c, "job %s/%s: %s", j->team, j->name, sb_str(&msg));
+    free(dj);
+    sb_free(&msg);
+    sb_free(&wait);
+    *go_out = go;
+    return ok;
+}
+
+void ctl_attempt_ended(ctl *c, ctl_job *j, const ctl_end *e, double now)
+{
+    replan rp;
+    memset(&rp, 0, sizeof rp);
+    if (e->st.end == EXEC_END_OOM && j->state != STORE_STOPPING) do_replan(c, j, &rp);
+    ctl_go go = GO_FAILED;
+    bool ok = store_tx_begin(c->st) == STORE_OK;
+    if (ok && !write_end(c, j, e, &rp, now, &go)) {
+        store_tx_rollback(c->st);
+        ctl_log(c, "job %s/%s: the end of attempt %d is not recorded yet: %s", j->team, j->name,
+                j->attempt, store_error(c->st));
+        ok = false;
+    }
+    ok = ok && commit(c, "ending an attempt");
+    if (ok) {
+        double ended = e->st.ended_at > 0 ? e->st.ended_at : now;
+        if (!e->not_started) j->prior_run += ended - j->run_started;
+        if (go == GO_RETRY || (go == GO_FAILED && e->st.retryable)) j->failures++;
+        exec_release(j->h);
+        j->h = NULL;
+        free(j->gpus);
+        j->gpus = NULL;
+        j->n_gpus = 0;
+        j->cpu_slot = false;
+        j->state = go_states[go];
+        if (go == GO_RETRY && e->st.end == EXEC_END_OOM && rp.ok) { /* load the re-planned spec next time */
+            spec_file_free(&j->spec_file);
+            j->spec = NULL;
+            free(j->plan_json);
+            j->plan_json = NULL;
+            j->loaded = false;
+        }
+        c->dirty = true;
+    }
+    replan_free(&rp);
+}

@@ -1,0 +1,223 @@
+/* srv_config.c: the server's resolved configuration. The ServerConfig file
+ * (lib/spec/spec_server.c) with the command line's overrides, relative
+ * paths made absolute (against the config file's folder; --data against
+ * the working folder), the listen address split into host and port, the
+ * scheduler's settings over the policy's defaults, the token hashes, and
+ * the data folder with its layout:
+ *
+ *     DATA/lathe.db        the store (SQLite, WAL)
+ *     DATA/jobs/<id>/      one folder per job: attempts, checkpoints, specs
+ *     DATA/server.lock     held (flock) by the running server
+ *     DATA/server.addr     the address it listens on
+ *     DATA/admin-token     made when the config lists no token
+ */
+#include "srv_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* An absolute version of path: itself, or joined to base (the working
+ * folder when base is NULL). Caller frees. */
+static char *absolute(const char *base, const char *path)
+{
+    if (path[0] == '/') return xstrdup(path);
+    if (base) return path_join(base, path);
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) return xstrdup(path);
+    return path_join(cwd, path);
+}
+
+/* The folder of a file path (absolute). Caller frees. */
+static char *folder_of(const char *file)
+{
+    char *abs = absolute(NULL, file);
+    char *slash = strrchr(abs, '/');
+    if (slash == abs) slash[1] = '\0';
+    else if (slash) *slash = '\0';
+    return abs;
+}
+
+/* Splits "HOST:PORT" / "[V6]:PORT". The spec checked the form already. */
+static bool split_listen(const char *s, char **host, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s) return false;
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || p < 0 || p > 65535 || colon[1] == '\0') return false;
+    if (s[0] == '[') {
+        if (colon[-1] != ']') return false;
+        *host = xstrndup(s + 1, (size_t)(colon - s - 2));
+    } else {
+        *host = xstrndup(s, (size_t)(colon - s));
+    }
+    *port = (int)p;
+    return true;
+}
+
+static char *default_data_dir(void)
+{
+    const char *xdg = getenv("XDG_DATA_HOME");
+    if (xdg && xdg[0] == '/') return xasprintf("%s/lathe/server", xdg);
+    const char *home = getenv("HOME");
+    if (home && *home) return xasprintf("%s/.local/share/lathe/server", home);
+    return xstrdup("/tmp/lathe-server");
+}
+
+/* The lathe binary that runs `train`: the config's, or this process's own. */
+static char *trainer_program(const srv_config *cfg)
+{
+    if (cfg->spec->trainer_program) return absolute(cfg->config_dir, cfg->spec->trainer_program);
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return xstrdup("lathe");
+    buf[n] = '\0';
+    return xstrdup(buf);
+}
+
+static void sched_settings(const spec_server *s, sched_config *out)
+{
+    sched_policy p = SCHED_LATHE;
+    sched_policy_parse(s->scheduler.policy, &p);
+    sched_config_default(out, p);
+    if (s->scheduler.half_life > 0) out->half_life = s->scheduler.half_life;
+    if (s->scheduler.min_run_time > 0) out->min_run_time = s->scheduler.min_run_time;
+    if (s->scheduler.reclaim_min_run > 0) out->reclaim_min_run = s->scheduler.reclaim_min_run;
+    if (s->scheduler.max_slack > 0) out->max_slack = s->scheduler.max_slack;
+    if (s->scheduler.starve_after > 0) out->starve_after = s->scheduler.starve_after;
+    if (s->scheduler.default_estimate > 0) out->default_estimate = s->scheduler.default_estimate;
+    if (s->scheduler.gpu_share_limit > 0) out->gpu_share_limit = s->scheduler.gpu_share_limit;
+    if (s->scheduler.due_preemption != TOGGLE_AUTO)
+        out->due_preempt = s->scheduler.due_preemption == TOGGLE_ON;
+    out->reasons = true;
+}
+
+static void load_tokens(srv_config *cfg)
+{
+    cfg->n_tokens = cfg->spec->n_tokens;
+    cfg->tokens = xcalloc(cfg->n_tokens + 1, sizeof *cfg->tokens);
+    for (size_t i = 0; i < cfg->n_tokens; i++) {
+        const spec_server_token *t = &cfg->spec->tokens[i];
+        srv_unhex(t->sha256, cfg->tokens[i].hash, 32);
+        cfg->tokens[i].team = t->team ? xstrdup(t->team) : NULL;
+        cfg->tokens[i].admin = t->admin;
+        cfg->tokens[i].name = t->name ? xstrdup(t->name) : NULL;
+    }
+}
+
+int srv_config_load(const srv_options *o, srv_config *cfg, diag_list *d, char *err, size_t errsz)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (o->config_path) {
+        bool io = false;
+        if (spec_server_load_file(o->config_path, &cfg->spec, d, &io)) {
+            snprintf(err, errsz, "%s: %s", o->config_path,
+                     io ? "cannot read the config file" : "the config file is invalid");
+            return io ? LT_EXIT_IO : LT_EXIT_INVALID;
+        }
+        cfg->config_dir = folder_of(o->config_path);
+    } else {
+        cfg->spec = spec_server_new_default();
+        cfg->config_dir = absolute(NULL, ".");
+    }
+    const char *listen = o->listen ? o->listen : cfg->spec->listen;
+    if (!split_listen(listen, &cfg->listen_host, &cfg->listen_port)) {
+        snprintf(err, errsz, "--listen %s: expected HOST:PORT such as 127.0.0.1:8740", listen);
+        return LT_EXIT_USAGE;
+    }
+    if (o->data_dir) cfg->data_dir = absolute(NULL, o->data_dir);
+    else if (cfg->spec->data_dir) cfg->data_dir = absolute(cfg->config_dir, cfg->spec->data_dir);
+    else cfg->data_dir = default_data_dir();
+    cfg->db_path = path_join(cfg->data_dir, "lathe.db");
+    cfg->jobs_dir = path_join(cfg->data_dir, "jobs");
+    if (cfg->spec->cluster.file) cfg->cluster_file = absolute(cfg->config_dir, cfg->spec->cluster.file);
+    cfg->trainer_program = trainer_program(cfg);
+    sched_settings(cfg->spec, &cfg->sched);
+    load_tokens(cfg);
+    return LT_EXIT_OK;
+}
+
+/* mkdir -p. Returns 0 or an errno value. */
+static int make_dirs(const char *path)
+{
+    char *p = xstrdup(path);
+    int rc = 0;
+    for (char *s = p + 1; !rc; s++) {
+        if (*s != '/' && *s != '\0') continue;
+        char c = *s;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = errno;
+        *s = c;
+        if (c == '\0') break;
+    }
+    free(p);
+    return rc ? rc : (dir_exists(path) ? 0 : ENOTDIR);
+}
+
+/* The admin token file: read the one made earlier, or make one. */
+static int admin_token(srv_config *cfg, char *err, size_t errsz)
+{
+    cfg->admin_token_file = path_join(cfg->data_dir, "admin-token");
+    char msg[256], token[80];
+    size_t len = 0;
+    char *text = file_read_all(cfg->admin_token_file, 1024, &len, msg, sizeof msg);
+    if (text) {
+        snprintf(token, sizeof token, "%.*s", (int)strcspn(text, "\r\n"), text);
+        free(text);
+    } else {
+        if (!srv_random_token(token)) {
+            snprintf(err, errsz, "cannot make a random admin token");
+            return LT_EXIT_INTERNAL;
+        }
+        char line[80];
+        int n = snprintf(line, sizeof line, "%s\n", token);
+        int e = file_write_atomic(cfg->admin_token_file, line, (size_t)n);
+        if (e) {
+            snprintf(err, errsz, "%s: %s", cfg->admin_token_file, strerror(e));
+            return LT_EXIT_IO;
+        }
+    }
+    chmod(cfg->admin_token_file, 0600);
+    cfg->tokens = xrealloc(cfg->tokens, (cfg->n_tokens + 1) * sizeof *cfg->tokens);
+    srv_token *t = &cfg->tokens[cfg->n_tokens++];
+    memset(t, 0, sizeof *t);
+    srv_sha256(token, strlen(token), t->hash);
+    t->admin = true;
+    t->name = xstrdup("admin-token file");
+    return LT_EXIT_OK;
+}
+
+int srv_config_prepare_data(srv_config *cfg, char *err, size_t errsz)
+{
+    int e = make_dirs(cfg->jobs_dir);
+    if (e) {
+        snprintf(err, errsz, "data folder %s: %s", cfg->jobs_dir, strerror(e));
+        return LT_EXIT_IO;
+    }
+    if (cfg->n_tokens == 0) return admin_token(cfg, err, errsz);
+    return LT_EXIT_OK;
+}
+
+void srv_config_free(srv_config *cfg)
+{
+    spec_server_free(cfg->spec);
+    free(cfg->config_dir);
+    free(cfg->listen_host);
+    free(cfg->data_dir);
+    free(cfg->db_path);
+    free(cfg->jobs_dir);
+    free(cfg->cluster_file);
+    free(cfg->trainer_program);
+    for (size_t i = 0; i < cfg->n_tokens; i++) {
+        free(cfg->tokens[i].team);
+        free(cfg->tokens[i].name);
+    }
+    free(cfg->tokens);
+    free(cfg->admin_token_file);
+    memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,482 @@
+/* srv_http.c: the HTTP layer on libmicrohttpd. One thread per connection
+ * (MHD_USE_THREAD_PER_CONNECTION, bounded by limits.maxConnections), so a
+ * handler may block on the store or stream a log without holding up other
+ * clients. It owns:
+ *
+ *   - the request record: method, URL, body (accumulated up to
+ *     limits.maxBodySize; a larger body is read and dropped, then refused
+ *     with 413), the bearer token, a store handle from the pool;
+ *   - routing: the paths of docs/api.md to the handlers of srv_api.c,
+ *     srv_submit.c, srv_logs.c and srv_metrics.c, with 401 for /v1/ without
+ *     a known token, 404 for unknown paths, 405 for a known path with
+ *     another method, 414 for URLs over 4 KiB, 503 while shutting down;
+ *   - replies: JSON, text, empty, streamed, and the error object;
+ *   - the request counters behind lathe_http_requests_total.
+ */
+#include "srv_internal.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define SRV_MAX_URL 4096
+
+struct srv_req {
+    srv *s;
+    struct MHD_Connection *conn;
+    const char *method, *url;
+    sb body;
+    bool too_large;
+    const srv_token *token;
+    store *st;
+    char actor[96];
+    int status;
+    struct MHD_Response *resp;
+};
+
+/* ---- what handlers read ---- */
+const char *srv_req_method(const srv_req *r)
+{
+    return r->method;
+}
+
+const char *srv_req_query(const srv_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+typedef struct query_join {
+    const char *key;
+    sb *out;
+} query_join;
+
+static enum MHD_Result join_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    query_join *q = cls;
+    (void)kind;
+    if (key && value && strcmp(key, q->key) == 0) {
+        if (q->out->len) sb_putc(q->out, ',');
+        sb_puts(q->out, value);
+    }
+    return MHD_YES;
+}
+
+char *srv_req_query_all(const srv_req *r, const char *key)
+{
+    sb out;
+    sb_init(&out);
+    query_join q = {key, &out};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, join_value, &q);
+    if (!out.len) {
+        sb_free(&out);
+        return srv_req_query(r, key) ? xstrdup("") : NULL;
+    }
+    return sb_take(&out);
+}
+
+const char *srv_req_header(const srv_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+const char *srv_req_body(const srv_req *r, size_t *len)
+{
+    if (len) *len = r->body.len;
+    return sb_str(&r->body);
+}
+
+const srv_token *srv_req_token(const srv_req *r)
+{
+    return r->token;
+}
+
+srv *srv_req_server(srv_req *r)
+{
+    return r->s;
+}
+
+store *srv_req_store(srv_req *r)
+{
+    return r->st;
+}
+
+const char *srv_req_actor(const srv_req *r)
+{
+    return r->actor;
+}
+
+const char *srv_req_team(const srv_req *r)
+{
+    if (!r->token) return NULL;
+    if (!r->token->admin) return r->token->team;
+    const char *t = srv_req_query(r, "team");
+    return t && *t ? t : NULL;
+}
+
+/* ---- replies ---- */
+static void set_response(srv_req *r, int status, struct MHD_Response *resp)
+{
+    if (r->resp) MHD_destroy_response(r->resp);
+    r->resp = resp;
+    r->status = status;
+}
+
+void srv_reply_text(srv_req *r, int status, const char *content_type, char *text)
+{
+    size_t len = strlen(text);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    set_response(r, status, resp);
+}
+
+void srv_reply_json(srv_req *r, int status, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    json_decref(body);
+    /* jansson's buffer is malloc'd: MHD frees it with free() */
+    size_t len = text ? strlen(text) : 0;
+    char *buf = xmalloc(len + 2);
+    memcpy(buf, text ? text : "", len);
+    buf[len] = '\n';
+    buf[len + 1] = '\0';
+    free(text);
+    srv_reply_text(r, status, "application/json", buf);
+}
+
+void srv_reply_empty(srv_req *r, int status)
+{
+    set_response(r, status, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+}
+
+static json_t *error_object(const char *code, const char *message)
+{
+    return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
+}
+
+void srv_reply_error(srv_req *r, int status, const char *code, const char *fmt, ...)
+{
+    sb msg;
+    sb_init(&msg);
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(&msg, fmt, ap);
+    va_end(ap);
+    srv_reply_json(r, status, error_object(code, sb_str(&msg)));
+    sb_free(&msg);
+}
+
+void srv_reply_diags(srv_req *r, int status, const char *code, const char *message,
+                     const diag_list *d)
+{
+    json_t *body = error_object(code, message);
+    json_t *list = json_array();
+    for (size_t i = 0; d && i < d->len; i++) json_array_append_new(list, srv_json_diag(&d->items[i]));
+    json_object_set_new(json_object_get(body, "error"), "diagnostics", list);
+    srv_reply_json(r, status, body);
+}
+
+void srv_reply_store_error(srv_req *r, const char *what)
+{
+    srv_reply_error(r, 500, "internal", "%s: %s", what, r->st ? store_error(r->st) : "no store");
+}
+
+typedef struct stream_ctx {
+    long (*read)(void *cls, uint64_t pos, char *buf, size_t max);
+    void (*done)(void *cls);
+    void *cls;
+} stream_ctx;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_ctx *c = cls;
+    long n = c->read(c->cls, pos, buf, max);
+    return n < 0 ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    stream_ctx *c = cls;
+    if (c->done) c->done(c->cls);
+    free(c);
+}
+
+void srv_reply_stream(srv_req *r, int status, const char *content_type,
+                      long (*read)(void *cls, uint64_t pos, char *buf, size_t max), void *cls,
+                      void (*done)(void *cls))
+{
+    stream_ctx *c = xmalloc(sizeof *c);
+    *c = (stream_ctx){read, done, cls};
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, stream_free);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    set_response(r, status, resp);
+}
+
+/* ---- routing ---- */
+
+/* Splits "/v1/jobs/NAME/cancel" after "/v1/" into at most 4 segments. */
+static size_t split_path(const char *path, char seg[4][256])
+{
+    size_t n = 0;
+    while (*path && n < 4) {
+        while (*path == '/') path++;
+        if (!*path) break;
+        size_t len = strcspn(path, "/");
+        if (len >= 256) return 0;
+        memcpy(seg[n], path, len);
+        seg[n++][len] = '\0';
+        path += len;
+    }
+    while (*path == '/') path++;
+    return *path ? 0 : n;
+}
+
+static void not_allowed(srv_req *r, const char *allow)
+{
+    srv_reply_error(r, 405, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
+                    r->method, r->url, allow);
+    MHD_add_response_header(r->resp, MHD_HTTP_HEADER_ALLOW, allow);
+}
+
+static bool is(const srv_req *r, const char *m)
+{
+    return strcmp(r->method, m) == 0;
+}
+
+/* /v1/jobs/NAME[/ACTION] */
+static void route_job(srv_req *r, const char *name, const char *action)
+{
+    if (!action) {
+        if (is(r, "GET")) srv_api_job_get(r, name);
+        else if (is(r, "DELETE")) srv_api_job_delete(r, name);
+        else not_allowed(r, "GET, DELETE");
+        return;
+    }
+    if (strcmp(action, "cancel") == 0) {
+        if (is(r, "POST")) srv_api_job_cancel(r, name);
+        else not_allowed(r, "POST");
+        return;
+    }
+    static const char *const reads[] = {"events", "logs", "progress"};
+    void (*const fns[])(srv_req *, const char *) = {srv_api_job_events, srv_api_job_logs,
+                                                     srv_api_job_progress};
+    for (size_t i = 0; i < 3; i++) {
+        if (strcmp(action, reads[i]) != 0) continue;
+        if (is(r, "GET")) fns[i](r, name);
+        else not_allowed(r, "GET");
+        return;
+    }
+    srv_reply_error(r, 404, "not_found", "no such path: %s", r->url);
+}
+
+/* A GET-only collection. */
+static void route_get(srv_req *r, void (*fn)(srv_req *))
+{
+    if (is(r, "GET")) fn(r);
+    else not_allowed(r, "GET");
+}
+
+static void route_v1(srv_req *r)
+{
+    char seg[4][256];
+    size_t n = split_path(r->url + 4, seg);
+    if (n == 0) {
+        srv_reply_error(r, 404, "not_found", "no such path: %s", r->url);
+    } else if (strcmp(seg[0], "jobs") == 0 && n == 1) {
+        if (is(r, "GET")) srv_api_jobs_list(r);
+        else if (is(r, "POST")) srv_api_submit(r);
+        else not_allowed(r, "GET, POST");
+    } else if (strcmp(seg[0], "jobs") == 0 && n <= 3) {
+        route_job(r, seg[1], n == 3 ? seg[2] : NULL);
+    } else if (strcmp(seg[0], "experiments") == 0 && n <= 2) {
+        if (is(r, "GET")) srv_api_experiments(r, n == 2 ? seg[1] : NULL);
+        else not_allowed(r, "GET");
+    } else if (strcmp(seg[0], "nodes") == 0 && n == 1) {
+        route_get(r, srv_api_nodes);
+    } else if (strcmp(seg[0], "teams") == 0 && n == 1) {
+        route_get(r, srv_api_teams);
+    } else if (strcmp(seg[0], "priorityclasses") == 0 && n == 1) {
+        route_get(r, srv_api_priority_classes);
+    } else {
+        srv_reply_error(r, 404, "not_found", "no such path: %s", r->url);
+    }
+}
+
+/* Checks the token and takes a store handle; false after replying. */
+static bool v1_prepare(srv_req *r)
+{
+    r->token = srv_auth_lookup(&r->s->cfg, srv_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION));
+    if (!r->token) {
+        bool given = srv_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION) != NULL;
+        srv_reply_error(r, 401, "unauthenticated",
+                        given ? "the token is not known to this server"
+                              : "no token: send `Authorization: Bearer TOKEN`");
+        MHD_add_response_header(r->resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        return false;
+    }
+    if (r->token->admin) snprintf(r->actor, sizeof r->actor, "admin");
+    else snprintf(r->actor, sizeof r->actor, "user:%s", r->token->team);
+    if (atomic_load(&r->s->stopping)) {
+        srv_reply_error(r, 503, "unavailable", "the server is shutting down");
+        return false;
+    }
+    char err[512];
+    r->st = srv_pool_get(&r->s->pool, err, sizeof err);
+    if (!r->st) {
+        srv_reply_error(r, 503, "unavailable", "the store cannot be opened: %s", err);
+        return false;
+    }
+    return true;
+}
+
+static void dispatch(srv_req *r)
+{
+    if (strlen(r->url) > SRV_MAX_URL) {
+        srv_reply_error(r, 414, "too_large", "the URL is longer than %d bytes", SRV_MAX_URL);
+    } else if (r->too_large) {
+        srv_reply_error(r, 413, "too_large", "the request body is larger than %.0f bytes",
+                        r->s->cfg.spec->limits.max_body);
+    } else if (strcmp(r->url, "/healthz") == 0) {
+        route_get(r, srv_api_healthz);
+    } else if (strcmp(r->url, "/readyz") == 0) {
+        route_get(r, srv_api_readyz);
+    } else if (strcmp(r->url, "/metrics") == 0) {
+        if (!is(r, "GET")) {
+            not_allowed(r, "GET");
+        } else {
+            char err[512];
+            r->st = srv_pool_get(&r->s->pool, err, sizeof err);
+            if (r->st) srv_api_metrics(r);
+            else srv_reply_error(r, 503, "unavailable", "the store cannot be opened: %s", err);
+        }
+    } else if (str_starts_with(r->url, "/v1/")) {
+        if (v1_prepare(r)) route_v1(r);
+    } else {
+        srv_reply_error(r, 404, "not_found", "no such path: %s (the API is under /v1/)", r->url);
+    }
+    if (!r->resp) srv_reply_error(r, 500, "internal", "the handler gave no reply");
+}
+
+/* ---- libmicrohttpd callbacks ---- */
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload, size_t *upload_size, void **con_cls)
+{
+    srv *s = cls;
+    srv_req *r = *con_cls;
+    (void)version;
+    if (!r) {
+        r = xcalloc(1, sizeof *r);
+        r->s = s;
+        r->conn = conn;
+        r->method = method;
+        r->url = url;
+        sb_init(&r->body);
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        double max = s->cfg.spec->limits.max_body;
+        if (!r->too_large && (double)(r->body.len + *upload_size) > max) {
+            r->too_large = true;
+            sb_free(&r->body);
+        }
+        if (!r->too_large) sb_putn(&r->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    dispatch(r);
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)r->status, r->resp);
+    MHD_destroy_response(r->resp);
+    r->resp = NULL;
+    return ok;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    srv *s = cls;
+    srv_req *r = *con_cls;
+    (void)conn;
+    (void)toe;
+    if (!r) return;
+    if (r->status) srv_counters_add(&s->counters, r->method, r->status);
+    if (r->resp) MHD_destroy_response(r->resp);
+    srv_pool_put(&s->pool, r->st);
+    sb_free(&r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    srv *s = cls;
+    if (s->quiet) return;
+    fprintf(stderr, "lathe server: http: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+/* The socket address of host:port (numeric or a name that resolves). */
+static bool resolve(const char *host, int port, struct sockaddr_storage *out, socklen_t *len,
+                    char *err, size_t errsz)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    int rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0 || !res) {
+        snprintf(err, errsz, "cannot resolve listen address %s: %s", host, gai_strerror(rc));
+        return false;
+    }
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return true;
+}
+
+int srv_http_start(srv *s, char *err, size_t errsz)
+{
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    if (!resolve(s->cfg.listen_host, s->cfg.listen_port, &addr, &alen, err, errsz))
+        return LT_EXIT_UNAVAILABLE;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    const spec_server *c = s->cfg.spec;
+    errno = 0;
+    s->mhd = MHD_start_daemon(flags, (uint16_t)s->cfg.listen_port, NULL, NULL, on_access, s,
+                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->limits.max_connections,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->limits.connection_timeout,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    if (!s->mhd) {
+        snprintf(err, errsz, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
+                 errno ? strerror(errno) : "libmicrohttpd refused to start");
+        return LT_EXIT_UNAVAILABLE;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    int port = info ? info->port : s->cfg.listen_port;
+    bool v6 = addr.ss_family == AF_INET6;
+    snprintf(s->address, sizeof s->address, v6 ? "[%s]:%d" : "%s:%d", s->cfg.listen_host, port);
+    return LT_EXIT_OK;
+}
+
+void srv_http_stop(srv *s)
+{
+    if (!s->mhd) return;
+    MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+}

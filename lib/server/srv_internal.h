@@ -1,0 +1,269 @@
+/* srv_internal.h: what the files of lib/server share.
+ *
+ *   srv_config.c   the resolved configuration: paths, listen address,
+ *                  scheduler settings, tokens
+ *   srv_cluster.c  the cluster the server schedules on (Cluster file and /
+ *                  or NVML GPUs), its planner catalogue and GPU ids;
+ *                  immutable once the server runs
+ *   srv_auth.c     token hashing and lookup
+ *   srv_pool.c     store handles for the HTTP threads
+ *   srv_http.c     libmicrohttpd: requests, bodies, routing, replies
+ *   srv_json.c     jobs, events and errors as JSON
+ *   srv_submit.c   POST /v1/jobs: validate, plan, check, store
+ *   srv_api.c      the other /v1 endpoints
+ *   srv_logs.c     GET .../logs: whole, tail and follow
+ *   srv_metrics.c  /metrics, /healthz, /readyz
+ *   srv_server.c   start and stop
+ *   ctl*.c         the controller (ctl.h)
+ *
+ * Threads: the cluster and config are read-only after srv_start; the
+ * controller publishes a ctl_view under a mutex; every other shared thing
+ * (store pool, HTTP counters) has its own mutex.
+ */
+#ifndef LATHE_SRV_INTERNAL_H
+#define LATHE_SRV_INTERNAL_H
+
+#include "server.h"
+
+#include "exec/exec.h"
+#include "plan/plan.h"
+#include "sched/sched.h"
+#include "spec/spec.h"
+#include "store/store.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef struct ctl ctl;
+
+/* ---- configuration (srv_config.c) ---- */
+typedef struct srv_token {
+    unsigned char hash[32];
+    char *team; /* NULL for admin */
+    bool admin;
+    char *name; /* label; may be NULL */
+} srv_token;
+
+typedef struct srv_config {
+    spec_server *spec;      /* as loaded, or every default */
+    char *config_dir;       /* relative paths of the config start here */
+    char *listen_host;      /* "127.0.0.1", "::1" */
+    int listen_port;        /* 0 = the system chooses */
+    char *data_dir;         /* absolute */
+    char *db_path;          /* DATA/lathe.db */
+    char *jobs_dir;         /* DATA/jobs: one folder per job */
+    char *cluster_file;     /* absolute, or NULL */
+    char *trainer_program;  /* absolute path of the lathe binary */
+    sched_config sched;
+    srv_token *tokens;
+    size_t n_tokens;
+    char *admin_token_file; /* DATA/admin-token when the server made one */
+} srv_config;
+
+/* Resolves o and the config file into cfg. Diagnostics go to d; returns an
+ * LT_EXIT_* code (err says what failed for codes other than 2). */
+int srv_config_load(const srv_options *o, srv_config *cfg, diag_list *d, char *err, size_t errsz);
+/* Creates the data folder; when the config lists no token, makes (once) a
+ * random admin token in DATA/admin-token and adds its hash. */
+int srv_config_prepare_data(srv_config *cfg, char *err, size_t errsz);
+void srv_config_free(srv_config *cfg);
+
+/* ---- auth (srv_auth.c) ---- */
+void srv_sha256(const void *data, size_t len, unsigned char out[32]);
+void srv_hex(const unsigned char *b, size_t n, char *out); /* out: 2n+1 bytes */
+bool srv_unhex(const char *hex, unsigned char *out, size_t n);
+/* The token an "Authorization: Bearer X" header names, or NULL. */
+const srv_token *srv_auth_lookup(const srv_config *cfg, const char *authorization);
+/* A new random token: 32 random bytes as 64 hex digits (out: 65 bytes). */
+bool srv_random_token(char out[65]);
+
+/* ---- the cluster (srv_cluster.c) ---- */
+typedef struct srv_gpu {
+    int node;        /* sched node index */
+    int index;       /* index within its node: CUDA_VISIBLE_DEVICES */
+    char *id;        /* exported id: "0" or an NVML UUID */
+    bool is_virtual; /* from the Cluster file: the work runs on the CPU */
+} srv_gpu;
+
+typedef struct srv_cluster {
+    spec_file file;         /* holds the spec cluster (from the Cluster file, or made) */
+    spec_cluster *spec;     /* teams, priority classes, GPU types */
+    sched_cluster *sched;   /* the scheduler's view; teams include token teams */
+    plan_catalog catalog;   /* the planner's GPU types (this cluster's) */
+    bool has_catalog;
+    srv_gpu *gpus;          /* [sched->n_gpus] */
+    int cpu_slots;          /* CPU-only jobs at once (cpu mode) */
+    bool cpu_mode;          /* no GPU at all: every job runs in a CPU slot */
+    char source[32];        /* "cluster", "nvml", "cluster+nvml", "none" */
+    char note[256];         /* what NVML said */
+} srv_cluster;
+
+/* Builds the cluster from the config. Problems become diagnostics. */
+int srv_cluster_build(const srv_config *cfg, srv_cluster *c, diag_list *d, char *err,
+                      size_t errsz);
+void srv_cluster_free(srv_cluster *c);
+/* Known team (in the Cluster file or named by a token)? */
+bool srv_cluster_has_team(const srv_cluster *c, const char *team);
+/* A sched node's GPU price per hour (its type's); 0 when unknown. */
+double srv_cluster_price(const srv_cluster *c, int gpu);
+/* The global GPU index of GPU `index` of node `node_name`, or -1. */
+int srv_cluster_gpu(const srv_cluster *c, const char *node_name, int index);
+
+/* ---- a job's shape for the scheduler (srv_shape.c) ---- */
+typedef struct srv_shape {
+    int replicas, per_replica; /* nodes x GPUs per node; 0 in CPU mode */
+    uint64_t types;            /* GPU types it may run on (bit i = sched type i) */
+    double gpu_memory;         /* bytes per GPU the plan needs */
+    double est_duration;       /* seconds of the whole run from the plan; 0 = unknown */
+    double step_seconds;       /* one optimizer step; 0 = unknown */
+    int64_t steps;             /* optimizer steps of the run; 0 = unknown */
+    double checkpoint_every;   /* seconds between checkpoints; 0 = none */
+    double max_duration;       /* timeout.maxDuration; 0 = none */
+} srv_shape;
+
+/* The stored plan (plan_json: the planner's chosen configuration plus
+ * "steps" and "gpu_type_fixed") and the resolved spec as the scheduler
+ * sees them. Returns false with a sentence in why when the plan is missing
+ * or names a GPU type the cluster lacks. */
+bool srv_shape_of(const srv_cluster *c, const char *plan_json, const spec_job *job,
+                  srv_shape *out, char *why, size_t whysz);
+/* Fills the scheduler's job (id, team, priority, shape) for a job of the
+ * cluster; strings are borrowed. Returns false when the team is unknown. */
+bool srv_sched_job(const srv_cluster *c, const srv_shape *sh, uint64_t id, const char *name,
+                   const char *team, int64_t priority, const char *priority_class,
+                   sched_job *out);
+/* The stored plan JSON for a plan result (NULL when nothing fits). Caller
+ * frees. */
+char *srv_plan_json(const plan_result *r, bool gpu_type_fixed);
+/* A priority class's value and policy (the cluster default for NULL). */
+void srv_priority(const srv_cluster *c, const char *cls, int64_t *value, bool *preempt_lower);
+
+/* ---- store handles for HTTP threads (srv_pool.c) ---- */
+typedef struct srv_pool {
+    pthread_mutex_t mu;
+    char *path;
+    store **free;
+    size_t n_free, cap;
+} srv_pool;
+
+void srv_pool_init(srv_pool *p, const char *db_path);
+/* A handle for this thread's request, or NULL with a message in err. */
+store *srv_pool_get(srv_pool *p, char *err, size_t errsz);
+void srv_pool_put(srv_pool *p, store *st);
+void srv_pool_free(srv_pool *p);
+
+/* ---- HTTP counters (srv_metrics.c) ---- */
+#define SRV_HIST_BUCKETS 12
+typedef struct srv_counter {
+    char method[8];
+    int code;
+    uint64_t n;
+} srv_counter;
+
+typedef struct srv_counters {
+    pthread_mutex_t mu;
+    srv_counter *items;
+    size_t n, cap;
+} srv_counters;
+
+void srv_counters_init(srv_counters *c);
+void srv_counters_add(srv_counters *c, const char *method, int code);
+void srv_counters_free(srv_counters *c);
+
+/* ---- the server ---- */
+struct srv {
+    srv_config cfg;
+    srv_cluster cluster;
+    srv_pool pool;
+    srv_counters counters;
+    ctl *ctl;
+    struct MHD_Daemon *mhd;
+    int lock_fd;             /* flock on DATA/server.lock */
+    char address[128];
+    double started_at;
+    atomic_bool stopping;
+    bool quiet;
+};
+
+/* Prints a log line on stderr ("lathe server: ...") unless quiet. */
+void srv_log(const srv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- HTTP (srv_http.c) ---- */
+typedef struct srv_req srv_req;
+
+/* Starts libmicrohttpd on the configured address; fills s->address. */
+int srv_http_start(srv *s, char *err, size_t errsz);
+void srv_http_stop(srv *s);
+
+/* What a handler reads of its request. */
+const char *srv_req_method(const srv_req *r);
+const char *srv_req_query(const srv_req *r, const char *key);
+/* Every value of a repeatable query key, joined with ',' (caller frees);
+ * NULL when absent. */
+char *srv_req_query_all(const srv_req *r, const char *key);
+const char *srv_req_header(const srv_req *r, const char *key);
+const char *srv_req_body(const srv_req *r, size_t *len);
+const srv_token *srv_req_token(const srv_req *r);
+store *srv_req_store(srv_req *r);
+srv *srv_req_server(srv_req *r);
+/* "user:TEAM" or "admin" for events. */
+const char *srv_req_actor(const srv_req *r);
+/* The team a request acts for: the token's team, or for admin ?team= (NULL
+ * when admin gave none). */
+const char *srv_req_team(const srv_req *r);
+
+/* Replies. Each sets the request's one response. */
+void srv_reply_json(srv_req *r, int status, json_t *body); /* steals body */
+void srv_reply_text(srv_req *r, int status, const char *content_type, char *text); /* steals */
+void srv_reply_empty(srv_req *r, int status);
+void srv_reply_error(srv_req *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* 422 (or status) with diagnostics. */
+void srv_reply_diags(srv_req *r, int status, const char *code, const char *message,
+                     const diag_list *d);
+/* A streamed reply: read(cls, buf, max) returns bytes, 0 to be called again
+ * later, -1 at the end; done(cls) frees. */
+void srv_reply_stream(srv_req *r, int status, const char *content_type,
+                      long (*read)(void *cls, uint64_t pos, char *buf, size_t max), void *cls,
+                      void (*done)(void *cls));
+/* A store failure: 500 with store_error's text, or 503 when busy. */
+void srv_reply_store_error(srv_req *r, const char *what);
+
+/* ---- JSON (srv_json.c) ---- */
+/* "2026-11-29T21:54:00Z"; null for 0. */
+json_t *srv_json_time(double t);
+json_t *srv_json_str(const char *s);   /* null for NULL */
+json_t *srv_json_num(double v);        /* null for NaN */
+json_t *srv_json_parse(const char *text); /* null for NULL or bad JSON */
+json_t *srv_json_diag(const diag *x);
+/* A job as docs/api.md shows it. full: with spec, plan and checkpoints
+ * (the events are read for them); otherwise those are null. The GPU-hours
+ * and cost of a running attempt are added to the stored totals. */
+json_t *srv_job_json(const srv *s, store *st, const store_job *j, bool full);
+/* The events of a job as {"items": [...]}. */
+json_t *srv_events_json(const store_event_list *l);
+/* Looks a job up for the request: by the token's team, or for admin by
+ * ?team= or, without it, in every team (409 when the name is in several).
+ * Replies 404 / 409 / 500 itself and returns false when not found. */
+bool srv_find_job(srv_req *r, const char *name, store_job *out);
+
+/* ---- handlers ---- */
+void srv_api_submit(srv_req *r);                       /* POST /v1/jobs */
+void srv_api_jobs_list(srv_req *r);                    /* GET /v1/jobs */
+void srv_api_job_get(srv_req *r, const char *name);    /* GET /v1/jobs/N */
+void srv_api_job_delete(srv_req *r, const char *name); /* DELETE /v1/jobs/N */
+void srv_api_job_cancel(srv_req *r, const char *name); /* POST /v1/jobs/N/cancel */
+void srv_api_job_events(srv_req *r, const char *name);
+void srv_api_job_progress(srv_req *r, const char *name);
+void srv_api_job_logs(srv_req *r, const char *name);
+void srv_api_experiments(srv_req *r, const char *name); /* NULL = list */
+void srv_api_nodes(srv_req *r);
+void srv_api_teams(srv_req *r);
+void srv_api_priority_classes(srv_req *r);
+void srv_api_metrics(srv_req *r);
+void srv_api_healthz(srv_req *r);
+void srv_api_readyz(srv_req *r);
+
+#endif

@@ -1,0 +1,199 @@
+/* srv_metrics.c: /metrics in the Prometheus text exposition format 0.0.4,
+ * /healthz and /readyz, and the request counters they read.
+ *
+ *   lathe_up                                  1
+ *   lathe_jobs{state}                         jobs by state (the store's counts)
+ *   lathe_queue_length{team,reason}           queued jobs by team and wait reason code
+ *   lathe_gpus{state,gpu_type}                allocated / free by type; fragmented ("*")
+ *   lathe_cpu_slots{state}                    CPU mode: in use / free
+ *   lathe_job_loss{job,team}                  latest loss of each running job
+ *   lathe_job_tokens_per_second{job,team}
+ *   lathe_scheduling_pass_seconds             histogram of pass durations
+ *   lathe_http_requests_total{method,code}
+ */
+#include "ctl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- request counters ---- */
+void srv_counters_init(srv_counters *c)
+{
+    pthread_mutex_init(&c->mu, NULL);
+    c->items = NULL;
+    c->n = c->cap = 0;
+}
+
+void srv_counters_add(srv_counters *c, const char *method, int code)
+{
+    char m[8];
+    snprintf(m, sizeof m, "%s", method && strlen(method) < sizeof m ? method : "OTHER");
+    pthread_mutex_lock(&c->mu);
+    size_t i = 0;
+    while (i < c->n && (c->items[i].code != code || strcmp(c->items[i].method, m) != 0)) i++;
+    if (i == c->n) {
+        if (c->n == c->cap) {
+            c->cap = c->cap ? c->cap * 2 : 16;
+            c->items = xrealloc(c->items, c->cap * sizeof *c->items);
+        }
+        memset(&c->items[i], 0, sizeof c->items[i]);
+        snprintf(c->items[i].method, sizeof c->items[i].method, "%s", m);
+        c->items[i].code = code;
+        c->n++;
+    }
+    c->items[i].n++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void srv_counters_free(srv_counters *c)
+{
+    free(c->items);
+    pthread_mutex_destroy(&c->mu);
+}
+
+/* ---- exposition ---- */
+
+/* A label value with \, " and newline escaped. */
+static void label(sb *out, const char *v)
+{
+    for (; v && *v; v++) {
+        if (*v == '\\' || *v == '"') sb_putc(out, '\\'), sb_putc(out, *v);
+        else if (*v == '\n') sb_puts(out, "\\n");
+        else sb_putc(out, *v);
+    }
+}
+
+static void head(sb *out, const char *name, const char *type, const char *help)
+{
+    sb_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void job_counts(store *st, sb *out)
+{
+    store_count_list l = {0};
+    head(out, "lathe_jobs", "gauge", "Jobs by state.");
+    if (store_count_jobs(st, STORE_GROUP_NONE, NULL, &l) == STORE_OK && l.n == 1)
+        for (int s = 0; s < STORE_N_STATES; s++)
+            sb_printf(out, "lathe_jobs{state=\"%s\"} %lld\n", store_state_name((store_state)s),
+                      (long long)l.items[0].by_state[s]);
+    store_count_list_free(&l);
+}
+
+static void running_jobs(store *st, sb *out)
+{
+    store_job_filter f = {.states = STORE_STATE_BIT(STORE_RUNNING), .summary = true};
+    store_job_list l = {0};
+    if (store_jobs_list(st, &f, &l) != STORE_OK) return;
+    head(out, "lathe_job_loss", "gauge", "Latest training loss of each running job.");
+    for (size_t i = 0; i < l.n; i++) {
+        if (!isfinite(l.items[i].progress.loss)) continue;
+        sb_puts(out, "lathe_job_loss{job=\"");
+        label(out, l.items[i].name);
+        sb_puts(out, "\",team=\"");
+        label(out, l.items[i].team);
+        sb_printf(out, "\"} %.9g\n", l.items[i].progress.loss);
+    }
+    head(out, "lathe_job_tokens_per_second", "gauge", "Training throughput of each running job.");
+    for (size_t i = 0; i < l.n; i++) {
+        if (!isfinite(l.items[i].progress.tokens_per_second)) continue;
+        sb_puts(out, "lathe_job_tokens_per_second{job=\"");
+        label(out, l.items[i].name);
+        sb_puts(out, "\",team=\"");
+        label(out, l.items[i].team);
+        sb_printf(out, "\"} %.9g\n", l.items[i].progress.tokens_per_second);
+    }
+    store_job_list_free(&l);
+}
+
+static void view_metrics(const srv *s, const ctl_view *v, sb *out)
+{
+    const sched_cluster *c = s->cluster.sched;
+    head(out, "lathe_queue_length", "gauge", "Queued jobs by team and wait reason.");
+    for (size_t i = 0; v && i < v->n_waits; i++) {
+        sb_puts(out, "lathe_queue_length{team=\"");
+        label(out, v->waits[i].team);
+        sb_puts(out, "\",reason=\"");
+        label(out, v->waits[i].reason);
+        sb_printf(out, "\"} %lld\n", (long long)v->waits[i].n);
+    }
+    head(out, "lathe_gpus", "gauge", "GPUs allocated, free, and free but fragmented.");
+    for (int t = 0; t < c->n_types; t++) {
+        int total = c->type_gpus[t], free_ = v ? v->free_by_type[t] : total;
+        sb_puts(out, "lathe_gpus{state=\"allocated\",gpu_type=\"");
+        label(out, c->types[t].name);
+        sb_printf(out, "\"} %d\nlathe_gpus{state=\"free\",gpu_type=\"", total - free_);
+        label(out, c->types[t].name);
+        sb_printf(out, "\"} %d\n", free_);
+    }
+    sb_printf(out, "lathe_gpus{state=\"fragmented\",gpu_type=\"*\"} %d\n", v ? v->frag : 0);
+    if (s->cluster.cpu_mode) {
+        head(out, "lathe_cpu_slots", "gauge", "CPU slots in use and free (CPU mode).");
+        int used = v ? v->cpu_in_use : 0;
+        sb_printf(out, "lathe_cpu_slots{state=\"in_use\"} %d\nlathe_cpu_slots{state=\"free\"} %d\n",
+                  used, s->cluster.cpu_slots - used);
+    }
+    head(out, "lathe_scheduling_pass_seconds", "histogram", "Duration of scheduling passes.");
+    uint64_t cum = 0;
+    for (int b = 0; b < SRV_HIST_BUCKETS; b++) {
+        cum += v ? v->hist[b] : 0;
+        sb_printf(out, "lathe_scheduling_pass_seconds_bucket{le=\"%g\"} %llu\n", ctl_hist_bounds[b],
+                  (unsigned long long)cum);
+    }
+    cum += v ? v->hist[SRV_HIST_BUCKETS] : 0;
+    sb_printf(out, "lathe_scheduling_pass_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    sb_printf(out, "lathe_scheduling_pass_seconds_sum %.9g\nlathe_scheduling_pass_seconds_count %llu\n",
+              v ? v->hist_sum : 0.0, (unsigned long long)(v ? v->hist_n : 0));
+}
+
+static void http_counters(srv *s, sb *out)
+{
+    head(out, "lathe_http_requests_total", "counter", "HTTP requests by method and status code.");
+    pthread_mutex_lock(&s->counters.mu);
+    for (size_t i = 0; i < s->counters.n; i++)
+        sb_printf(out, "lathe_http_requests_total{method=\"%s\",code=\"%d\"} %llu\n",
+                  s->counters.items[i].method, s->counters.items[i].code,
+                  (unsigned long long)s->counters.items[i].n);
+    pthread_mutex_unlock(&s->counters.mu);
+}
+
+void srv_api_metrics(srv_req *r)
+{
+    srv *s = srv_req_server(r);
+    sb out;
+    sb_init(&out);
+    head(&out, "lathe_up", "gauge", "1 while the server runs.");
+    sb_puts(&out, "lathe_up 1\n");
+    job_counts(srv_req_store(r), &out);
+    running_jobs(srv_req_store(r), &out);
+    const ctl_view *v = ctl_view_acquire(s->ctl);
+    view_metrics(s, v, &out);
+    ctl_view_release(s->ctl);
+    http_counters(s, &out);
+    srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", sb_take(&out));
+}
+
+void srv_api_healthz(srv_req *r)
+{
+    srv_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+void srv_api_readyz(srv_req *r)
+{
+    srv *s = srv_req_server(r);
+    const ctl_view *v = ctl_view_acquire(s->ctl);
+    double loop_at = v ? v->loop_at : 0;
+    ctl_view_release(s->ctl);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, age = now - loop_at;
+    if (atomic_load(&s->stopping))
+        srv_reply_error(r, 503, "unavailable", "the server is shutting down");
+    else if (!(loop_at > 0) || age > 10)
+        srv_reply_error(r, 503, "unavailable", "the controller's loop has not run for %.0f s",
+                        loop_at > 0 ? age : now - s->started_at);
+    else
+        srv_reply_json(r, 200, json_pack("{s:s, s:f}", "status", "ready", "loop_age_seconds", age));
+}

@@ -1,0 +1,182 @@
+/* srv_server.c: the server's life. Start: configuration, data folder and
+ * its lock (one server per data folder: flock on DATA/server.lock, held
+ * until the process ends, however it ends), the cluster, the store, the
+ * controller (which re-attaches to running trainers), then the HTTP
+ * listener; the bound address goes to DATA/server.addr. Stop: the listener
+ * first (no new request), then the controller; trainers keep running. */
+#include "ctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+void srv_log(const srv *s, const char *fmt, ...)
+{
+    if (s->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "lathe server: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* One server per data folder. The lock goes with the process: kill -9
+ * releases it. O_CLOEXEC keeps it out of the trainers' supervisors. */
+static int take_lock(srv *s, char *err, size_t errsz)
+{
+    char *path = path_join(s->cfg.data_dir, "server.lock");
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0) {
+        snprintf(err, errsz, "%s: %s", path, strerror(errno));
+        free(path);
+        return LT_EXIT_IO;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(s->lock_fd, pid, sizeof pid - 1, 0);
+        if (n > 0) pid[strcspn(pid, "\n")] = '\0';
+        snprintf(err, errsz, "another lathe server (pid %s) uses the data folder %s",
+                 n > 0 ? pid : "?", s->cfg.data_dir);
+        free(path);
+        return LT_EXIT_UNAVAILABLE;
+    }
+    char line[32];
+    int len = snprintf(line, sizeof line, "%d\n", (int)getpid());
+    if (ftruncate(s->lock_fd, 0) != 0 || pwrite(s->lock_fd, line, (size_t)len, 0) != len)
+        srv_log(s, "%s: cannot write the pid: %s", path, strerror(errno));
+    free(path);
+    return LT_EXIT_OK;
+}
+
+static int open_store(srv *s, char *err, size_t errsz)
+{
+    srv_pool_init(&s->pool, s->cfg.db_path);
+    store *st = srv_pool_get(&s->pool, err, errsz);
+    if (!st) return LT_EXIT_IO;
+    srv_pool_put(&s->pool, st);
+    return LT_EXIT_OK;
+}
+
+static void write_address(srv *s)
+{
+    char *path = path_join(s->cfg.data_dir, "server.addr");
+    char line[160];
+    int n = snprintf(line, sizeof line, "%s\n", s->address);
+    int e = file_write_atomic(path, line, (size_t)n);
+    if (e) srv_log(s, "%s: %s", path, strerror(e));
+    free(path);
+}
+
+static void announce(srv *s)
+{
+    const srv_cluster *c = &s->cluster;
+    if (c->cpu_mode)
+        srv_log(s, "listening on http://%s; data %s; CPU mode: %d CPU slots (%s)", s->address,
+                s->cfg.data_dir, c->cpu_slots, c->note[0] ? c->note : "no GPU");
+    else
+        srv_log(s, "listening on http://%s; data %s; %d GPUs on %d nodes (%s), policy %s",
+                s->address, s->cfg.data_dir, c->sched->n_gpus, c->sched->n_nodes, c->source,
+                sched_policy_name(s->cfg.sched.policy));
+    if (s->cfg.admin_token_file)
+        srv_log(s, "no token in the config: the admin token is in %s", s->cfg.admin_token_file);
+}
+
+/* Every step of the start; on failure the caller frees what was made. */
+static int start_steps(srv *s, const srv_options *o, diag_list *d, char *err, size_t errsz)
+{
+    int rc = srv_config_load(o, &s->cfg, d, err, errsz);
+    if (rc == LT_EXIT_OK) rc = srv_config_prepare_data(&s->cfg, err, errsz);
+    if (rc == LT_EXIT_OK) rc = take_lock(s, err, errsz);
+    if (rc == LT_EXIT_OK) rc = srv_cluster_build(&s->cfg, &s->cluster, d, err, errsz);
+    if (rc == LT_EXIT_OK) rc = open_store(s, err, errsz);
+    if (rc != LT_EXIT_OK) return rc;
+    s->ctl = ctl_new(s, err, errsz);
+    if (!s->ctl) return LT_EXIT_IO;
+    rc = srv_http_start(s, err, errsz);
+    if (rc == LT_EXIT_OK) rc = ctl_run(s->ctl, err, errsz);
+    if (rc == LT_EXIT_OK) {
+        write_address(s);
+        announce(s);
+    }
+    return rc;
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+srv *srv_start(const srv_options *o, diag_list *d, int *exit_code, char *err, size_t errsz)
+{
+    srv *s = xcalloc(1, sizeof *s);
+    s->lock_fd = -1;
+    s->quiet = o->quiet;
+    s->started_at = wall_now();
+    atomic_init(&s->stopping, false);
+    srv_counters_init(&s->counters);
+    diag_list local;
+    diag_list_init(&local);
+    int rc = start_steps(s, o, d ? d : &local, err, errsz);
+    diag_list_free(&local);
+    if (exit_code) *exit_code = rc;
+    if (rc != LT_EXIT_OK) {
+        srv_stop(s);
+        return NULL;
+    }
+    return s;
+}
+
+const char *srv_address(const srv *s)
+{
+    return s->address;
+}
+
+const char *srv_data_dir(const srv *s)
+{
+    return s->cfg.data_dir;
+}
+
+void srv_stop(srv *s)
+{
+    if (!s) return;
+    atomic_store(&s->stopping, true);
+    srv_http_stop(s);
+    ctl_free(s->ctl);
+    if (s->pool.path) srv_pool_free(&s->pool);
+    srv_counters_free(&s->counters);
+    if (s->cluster.spec || s->cluster.sched) srv_cluster_free(&s->cluster);
+    srv_config_free(&s->cfg);
+    if (s->lock_fd >= 0) close(s->lock_fd);
+    free(s);
+}
+
+int srv_run(const srv_options *o, volatile sig_atomic_t *stop)
+{
+    char err[1024] = "";
+    diag_list d;
+    diag_list_init(&d);
+    int rc;
+    srv *s = srv_start(o, &d, &rc, err, sizeof err);
+    diag_print_all(&d, stderr);
+    diag_list_free(&d);
+    if (!s) {
+        fprintf(stderr, "lathe server: %s\n", err[0] ? err : "cannot start");
+        return rc;
+    }
+    while (!*stop) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    srv_log(s, "stopping (trainers keep running; a new server re-attaches to them)");
+    srv_stop(s);
+    return LT_EXIT_OK;
+}

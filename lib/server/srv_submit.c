@@ -1,0 +1,396 @@
+/* srv_submit.c: POST /v1/jobs. A LoRATrainingJob or LoRAExperiment (YAML,
+ * or JSON with Content-Type application/json) goes through, in order:
+ *
+ *   1. the spec part's loader: the same diagnostics as `lathe validate`,
+ *      with the file named by the X-Lathe-File header (else request.yaml);
+ *   2. the team: a team token's own (a spec naming another team is
+ *      refused), or for admin ?team= or the spec's; it must be known;
+ *   3. the cluster's priority classes;
+ *   4. the planner (lathe plan, with this cluster's GPU types): resources
+ *      the spec leaves open are filled in; target modules the model lacks
+ *      and jobs that fit no GPU are refused;
+ *   5. the scheduler's admission check (sched_check_job): a request that
+ *      can never run (more GPUs than quota plus borrowing) is refused with
+ *      the scheduler's sentence;
+ *   6. the store, in one transaction (all jobs of an experiment or none):
+ *      201 created, 200 when the same team sent the same spec under the
+ *      same name before (idempotent), 409 when the name holds another spec.
+ *
+ * Only then is the request acknowledged and the controller woken.
+ */
+#include "ctl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One job of the submission and what was worked out for it. */
+typedef struct sub_job {
+    spec_job *job;    /* borrowed from the spec file */
+    char *team;
+    int64_t priority;
+    char *spec_json, *plan_json, *hash, *own_text;
+    char *summary;    /* the plan in a sentence */
+} sub_job;
+
+typedef struct submission {
+    srv_req *r;
+    srv *s;
+    spec_file file;
+    diag_list d;
+    sub_job *jobs;
+    size_t n;
+    spec_experiment *exp; /* borrowed; NULL for a lone job */
+} submission;
+
+static void submission_free(submission *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->jobs[i].team);
+        free(m->jobs[i].spec_json);
+        free(m->jobs[i].plan_json);
+        free(m->jobs[i].hash);
+        free(m->jobs[i].own_text);
+        free(m->jobs[i].summary);
+    }
+    free(m->jobs);
+    spec_file_free(&m->file);
+    diag_list_free(&m->d);
+}
+
+static diag *job_error(submission *m, const spec_job *j, const char *path, const char *msg)
+{
+    return diag_add(&m->d, DIAG_ERROR, j->file, j->pos.line, j->pos.col, path, msg);
+}
+
+/* The name diagnostics give the request body. */
+static void body_name(srv_req *r, bool json, char *out, size_t outsz)
+{
+    const char *h = srv_req_header(r, "X-Lathe-File");
+    const char *base = h ? strrchr(h, '/') : NULL;
+    base = base ? base + 1 : h;
+    if (base && *base && strlen(base) < 200) snprintf(out, outsz, "%s", base);
+    else snprintf(out, outsz, json ? "request.json" : "request.yaml");
+}
+
+/* Steps 0-1: parse. False after replying. */
+static bool parse_body(submission *m)
+{
+    size_t len;
+    const char *body = srv_req_body(m->r, &len);
+    if (len == 0) {
+        srv_reply_error(m->r, 400, "bad_request",
+                        "empty body: send a LoRATrainingJob or LoRAExperiment as YAML or JSON");
+        return false;
+    }
+    const char *ctype = srv_req_header(m->r, "Content-Type");
+    bool json = ctype && strstr(ctype, "json");
+    if (json) {
+        json_error_t e;
+        json_t *v = json_loadb(body, len, 0, &e);
+        if (!v) {
+            srv_reply_error(m->r, 400, "bad_request", "malformed JSON at line %d, column %d: %s",
+                            e.line, e.column, e.text);
+            return false;
+        }
+        json_decref(v);
+    }
+    char name[256];
+    body_name(m->r, json, name, sizeof name);
+    spec_load_string(name, body, len, &m->file, &m->d);
+    return true;
+}
+
+/* The jobs of the one document; diagnostics for anything else. */
+static void collect_jobs(submission *m)
+{
+    if (m->d.errors) return;
+    const spec_file *f = &m->file;
+    if (f->n_docs != 1 || f->docs[0].kind == SPEC_KIND_CLUSTER) {
+        diag *x = diag_add(&m->d, DIAG_ERROR, f->path, 0, 0, "kind",
+                           f->n_docs > 1 ? "submit one document at a time"
+                                         : "only jobs and experiments can be submitted");
+        diag_set_expected(x, "one LoRATrainingJob or LoRAExperiment");
+        diag_set_suggestion(x, "a Cluster belongs in the server's config (spec.cluster.file)");
+        return;
+    }
+    if (f->docs[0].kind == SPEC_KIND_EXPERIMENT) {
+        m->exp = f->docs[0].experiment;
+        m->n = m->exp->n_jobs;
+    } else {
+        m->n = 1;
+    }
+    m->jobs = xcalloc(m->n ? m->n : 1, sizeof *m->jobs);
+    for (size_t i = 0; i < m->n; i++)
+        m->jobs[i].job = m->exp ? m->exp->jobs[i] : f->docs[0].job;
+}
+
+/* Step 2: whose job it is. */
+static void resolve_team(submission *m, sub_job *sj)
+{
+    spec_job *j = sj->job;
+    const srv_token *t = srv_req_token(m->r);
+    bool named = j->namespace_ || strcmp(j->team, "default") != 0;
+    const char *team = j->team;
+    if (!t->admin) {
+        if (named && strcmp(j->team, t->team) != 0) {
+            diag *x = job_error(m, j, "spec.team", "the job names another team");
+            diag_set_expected(x, "%s (the team of this token)", t->team);
+            diag_set_found(x, "%s", j->team);
+            diag_set_suggestion(x, "leave spec.team out, or submit with a token of team %s", j->team);
+            return;
+        }
+        team = t->team;
+    } else if (!named && srv_req_team(m->r)) {
+        team = srv_req_team(m->r);
+    }
+    if (!srv_cluster_has_team(&m->s->cluster, team)) {
+        diag *x = job_error(m, j, "spec.team", "this server has no such team");
+        diag_set_found(x, "%s", team);
+        sb names;
+        sb_init(&names);
+        const sched_cluster *c = m->s->cluster.sched;
+        for (int i = 0; i < c->n_teams; i++) sb_printf(&names, "%s%s", i ? ", " : "", c->teams[i].name);
+        diag_set_expected(x, "one of %s", c->n_teams ? sb_str(&names) : "(none: the server knows no team)");
+        diag_set_suggestion(x, "set spec.team, or add the team to the server's Cluster file");
+        sb_free(&names);
+        return;
+    }
+    sj->team = xstrdup(team);
+    free(j->team);
+    j->team = xstrdup(team);
+}
+
+/* Step 3. */
+static void resolve_priority(submission *m, sub_job *sj)
+{
+    const spec_job *j = sj->job;
+    const spec_cluster *c = m->s->cluster.spec;
+    if (j->priority_class && !spec_cluster_priority_class(c, j->priority_class)) {
+        diag *x = job_error(m, j, "spec.priorityClassName", "this server has no such priority class");
+        diag_set_found(x, "%s", j->priority_class);
+        const char *names[64];
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_priority_classes && n < 64; i++)
+            names[n++] = c->priority_classes[i].name;
+        const char *s = str_suggest(j->priority_class, names, n);
+        if (s) diag_set_suggestion(x, "did you mean %s?", s);
+        else diag_set_suggestion(x, "leave it out for the default, or add it to the Cluster file");
+        return;
+    }
+    bool preempt;
+    srv_priority(&m->s->cluster, j->priority_class, &sj->priority, &preempt);
+}
+
+/* Step 4: the plan, the resolved spec and its summary. */
+static void plan_one(submission *m, sub_job *sj)
+{
+    const srv_cluster *c = &m->s->cluster;
+    plan_options opt;
+    plan_options_defaults(&opt);
+    if (c->has_catalog) opt.catalog = &c->catalog;
+    plan_result res;
+    size_t before = m->d.errors;
+    int rc = plan_job(sj->job, &opt, &res, &m->d);
+    if (rc == LT_EXIT_NOFIT && !c->cpu_mode) {
+        diag *x = job_error(m, sj->job, "spec.resources", "the job fits no GPU of this cluster");
+        diag_set_suggestion(x, "%s", res.n_reasons ? res.reasons[res.n_reasons - 1]
+                                                   : "try QLoRA, a smaller micro-batch or a "
+                                                     "shorter maxSeqLength");
+    }
+    if (m->d.errors == before) {
+        spec_job *rj = plan_resolved_job(&res, sj->job);
+        sj->spec_json = spec_job_to_json(rj);
+        spec_job_free(rj);
+        sj->plan_json = srv_plan_json(&res, sj->job->resources.gpu_type != NULL);
+        if (res.found)
+            sj->summary = xasprintf("planned %d x %s (%s, micro-batch %d x %d accumulation%s)",
+                                    res.chosen.gpus, res.chosen.gpu->name,
+                                    spec_method_name(res.chosen.method), res.chosen.micro_batch,
+                                    res.chosen.grad_accum,
+                                    res.chosen.grad_ckpt ? ", gradient checkpointing" : "");
+        else
+            sj->summary = xstrdup("runs in a CPU slot");
+    }
+    plan_result_free(&res);
+}
+
+/* Step 5: can the cluster ever run it? */
+static void admission(submission *m, sub_job *sj)
+{
+    const srv_cluster *c = &m->s->cluster;
+    if (c->cpu_mode) return;
+    srv_shape sh;
+    char why[256];
+    /* timeout and checkpoints are the same in the resolved spec */
+    if (!srv_shape_of(c, sj->plan_json, sj->job, &sh, why, sizeof why)) {
+        job_error(m, sj->job, "spec.resources", why);
+        return;
+    }
+    sched_job j;
+    srv_sched_job(c, &sh, 1, sj->job->name, sj->team, sj->priority, sj->job->priority_class, &j);
+    sched_reason why_not;
+    if (!sched_check_job(c->sched, &j, &why_not)) {
+        sb msg;
+        sb_init(&msg);
+        sched_reason_format(c->sched, &why_not, 0, &msg);
+        diag *x = job_error(m, sj->job, "spec.resources", "the cluster can never run this job");
+        diag_set_found(x, "%s", sb_str(&msg));
+        diag_set_suggestion(x, "ask for fewer GPUs, or raise the team's quota or borrowing limit");
+        sb_free(&msg);
+    }
+}
+
+static void hash_job(sub_job *sj)
+{
+    char *json = spec_job_to_json(sj->job);
+    unsigned char h[32];
+    srv_sha256(json, strlen(json), h);
+    sj->hash = xmalloc(65);
+    srv_hex(h, 32, sj->hash);
+    sj->own_text = json;
+}
+
+static void check_all(submission *m)
+{
+    for (size_t i = 0; i < m->n && !m->d.errors; i++) resolve_team(m, &m->jobs[i]);
+    for (size_t i = 0; i < m->n && !m->d.errors; i++) resolve_priority(m, &m->jobs[i]);
+    for (size_t i = 0; i < m->n && !m->d.errors; i++) plan_one(m, &m->jobs[i]);
+    for (size_t i = 0; i < m->n && !m->d.errors; i++) admission(m, &m->jobs[i]);
+    for (size_t i = 0; i < m->n && !m->d.errors; i++) hash_job(&m->jobs[i]);
+}
+
+/* ---- step 6: the store ---- */
+static void fill_request(submission *m, sub_job *sj, store_submit_req *q, store_event *ev,
+                         char **msg)
+{
+    const spec_job *j = sj->job;
+    const srv_config *cfg = &m->s->cfg;
+    *msg = xasprintf("submitted by %s; %s", srv_req_actor(m->r), sj->summary);
+    *ev = (store_event){.actor = srv_req_actor(m->r), .type = "submitted", .message = *msg};
+    int retries = j->retry_policy.retry_on_failure ? j->retry_policy.max_retries : 0;
+    if (retries > cfg->spec->retry.max_retries) retries = cfg->spec->retry.max_retries;
+    size_t len;
+    *q = (store_submit_req){
+        .team = sj->team, .name = j->name, .experiment = j->experiment,
+        .spec_text = m->exp ? sj->own_text : srv_req_body(m->r, &len), .spec_hash = sj->hash,
+        .spec_json = sj->spec_json, .plan_json = sj->plan_json,
+        .priority_class = j->priority_class, .priority = sj->priority, .max_retries = retries,
+        .wait_reason = "waiting for the scheduler's next pass", .event = ev};
+}
+
+static void reply_job(submission *m, int status, int64_t id)
+{
+    store *st = srv_req_store(m->r);
+    store_job j;
+    if (store_job_get(st, id, &j) != STORE_OK) {
+        srv_reply_store_error(m->r, "reading the job back");
+        return;
+    }
+    srv_reply_json(m->r, status, srv_job_json(m->s, st, &j, true));
+    store_job_clear(&j);
+}
+
+static void store_lone(submission *m)
+{
+    store_submit_req q;
+    store_event ev;
+    char *msg;
+    fill_request(m, &m->jobs[0], &q, &ev, &msg);
+    int64_t id = 0;
+    store_rc rc = store_submit(srv_req_store(m->r), &q, &id);
+    free(msg);
+    if (rc == STORE_OK || rc == STORE_EXISTS) {
+        if (rc == STORE_OK) ctl_wake(m->s->ctl);
+        reply_job(m, rc == STORE_OK ? 201 : 200, id);
+    } else if (rc == STORE_CONFLICT) {
+        srv_reply_error(m->r, 409, "conflict",
+                        "team %s already has a job named %s with a different spec: rename "
+                        "this one, or delete the old job",
+                        q.team, q.name);
+    } else {
+        srv_reply_store_error(m->r, "storing the job");
+    }
+}
+
+/* The experiment's whole expansion in one transaction. */
+static store_rc store_expansion(submission *m, int64_t *ids, size_t *bad)
+{
+    store *st = srv_req_store(m->r);
+    store_submit_req *q = xcalloc(m->n, sizeof *q);
+    store_event *ev = xcalloc(m->n, sizeof *ev);
+    char **msgs = xcalloc(m->n, sizeof *msgs);
+    for (size_t i = 0; i < m->n; i++) fill_request(m, &m->jobs[i], &q[i], &ev[i], &msgs[i]);
+    store_rc rc = store_tx_begin(st);
+    if (rc == STORE_OK) rc = store_experiment_put(st, m->jobs[0].team, m->exp->name,
+                                                  m->exp->max_concurrent);
+    if (rc == STORE_OK) rc = store_submit_many(st, q, m->n, ids, NULL, bad);
+    if (rc == STORE_OK || rc == STORE_EXISTS) {
+        store_rc c = store_tx_commit(st);
+        if (c != STORE_OK) rc = c;
+    } else {
+        store_tx_rollback(st);
+    }
+    for (size_t i = 0; i < m->n; i++) free(msgs[i]);
+    free(msgs);
+    free(ev);
+    free(q);
+    return rc;
+}
+
+static void store_whole_experiment(submission *m)
+{
+    int64_t *ids = xcalloc(m->n, sizeof *ids);
+    size_t bad = 0;
+    store_rc rc = store_expansion(m, ids, &bad);
+    store *st = srv_req_store(m->r);
+    if (rc == STORE_OK || rc == STORE_EXISTS) {
+        if (rc == STORE_OK) ctl_wake(m->s->ctl);
+        json_t *jobs = json_array();
+        for (size_t i = 0; i < m->n; i++) {
+            store_job j;
+            if (store_job_get(st, ids[i], &j) != STORE_OK) continue;
+            json_array_append_new(jobs, srv_job_json(m->s, st, &j, false));
+            store_job_clear(&j);
+        }
+        json_t *exp = json_pack("{s:s, s:s, s:i, s:i}", "name", m->exp->name, "team",
+                                m->jobs[0].team, "jobs", (int)m->n, "max_concurrent",
+                                m->exp->max_concurrent);
+        srv_reply_json(m->r, rc == STORE_OK ? 201 : 200,
+                       json_pack("{s:o, s:o}", "experiment", exp, "jobs", jobs));
+    } else if (rc == STORE_CONFLICT) {
+        srv_reply_error(m->r, 409, "conflict",
+                        "team %s already has a job named %s with a different spec: nothing of "
+                        "experiment %s was stored",
+                        m->jobs[0].team, m->jobs[bad < m->n ? bad : 0].job->name, m->exp->name);
+    } else {
+        srv_reply_store_error(m->r, "storing the experiment");
+    }
+    free(ids);
+}
+
+void srv_api_submit(srv_req *r)
+{
+    submission m;
+    memset(&m, 0, sizeof m);
+    m.r = r;
+    m.s = srv_req_server(r);
+    diag_list_init(&m.d);
+    if (!parse_body(&m)) {
+        submission_free(&m);
+        return;
+    }
+    collect_jobs(&m);
+    check_all(&m);
+    if (m.d.errors) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s has %zu error%s", m.file.path, m.d.errors,
+                 m.d.errors == 1 ? "" : "s");
+        srv_reply_diags(r, 422, "invalid", msg, &m.d);
+    } else if (m.exp) {
+        store_whole_experiment(&m);
+    } else {
+        store_lone(&m);
+    }
+    submission_free(&m);
+}
