@@ -423,6 +423,12 @@ static void read_buffer(loader *L, const char *buf, size_t len)
 
 static bool read_file(loader *L, const char *path)
 {
+    if (dir_exists(path)) {
+        diag *x = diag_add(L->diags, DIAG_ERROR, path, 0, 0, NULL, "this is a folder, not a JSONL file");
+        diag_set_suggestion(x, "give the path of the .jsonl file");
+        L->failed = true;
+        return false;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         diag *x = diag_add(L->diags, DIAG_ERROR, path, 0, 0, NULL, strerror(errno));
@@ -461,7 +467,7 @@ static bool read_file(loader *L, const char *path)
         else process_line(L, sb_str(&cur), cur.len, line);
     }
     if (ferror(f)) {
-        diag_add(L->diags, DIAG_ERROR, path, (int)line, 0, NULL, "read error");
+        diag_add(L->diags, DIAG_ERROR, path, (int)line, 0, NULL, strerror(errno));
         L->failed = true;
     }
     fclose(f);

@@ -304,10 +304,12 @@ static void test_malformed(void **state)
     assert_non_null(strstr(d.items[d.len - 1].message, "10 more"));
     data_free(ds);
     diag_list_free(&d);
-    /* a missing file */
+    /* a missing file, a folder */
     diag_list_init(&d);
     assert_null(load(f, BAD "no-such-file.jsonl", &o, &d));
     assert_int_equal(d.errors, 1);
+    assert_null(load(f, BAD, &o, &d));
+    assert_non_null(strstr(d.items[1].message, "folder"));
     diag_list_free(&d);
 }
 
