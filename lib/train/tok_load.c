@@ -304,6 +304,41 @@ static bool normalize_all(const tok_tokenizer *t, const char *s, size_t len, sb 
     return ok;
 }
 
+/* Indexes the added tokens by first byte, longest first (for
+ * leftmost-longest matching): list 0 for the raw text, 1 for normalised. */
+static void index_added(tok_tokenizer *t)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < t->n_added; i++) {
+            const tok_added *a = &t->added[i];
+            if (a->normalized != (pass == 1)) continue;
+            const char *c = pass ? a->ncontent : a->content;
+            size_t len = pass ? a->nlen : a->len;
+            if (!len) continue;
+            unsigned char b = (unsigned char)c[0];
+            uint32_t k = t->n_added_by_byte[pass][b]++;
+            t->added_by_byte[pass][b] =
+                xrealloc(t->added_by_byte[pass][b], (k + 1) * sizeof(uint32_t));
+            t->added_by_byte[pass][b][k] = (uint32_t)i;
+        }
+    for (int pass = 0; pass < 2; pass++)
+        for (int b = 0; b < 256; b++)
+            if (t->n_added_by_byte[pass][b] > 1) {
+                /* insertion sort by length, longest first (lists are short) */
+                uint32_t *v = t->added_by_byte[pass][b];
+                for (uint32_t x = 1; x < t->n_added_by_byte[pass][b]; x++) {
+                    uint32_t key = v[x];
+                    size_t klen = pass ? t->added[key].nlen : t->added[key].len;
+                    uint32_t y = x;
+                    while (y > 0 && (pass ? t->added[v[y - 1]].nlen : t->added[v[y - 1]].len) < klen) {
+                        v[y] = v[y - 1];
+                        y--;
+                    }
+                    v[y] = key;
+                }
+            }
+}
+
 static bool load_added(loader *L, json_t *root)
 {
     tok_tokenizer *t = L->t;
@@ -366,36 +401,7 @@ static bool load_added(loader *L, json_t *root)
         }
     }
     if (L->failed) return false;
-    /* index by first byte, longest first (leftmost-longest matching) */
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < t->n_added; i++) {
-            const tok_added *a = &t->added[i];
-            if (a->normalized != (pass == 1)) continue;
-            const char *c = pass ? a->ncontent : a->content;
-            size_t len = pass ? a->nlen : a->len;
-            if (!len) continue;
-            unsigned char b = (unsigned char)c[0];
-            uint32_t k = t->n_added_by_byte[pass][b]++;
-            t->added_by_byte[pass][b] =
-                xrealloc(t->added_by_byte[pass][b], (k + 1) * sizeof(uint32_t));
-            t->added_by_byte[pass][b][k] = (uint32_t)i;
-        }
-    for (int pass = 0; pass < 2; pass++)
-        for (int b = 0; b < 256; b++)
-            if (t->n_added_by_byte[pass][b] > 1) {
-                /* insertion sort by length, longest first (lists are short) */
-                uint32_t *v = t->added_by_byte[pass][b];
-                for (uint32_t x = 1; x < t->n_added_by_byte[pass][b]; x++) {
-                    uint32_t key = v[x];
-                    size_t klen = pass ? t->added[key].nlen : t->added[key].len;
-                    uint32_t y = x;
-                    while (y > 0 && (pass ? t->added[v[y - 1]].nlen : t->added[v[y - 1]].len) < klen) {
-                        v[y] = v[y - 1];
-                        y--;
-                    }
-                    v[y] = key;
-                }
-            }
+    index_added(t);
     return true;
 }
 
