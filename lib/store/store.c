@@ -188,6 +188,19 @@ int64_t st_col_int(sqlite3_stmt *s, int i, int64_t null_value)
 
 /* ---- transactions ---- */
 
+/* Transaction control through cached statements (sqlite3_exec would parse
+ * them on every call). */
+static const char sql_begin[] = "BEGIN IMMEDIATE";
+static const char sql_commit[] = "COMMIT";
+static const char sql_savepoint[] = "SAVEPOINT op";
+static const char sql_release[] = "RELEASE op";
+
+static store_rc run_cached(store *st, const char *sql, const char *what)
+{
+    sqlite3_stmt *s = st_stmt(st, sql);
+    return s ? st_exec_stmt(st, s, what) : STORE_ERROR;
+}
+
 /* After a failure SQLite may have rolled the whole transaction back on its
  * own (an I/O error, a full disk). Then the caller's transaction is gone. */
 static void note_autorollback(store *st)
@@ -205,11 +218,11 @@ store_rc st_op_begin(store *st)
                             "the transaction was rolled back after an earlier error; "
                             "call store_tx_rollback and start again");
         }
-        store_rc rc = st_exec(st, "SAVEPOINT op", "starting a savepoint");
+        store_rc rc = run_cached(st, sql_savepoint, "starting a savepoint");
         if (rc != STORE_OK) st->op_depth--;
         return rc;
     }
-    store_rc rc = st_exec(st, "BEGIN IMMEDIATE", "starting a transaction");
+    store_rc rc = run_cached(st, sql_begin, "starting a transaction");
     if (rc != STORE_OK) st->op_depth--;
     return rc;
 }
@@ -228,7 +241,7 @@ store_rc st_op_end(store *st, store_rc rc)
             return rc == STORE_OK ? STORE_ERROR : rc;
         }
         if (rc == STORE_OK) {
-            store_rc r = st_exec(st, "RELEASE op", "releasing a savepoint");
+            store_rc r = run_cached(st, sql_release, "releasing a savepoint");
             note_autorollback(st);
             return r;
         }
@@ -240,7 +253,7 @@ store_rc st_op_end(store *st, store_rc rc)
         rollback_quietly(st);
         return rc;
     }
-    store_rc r = st_exec(st, "COMMIT", "committing");
+    store_rc r = run_cached(st, sql_commit, "committing");
     if (r != STORE_OK) rollback_quietly(st);
     return r;
 }

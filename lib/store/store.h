@@ -27,7 +27,9 @@
  *   - Submission is idempotent: the same team + name + spec hash returns the
  *     existing job; the same name with another hash is a conflict.
  *   - A failed write (disk full, I/O error) is reported as STORE_ERROR and
- *     leaves the database as it was before the call.
+ *     the change is not applied. When only the final flush (fsync) of a
+ *     commit fails, the change may still be on disk and show up after a
+ *     restart: then whole, never in part (tests/store/test_store_fault.c).
  *
  * Threads: a store handle is used by one thread at a time. Open one handle
  * per thread on the same file; WAL lets readers run beside the one writer,

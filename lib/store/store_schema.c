@@ -9,7 +9,11 @@
 #include <string.h>
 
 /* Version 1: the first schema. Times are REAL seconds since the epoch; JSON
- * columns are checked with json_valid (SQLite's JSON functions). */
+ * columns are checked with json_valid (SQLite's JSON functions). Job ids
+ * are AUTOINCREMENT (never reused, even after a delete: page tokens and API
+ * clients rely on it); event seqs are plain rowids (increasing; only the
+ * seqs of a deleted job's newest events can come back), which saves a write
+ * of sqlite_sequence per event. */
 static const char schema_v1[] =
     "CREATE TABLE jobs (\n"
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
@@ -61,7 +65,7 @@ static const char schema_v1[] =
     ") WITHOUT ROWID;\n"
     "CREATE INDEX attempts_open ON attempts (job_id, number) WHERE ended_at IS NULL;\n"
     "CREATE TABLE events (\n"
-    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  seq INTEGER PRIMARY KEY,\n"
     "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,\n"
     "  at REAL NOT NULL,\n"
     "  actor TEXT NOT NULL CHECK (actor <> ''),\n"
