@@ -47,9 +47,18 @@ static void expect(const char *pattern, const char *text, const char *want)
 static const char QWEN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
                            "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+/* The o200k pattern (tiktoken; used by some Hugging Face byte-level files):
+ * case-aware words and an optional (?i:) group. */
+static const char O200K[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 static void test_pretokenizer_patterns(void **state)
 {
     (void)state;
+    expect(O200K, "HelloWorld's CAPS test", "Hello|World's| CAPS| test");
     expect(QWEN, "Hello world", "Hello| world");
     expect(QWEN, "I'VE 'Ll done", "I|'VE| '|Ll| done");
     expect(QWEN, "a  b   \n\n c", "a| | b|   \n\n| c");
