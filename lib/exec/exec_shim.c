@@ -536,15 +536,31 @@ static void shim_free(shim *sh)
     cfg_free(&sh->cfg);
 }
 
+/* The descriptor argument: digits naming an open socket (a person typing
+ * `lathe exec-shim 0` must not leave it waiting on the terminal). */
+static int socket_arg(const char *s)
+{
+    char *end;
+    long fd = strtol(s, &end, 10);
+    struct stat st;
+    if (*s < '0' || *s > '9' || *end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 ||
+        !S_ISSOCK(st.st_mode))
+        return -1;
+    return (int)fd;
+}
+
 int exec_shim_main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: lathe exec-shim FD (started by the local executor only)\n");
+    int fd = argc == 2 ? socket_arg(argv[1]) : -1;
+    if (fd < 0) {
+        fprintf(stderr, "usage: lathe exec-shim FD\n"
+                        "FD must be the socket the local executor passes; this command is not "
+                        "run by hand (see docs/executors.md)\n");
         return LT_EXIT_USAGE;
     }
     shim sh;
     memset(&sh, 0, sizeof sh);
-    sh.sock = atoi(argv[1]);
+    sh.sock = fd;
     sh.lock_fd = sh.sig_fd = sh.log.fd = sh.out.fd = sh.err.fd = -1;
     char *text = read_config(sh.sock);
     char err[512];

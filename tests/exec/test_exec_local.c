@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -770,6 +771,64 @@ static void test_recycled_pid(void **state)
     run_free(&r);
 }
 
+/* The production path: the supervisor is the built `lathe exec-shim`
+ * (skipped when the tool is not built, as in a build of this part alone). */
+static void test_lathe_tool_as_supervisor(void **state)
+{
+    fx *f = *state;
+    const char *tool = LATHE_BINARY_DIR "/lathe";
+    if (access(tool, X_OK) != 0) skip();
+    exec_backend_free(f->be);
+    exec_local_config cfg = {.shim_program = tool};
+    f->be = exec_local_new(&cfg);
+    const char *argv[] = {"/bin/sh", "-c", "echo via the lathe tool; exit 4"};
+    run r;
+    run_to_end(f, "tool", argv, 3, NULL, &r);
+    assert_int_equal(r.st.exit_code, 4);
+    char *log = read_log(r.h);
+    assert_string_equal(log, "via the lathe tool\n");
+    free(log);
+    run_free(&r);
+}
+
+/* A supervisor given no config, or a bad one, says so and runs nothing;
+ * one given a descriptor that is not a socket refuses to start at all. */
+static void test_supervisor_bad_config(void **state)
+{
+    (void)state;
+    const char *configs[] = {"", "not json", "{\"argv\": []}"};
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(sv[0]);
+            char fd[16];
+            snprintf(fd, sizeof fd, "%d", sv[1]);
+            char *args[] = {(char *)"exec-shim", fd, NULL};
+            _exit(exec_shim_main(2, args));
+        }
+        close(sv[1]);
+        assert_int_equal(write(sv[0], configs[i], strlen(configs[i])), (ssize_t)strlen(configs[i]));
+        shutdown(sv[0], SHUT_WR);
+        char answer[512] = "";
+        ssize_t n = read(sv[0], answer, sizeof answer - 1);
+        assert_true(n > 0);
+        answer[n] = '\0';
+        assert_true(str_starts_with(answer, "system "));
+        close(sv[0]);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == LT_EXIT_INVALID);
+    }
+    char *bad[] = {(char *)"exec-shim", (char *)"0", NULL};
+    assert_int_equal(exec_shim_main(2, bad), LT_EXIT_USAGE); /* stdin is no socket */
+    char *word[] = {(char *)"exec-shim", (char *)"three", NULL};
+    assert_int_equal(exec_shim_main(2, word), LT_EXIT_USAGE);
+    assert_int_equal(exec_shim_main(1, word), LT_EXIT_USAGE);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "exec-shim") == 0) return exec_shim_main(argc - 1, argv + 1);
@@ -790,6 +849,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_never_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_supervisor_killed_is_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recycled_pid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lathe_tool_as_supervisor, setup, teardown),
+        cmocka_unit_test(test_supervisor_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
