@@ -83,9 +83,32 @@ static void check_shim_logs(const char *dir)
     free(pattern);
 }
 
+/* A test that failed half-way may leave trainers running: kill every
+ * attempt a job folder still names, so nothing outlives the test. */
+static void kill_leftovers(fx *f)
+{
+    char *pattern = path_join(f->dir, "*/current.json");
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            char *jd = xstrndup(g.gl_pathv[i], strlen(g.gl_pathv[i]) - strlen("/current.json"));
+            exec_handle *h;
+            char err[512];
+            if (exec_find(f->be, jd, &h, err, sizeof err) == EXEC_OK) {
+                exec_signal(h, SIGKILL, err, sizeof err);
+                exec_release(h);
+            }
+            free(jd);
+        }
+        globfree(&g);
+    }
+    free(pattern);
+}
+
 static int teardown(void **state)
 {
     fx *f = *state;
+    kill_leftovers(f);
     check_shim_logs(f->dir);
     exec_backend_free(f->be);
     char *cmd = xasprintf("rm -rf '%s'", f->dir);
