@@ -18,8 +18,10 @@
  *   release  free a handle (the trainer keeps running)
  *
  * One backend now: local processes (exec_local_new, docs/executors.md). Slurm
- * and Kubernetes come later behind the same interface, so nothing here names
- * processes, pids or folders except the local backend's config.
+ * and Kubernetes come later behind the same interface, so the interface
+ * names no pid or engine detail: a job folder and a log file (on shared
+ * storage for cluster engines) are all it assumes. The process helpers at
+ * the end belong to the local backend.
  *
  * Also here, shared by every backend: the trainer contract's environment,
  * exit classification (out of memory, cannot succeed), the progress formats
