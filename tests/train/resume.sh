@@ -69,7 +69,7 @@ echo "ok: SIGTERM in the middle of a step -> checkpoint of the previous step, id
 # 3. signals from outside at whatever moment: SIGTERM (checkpoint + 143),
 #    then SIGKILL, then run to the end
 mkdir -p "$WORK/ref2" "$WORK/sig"
-train "$WORK/ref2" 120 || fail "second reference failed"
+train "$WORK/ref2" 60 || fail "second reference failed"
 wait_step() { # LOG STEP: wait until the log shows that step (at most 60 s)
     for _ in $(seq 600); do
         grep -q "step=$2/" "$1" 2>/dev/null && return 0
@@ -77,7 +77,7 @@ wait_step() { # LOG STEP: wait until the log shows that step (at most 60 s)
     done
     return 1
 }
-train_bg "$WORK/sig" 120
+train_bg "$WORK/sig" 60
 wait_step "$WORK/sig.log" 5 || fail "no progress"
 kill -TERM $pid
 wait $pid; rc=$?
@@ -90,11 +90,11 @@ else
     [ $rc = 0 ] || fail "SIGTERM: exit $rc"
     echo "note: the run finished before SIGTERM arrived"
 fi
-train_bg "$WORK/sig" 120
+train_bg "$WORK/sig" 60
 wait_step "$WORK/sig.log" $(( ${s:-0} + 7 )) || true
 kill -KILL $pid 2>/dev/null
 wait $pid 2>/dev/null
-train "$WORK/sig" 120 || fail "final resume failed: $(tail -3 "$WORK/sig.log")"
+train "$WORK/sig" 60 || fail "final resume failed: $(tail -3 "$WORK/sig.log")"
 cmp "$WORK/ref2/final/adapter_model.safetensors" "$WORK/sig/final/adapter_model.safetensors" \
     || fail "adapter after SIGTERM + SIGKILL differs from the uninterrupted run"
 echo "ok: SIGTERM + external SIGKILL -> identical adapter"
