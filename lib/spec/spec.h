@@ -37,7 +37,7 @@ typedef enum { PREC_AUTO, PREC_BF16, PREC_FP16, PREC_AMP, PREC_FP32 } spec_preci
 typedef enum { OPT_AUTO, OPT_ADAMW, OPT_ADAMW8BIT, OPT_PAGED_ADAMW, OPT_PAGED_ADAMW8BIT, OPT_SGD } spec_optimizer;
 typedef enum { STRAT_AUTO, STRAT_SINGLE, STRAT_DDP, STRAT_FSDP, STRAT_ZERO2, STRAT_ZERO3 } spec_strategy;
 typedef enum { TOGGLE_AUTO, TOGGLE_OFF, TOGGLE_ON } spec_toggle;
-typedef enum { DATA_AUTO, DATA_ALPACA, DATA_MESSAGES, DATA_TEXT } spec_data_format;
+typedef enum { SPEC_DATA_AUTO, SPEC_DATA_ALPACA, SPEC_DATA_MESSAGES, SPEC_DATA_TEXT } spec_data_format;
 typedef enum { TRAINER_BUILTIN, TRAINER_COMMAND } spec_trainer_kind;
 typedef enum { NODE_READY, NODE_DRAINING, NODE_DOWN } spec_node_state;
 

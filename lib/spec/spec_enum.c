@@ -54,10 +54,10 @@ static const spec_enum_entry strategy_tab[] = {
 ENUM_DEF(spec_enum_strategy, strategy_tab);
 
 static const spec_enum_entry data_format_tab[] = {
-    {"auto", DATA_AUTO, false},
-    {"alpaca", DATA_ALPACA, false},
-    {"messages", DATA_MESSAGES, false},
-    {"text", DATA_TEXT, false},
+    {"auto", SPEC_DATA_AUTO, false},
+    {"alpaca", SPEC_DATA_ALPACA, false},
+    {"messages", SPEC_DATA_MESSAGES, false},
+    {"text", SPEC_DATA_TEXT, false},
 };
 ENUM_DEF(spec_enum_data_format, data_format_tab);
 

@@ -32,7 +32,7 @@ spec_job *spec_job_new_default(void)
     j->lora.dropout = 0.05;
     j->quantization.bits = 16;
     j->quantization.quant = QUANT_AUTO;
-    j->training_data.format = DATA_AUTO;
+    j->training_data.format = SPEC_DATA_AUTO;
     j->training_data.batch_size = 1;
     j->training_data.gradient_accumulation = 1;
     j->hyperparams.epochs = 1;

@@ -104,7 +104,7 @@ static void test_seed_every_value(void **state)
     assert_string_equal(j->training_data.dataset_path, "/data/training/qwen2-finetune");
     assert_int_equal(j->training_data.pos_dataset_path.line, 29);
     assert_null(j->training_data.eval_path);
-    assert_int_equal(j->training_data.format, DATA_AUTO);
+    assert_int_equal(j->training_data.format, SPEC_DATA_AUTO);
     assert_int_equal(j->training_data.samples, 50000);
     assert_int_equal(j->training_data.batch_size, 4);
     assert_int_equal(j->training_data.gradient_accumulation, 8);
