@@ -585,7 +585,7 @@ static void end_message(const ctl_job *j, const ctl_end *e, ctl_go go, double ba
         sb_printf(out, "attempt %d ended: %s", j->attempt, why);
         if (e->st.end == EXEC_END_INVALID || !e->st.retryable) sb_puts(out, "; it cannot succeed, so it is not retried");
         else if (e->st.end == EXEC_END_OOM && replan_what) sb_printf(out, "; no retry: %s", replan_what);
-        else sb_printf(out, "; no retries left (%d of %d used)", j->failures, j->max_retries);
+        else sb_printf(out, "; no retries left (retryPolicy.maxRetries is %d)", j->max_retries);
         break;
     case GO_RETRY:
         sb_printf(out, "attempt %d ended: %s; retry %d of %d in %s", j->attempt, why, j->failures + 1,

@@ -307,23 +307,35 @@ static inline void hs_print_log(const hs *h)
 /* ---- jobs ---- */
 
 /* A LoRATrainingJob running the fake trainer. env: extra `- {name, value}`
- * lines for trainer.env (NULL: none); more: extra lines under spec. */
+ * lines for trainer.env (NULL: none); more: extra lines under spec; td:
+ * extra fields of trainingData (", batchSize: 4"). */
+static inline char *hs_job_td(const hs *h, const char *name, const char *env, const char *more,
+                              const char *td)
+{
+    sb out;
+    sb_init(&out);
+    sb_printf(&out,
+              "apiVersion: lathe/v1\n"
+              "kind: LoRATrainingJob\n"
+              "metadata: {name: %s}\n"
+              "spec:\n"
+              "  baseModel: {name: Qwen2.5-0.5B}\n"
+              "  trainingData: {datasetPath: %s/data.jsonl, samples: 100%s}\n"
+              "  trainer:\n"
+              "    command: [/bin/sh, %s/fake.sh]\n"
+              "    env:\n"
+              "      - {name: RECORD, value: %s}\n"
+              "%s",
+              name, h->dir, td ? td : "", h->dir, h->record, env ? env : "");
+    if (!more || !strstr(more, "retryPolicy"))
+        sb_puts(&out, "  retryPolicy: {maxRetries: 2, backoffSeconds: 0.2}\n");
+    if (more) sb_puts(&out, more);
+    return sb_take(&out);
+}
+
 static inline char *hs_job(const hs *h, const char *name, const char *env, const char *more)
 {
-    return xasprintf("apiVersion: lathe/v1\n"
-                     "kind: LoRATrainingJob\n"
-                     "metadata: {name: %s}\n"
-                     "spec:\n"
-                     "  baseModel: {name: Qwen2.5-0.5B}\n"
-                     "  trainingData: {datasetPath: %s/data.jsonl, samples: 100}\n"
-                     "  retryPolicy: {maxRetries: 2, backoffSeconds: 0.2}\n"
-                     "  trainer:\n"
-                     "    command: [/bin/sh, %s/fake.sh]\n"
-                     "    env:\n"
-                     "      - {name: RECORD, value: %s}\n"
-                     "%s"
-                     "%s",
-                     name, h->dir, h->dir, h->record, env ? env : "", more ? more : "");
+    return hs_job_td(h, name, env, more, NULL);
 }
 
 /* A string field of a job (caller frees), or NULL. */
