@@ -115,7 +115,72 @@ static void test_shrink(void **state)
     assert_non_null(strstr(what, "smallest plan"));
 }
 
+static void test_token_hash(void **state)
+{
+    (void)state;
+    char hex[65];
+    /* FIPS 180-2, appendix B.1: SHA-256("abc") */
+    srv_hash_token("abc", hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
 /* ---- against the server ---- */
+
+/* The default trainer: `lathe train SPEC` on a tiny model made here. */
+static void test_builtin_trainer(void **state)
+{
+    (void)state;
+    char *tok = xasprintf("%s/tokenizers/qwen3/tokenizer.json", LATHE_SHARED_DIR);
+    if (!file_exists(tok)) {
+        fprintf(stderr, "SKIP: %s is missing\n", tok);
+        free(tok);
+        skip();
+    }
+    char *model = path_join(H.dir, "model"), *lathe = xasprintf("%s/lathe", LATHE_BINARY_DIR);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(lathe, "lathe", "init-model", model, "--preset", "tiny", "--arch", "qwen3",
+              "--tokenizer", tok, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char *job = xasprintf("apiVersion: lathe/v1\n"
+                          "kind: LoRATrainingJob\n"
+                          "metadata: {name: builtin}\n"
+                          "spec:\n"
+                          "  baseModel: {path: %s}\n"
+                          "  lora: {rank: 4, targetModules: [q_proj, v_proj]}\n"
+                          "  trainingData: {datasetPath: %s/data/self-instruct/seed_tasks.alpaca.jsonl}\n"
+                          "  hyperparams: {maxSteps: 3, maxSeqLength: 64}\n"
+                          "  checkpoint: {intervalSteps: 2}\n",
+                          model, LATHE_SHARED_DIR);
+    hs_resp r = hs_http(&H, "POST", "/v1/jobs", "token-a", job);
+    assert_int_equal(r.status, 201);
+    hs_resp_free(&r);
+    assert_true(hs_wait_state(&H, "token-a", "builtin", "succeeded", 60));
+    json_t *j = get_job("builtin");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "progress"), "step")), 3);
+    assert_int_equal(json_array_size(json_object_get(j, "checkpoints")), 2);
+    json_decref(j);
+    r = hs_http(&H, "GET", "/v1/jobs/builtin/logs", "token-a", NULL);
+    assert_non_null(strstr(r.body, "[lathe-train] start step=0/3"));
+    const char *adapter = strstr(r.body, "adapter=");
+    assert_non_null(adapter);
+    char *dir = xstrndup(adapter + 8, strcspn(adapter + 8, "\n"));
+    char *file = path_join(dir, "adapter_model.safetensors");
+    assert_true(file_exists(file));
+    hs_resp_free(&r);
+    free(file);
+    free(dir);
+    free(job);
+    free(model);
+    free(lathe);
+    free(tok);
+}
 static void test_retry_after_crash(void **state)
 {
     (void)state;
@@ -230,6 +295,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backoff),           cmocka_unit_test(test_shrink),
+        cmocka_unit_test(test_token_hash),        cmocka_unit_test(test_builtin_trainer),
         cmocka_unit_test(test_retry_after_crash), cmocka_unit_test(test_oom_replan),
         cmocka_unit_test(test_timeout),           cmocka_unit_test(test_preempt_and_resume),
     };
