@@ -266,7 +266,7 @@ static ctl_view *view_build(ctl *c, double now)
         if (j->state == STORE_QUEUED) {
             if (team >= 0) v->queued[team]++;
             view_add_wait(v, j->team, j->reason_code ? j->reason_code : "new");
-        } else {
+        } else if (ctl_job_holds(j)) {
             if (team >= 0) v->running[team]++;
             view_add_run(c, v, j, team, now);
         }

@@ -93,6 +93,11 @@ struct ctl {
 };
 
 /* ---- ctl.c ---- */
+/* Starting, running or stopping: the job holds its GPUs or CPU slot. */
+static inline bool ctl_job_holds(const ctl_job *j)
+{
+    return j->state == STORE_STARTING || j->state == STORE_RUNNING || j->state == STORE_STOPPING;
+}
 double ctl_now(void);
 void ctl_log(ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* DATA/jobs/<id> (caller frees). */

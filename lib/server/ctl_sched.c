@@ -81,7 +81,7 @@ static void count_experiments(const ctl *c, exp_counts *e)
     memset(e, 0, sizeof *e);
     for (size_t i = 0; i < c->n_jobs; i++) {
         const ctl_job *j = c->jobs[i];
-        if (j->state != STORE_QUEUED && j->experiment) exp_slot(e, j->team, j->experiment, true)->n++;
+        if (ctl_job_holds(j) && j->experiment) exp_slot(e, j->team, j->experiment, true)->n++;
     }
 }
 
@@ -221,7 +221,7 @@ static void apply_starts(ctl *c, const sched_result *res, exp_counts *ec, double
         sched_reason_format(sc, &d->why, now, &why);
         ctl_start_job(c, j, sched_decision_gpus(res, d), d->n_gpus, sb_str(&why));
         sb_free(&why);
-        if (x && j->state != STORE_QUEUED) x->n++;
+        if (x && ctl_job_holds(j)) x->n++;
     }
 }
 
@@ -292,7 +292,7 @@ static void cpu_pass(ctl *c, double now)
     size_t nq = 0;
     for (size_t i = 0; i < c->n_jobs; i++) {
         ctl_job *j = c->jobs[i];
-        if (j->state != STORE_QUEUED) used++;
+        if (ctl_job_holds(j)) used++;
         else if (eligible(c, j, &ec, now)) queue[nq++] = j;
     }
     qsort(queue, nq, sizeof *queue, by_priority_then_id);
@@ -303,7 +303,7 @@ static void cpu_pass(ctl *c, double now)
         exp_count *x = j->experiment && j->exp_max > 0 ? exp_slot(&ec, j->team, j->experiment, true) : NULL;
         if (used < slots && !(x && x->n >= j->exp_max)) {
             ctl_start_job(c, j, NULL, 0, "a CPU slot is free");
-            if (j->state == STORE_QUEUED) continue;
+            if (!ctl_job_holds(j)) continue;
             used++;
             if (x) x->n++;
             continue;

@@ -137,8 +137,12 @@ static bool want_nvml(const srv_config *cfg)
     return cfg->cluster_file == NULL;
 }
 
+/* Teams named by tokens, and without a Cluster file the team "default"
+ * (what a job that names no team belongs to). */
 static void add_token_teams(const srv_config *cfg, srv_cluster *c)
 {
+    if (!cfg->cluster_file && sched_cluster_find_team(c->sched, "default") < 0)
+        sched_cluster_add_team(c->sched, "default");
     for (size_t i = 0; i < cfg->n_tokens; i++) {
         const char *t = cfg->tokens[i].team;
         if (t && sched_cluster_find_team(c->sched, t) < 0) sched_cluster_add_team(c->sched, t);

@@ -156,9 +156,9 @@ static void resolve_team(submission *m, sub_job *sj)
         sb_free(&names);
         return;
     }
-    sj->team = xstrdup(team);
+    sj->team = xstrdup(team); /* team may be j->team itself: copy first */
     free(j->team);
-    j->team = xstrdup(team);
+    j->team = xstrdup(sj->team);
 }
 
 /* Step 3. */
