@@ -28,6 +28,7 @@ typedef struct ctl_job {
     store_state state;
     double created_at, not_before, saved_work;
     double gpu_seconds, cost; /* totals stored so far */
+    int64_t checkpoint_step;  /* the newest checkpoint recorded; -1 = none */
     int attempts, max_retries;
     int64_t priority;
 

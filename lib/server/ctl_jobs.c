@@ -45,6 +45,7 @@ void ctl_job_sync(ctl_job *j, const store_job *s)
     j->not_before = s->not_before;
     j->saved_work = s->saved_work;
     j->gpu_seconds = s->gpu_seconds;
+    j->checkpoint_step = s->checkpoint_step;
     j->cost = s->cost;
     j->attempts = s->attempts;
     j->max_retries = s->max_retries;

@@ -374,8 +374,12 @@ static double work_at(const ctl_job *j, int64_t step, double now)
     return j->prior_run + (now - j->run_started);
 }
 
+/* A checkpoint the job does not have yet: past the newest one recorded. A
+ * re-attached attempt's output is read again from its start, and a
+ * resumed attempt starts at its checkpoint: neither records one twice. */
 static void record_checkpoint(ctl *c, ctl_job *j, const exec_checkpoint *k, double now)
 {
+    if (k->step <= j->checkpoint_step) return;
     json_t *d = json_pack("{s:I, s:s}", "step", (json_int_t)k->step, "path", k->path ? k->path : "");
     char *data = json_dumps(d, JSON_COMPACT);
     json_decref(d);
@@ -386,7 +390,10 @@ static void record_checkpoint(ctl *c, ctl_job *j, const exec_checkpoint *k, doub
                             .checkpoint_path = k->path, .saved_work = work_at(j, k->step, now)};
     unsigned states = STORE_STATE_BIT(STORE_STARTING) | STORE_STATE_BIT(STORE_RUNNING) |
                       STORE_STATE_BIT(STORE_STOPPING);
-    if (store_job_update_fields(c->st, j->id, states, &upd, &ev) == STORE_OK) j->saved_work = upd.saved_work;
+    if (store_job_update_fields(c->st, j->id, states, &upd, &ev) == STORE_OK) {
+        j->saved_work = upd.saved_work;
+        j->checkpoint_step = k->step;
+    }
     free(data);
 }
 

@@ -279,6 +279,9 @@ static void test_preempt_and_resume(void **state)
     assert_non_null(strstr(ev, "preempting: preempted: "));
     assert_non_null(strstr(ev, "urgent-1"));
     assert_non_null(strstr(ev, "succeeded: attempt 2 succeeded"));
+    const char *at = strstr(ev, "checkpoint at step 10:");
+    assert_non_null(at);
+    assert_null(strstr(at + 1, "checkpoint at step 10:")); /* recorded once */
     char *path = xasprintf("/v1/jobs/%s/logs?attempt=2", victim);
     hs_resp r = hs_http(&H, "GET", path, "token-a", NULL);
     free(path);
