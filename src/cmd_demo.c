@@ -710,7 +710,7 @@ static bool demo_is_final(const char *state)
                      !strcmp(state, "cancelled") || !strcmp(state, "timed_out"));
 }
 
-/* Every job of the demo in full (a list shows no checkpoints), newest
+/* Every job of the demo in full (a list shows no checkpoints), oldest
  * first. */
 static int demo_jobs(demo *d, json_t **items)
 {
@@ -720,11 +720,9 @@ static int demo_jobs(demo *d, json_t **items)
     json_t *list = NULL;
     int rc = client_jobs_list_all(d->c, &f, 100, &list, &err);
     *items = json_array();
-    size_t i;
-    const json_t *j;
-    json_array_foreach(list, i, j) {
+    for (size_t i = json_array_size(list); i-- > 0 && !rc;) { /* the list is newest first */
+        const json_t *j = json_array_get(list, i);
         json_t *full = NULL;
-        if (rc) break;
         rc = client_job_get(d->c, client_str(j, "name"), client_str(j, "team"), &full, &err);
         if (!rc) json_array_append_new(*items, full);
     }
@@ -905,8 +903,9 @@ static void demo_maybe_kill(demo *d, const json_t *items)
     }
 }
 
-/* True when all 4 jobs exist and have ended. */
-static bool demo_done(const json_t *items)
+/* True when the experiment's jobs (and the hotfix, once sent) have all
+ * ended: nothing is left to watch. */
+static bool demo_done(const demo *d, const json_t *items)
 {
     size_t i, n = 0;
     const json_t *j;
@@ -914,7 +913,7 @@ static bool demo_done(const json_t *items)
         if (!demo_is_final(client_str(j, "state"))) return false;
         n++;
     }
-    return n >= 4;
+    return n >= (d->hotfix_sent ? 4u : 3u);
 }
 
 /* Watches until every job ended (or the timeout, or Ctrl-C). */
@@ -933,7 +932,7 @@ static int demo_watch(demo *d)
         demo_show(d, items);
         rc = demo_maybe_hotfix(d, items);
         if (!rc) demo_maybe_kill(d, items);
-        bool done = demo_done(items);
+        bool done = demo_done(d, items);
         json_decref(items);
         if (rc) return rc;
         if (done) break;
@@ -957,77 +956,142 @@ static void demo_secs(char *out, size_t outsz, double s)
     else units_format_duration(out, outsz, s);
 }
 
-/* "started after 0s -> preempted -> waited 31s -> resumed -> succeeded",
- * from a job's events. */
-static void demo_story(sb *out, const json_t *events)
+/* Collects log text. */
+static bool demo_collect(void *ctx, const char *data, size_t len)
 {
-    size_t i, starts = 0;
+    sb_putn(ctx, data, len);
+    return true;
+}
+
+/* The step attempt k of a job resumed from (its trainer's "[lathe-train]
+ * resume step=N" line, docs/trainer.md), or -1 when it started afresh. */
+static long demo_resume_step(demo *d, const json_t *job, int k)
+{
+    sb log;
+    sb_init(&log);
+    client_error err;
+    client_error_init(&err);
+    client_logs_opts o = {.attempt = k, .tail = -1};
+    long step = -1;
+    if (!client_job_logs(d->c, client_str(job, "name"), client_str(job, "team"), &o, demo_collect,
+                         &log, &err)) {
+        const char *p = strstr(sb_str(&log), "[lathe-train] resume step=");
+        if (p) step = strtol(p + strlen("[lathe-train] resume step="), NULL, 10);
+    }
+    client_error_free(&err);
+    sb_free(&log);
+    return step;
+}
+
+/* One start in the story: "started after 0s", "resumed from step 40 after
+ * 31s", "restarted after 2s". */
+static void demo_story_start(demo *d, const json_t *job, int k, double waited, sb *out)
+{
+    char w[32];
+    demo_secs(w, sizeof w, waited);
+    long from = k > 1 ? demo_resume_step(d, job, k) : -1;
+    if (k == 1) sb_printf(out, "started after %s", w);
+    else if (from >= 0) sb_printf(out, " -> resumed from step %ld after %s", from, w);
+    else sb_printf(out, " -> restarted after %s", w);
+}
+
+/* "started after 0s -> preempted -> resumed from step 20 after 6s ->
+ * succeeded", from a job's events (and its trainer's logs). */
+static void demo_story(demo *d, const json_t *job, const json_t *events, sb *out)
+{
+    size_t i;
+    int starts = 0;
     const json_t *e;
     double wait_from = 0;
+    bool killed = !strcmp(d->killed_job, client_str(job, "name") ? client_str(job, "name") : "");
     json_array_foreach(json_object_get(events, "items"), i, e) {
         const char *type = client_str(e, "type");
         double at = 0;
         client_parse_time(client_str(e, "at"), &at);
-        char d[32];
         if (!type) continue;
-        if (!strcmp(type, "queued") || !strcmp(type, "submitted")) {
+        if (!strcmp(type, "submitted") || !strcmp(type, "queued")) {
             if (wait_from == 0) wait_from = at;
         } else if (!strcmp(type, "started")) {
-            demo_secs(d, sizeof d, wait_from > 0 ? at - wait_from : 0);
-            sb_printf(out, "%s%s after %s", out->len ? " -> " : "",
-                      starts++ ? "restarted" : "started", d);
+            demo_story_start(d, job, ++starts, wait_from > 0 ? at - wait_from : 0, out);
             wait_from = 0;
         } else if (!strcmp(type, "preempted") || !strcmp(type, "retrying") ||
                    !strcmp(type, "replanned")) {
-            sb_printf(out, "%s%s", out->len ? " -> " : "", type);
+            sb_printf(out, " -> %s", !strcmp(type, "retrying")
+                                         ? (killed ? "killed (SIGKILL), retried" : "failed, retried")
+                                         : type);
             if (wait_from == 0) wait_from = at;
         } else if (demo_is_final(type)) {
-            sb_printf(out, "%s%s", out->len ? " -> " : "", type);
+            sb_printf(out, " -> %s", type);
         }
     }
 }
 
-/* The table per job, then each job's story and where its adapter is. */
+/* One row of the summary table. */
+static void demo_summary_row(client_table *t, const json_t *j)
+{
+    const json_t *p = json_object_get(j, "progress");
+    const json_t *cps = json_object_get(j, "checkpoints");
+    const json_t *last = json_array_get(cps, json_array_size(cps) ? json_array_size(cps) - 1 : 0);
+    char steps[32], loss[32], tps[32], gh[32], cost[32], att[32];
+    snprintf(steps, sizeof steps, "%lld", client_int(p, "step", 0));
+    snprintf(loss, sizeof loss, "%.4f", client_num(p, "loss", NAN));
+    snprintf(tps, sizeof tps, "%.0f", client_num(p, "tokens_per_second", NAN));
+    snprintf(gh, sizeof gh, "%.5f", client_num(j, "gpu_hours", 0));
+    snprintf(cost, sizeof cost, "%.4f", client_num(j, "cost", 0));
+    snprintf(att, sizeof att, "%lld", client_int(j, "attempt", 0));
+    client_table_row(t, client_str(j, "name"), client_str(j, "team"), client_str(j, "state"),
+                     steps, loss, tps, gh, cost, att, client_str(last, "path"));
+}
+
+/* "  NAME  story" and, when the trainer wrote one, its final adapter (the
+ * `final` folder beside the checkpoints, docs/trainer.md). */
+static void demo_summary_story(demo *d, const json_t *j, sb *stories, sb *adapters)
+{
+    json_t *ev = NULL;
+    client_error err;
+    client_error_init(&err);
+    if (!client_job_events(d->c, client_str(j, "name"), client_str(j, "team"), &ev, &err)) {
+        sb s;
+        sb_init(&s);
+        demo_story(d, j, ev, &s);
+        sb_printf(stories, "  %-14s %s\n", client_str(j, "name"), sb_str(&s));
+        sb_free(&s);
+    }
+    json_decref(ev);
+    client_error_free(&err);
+    const json_t *cps = json_object_get(j, "checkpoints");
+    const char *path = client_str(json_array_get(cps, json_array_size(cps) - 1), "path");
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!slash) return;
+    char *final = xasprintf("%.*s/final", (int)(slash - path), path);
+    if (dir_exists(final)) sb_printf(adapters, "  %-14s %s\n", client_str(j, "name"), final);
+    free(final);
+}
+
+/* The table per job, then each job's story and its adapter. */
 static void demo_summary(demo *d, const json_t *items)
 {
     client_table t;
     client_table_init(&t, 10, "JOB", "TEAM", "STATE", "STEPS", "FINAL LOSS", "TOK/S", "GPU-HOURS",
                       "COST", "ATTEMPTS", "CHECKPOINT");
-    sb stories;
+    sb stories, adapters;
     sb_init(&stories);
+    sb_init(&adapters);
     size_t i;
     const json_t *j;
     json_array_foreach(items, i, j) {
-        const json_t *p = json_object_get(j, "progress");
-        const json_t *cps = json_object_get(j, "checkpoints");
-        const json_t *last = json_array_get(cps, json_array_size(cps) ? json_array_size(cps) - 1 : 0);
-        char steps[32], loss[32], tps[32], gh[32], cost[32], att[32];
-        snprintf(steps, sizeof steps, "%lld", client_int(p, "step", 0));
-        snprintf(loss, sizeof loss, "%.4f", client_num(p, "loss", NAN));
-        snprintf(tps, sizeof tps, "%.0f", client_num(p, "tokens_per_second", NAN));
-        snprintf(gh, sizeof gh, "%.5f", client_num(j, "gpu_hours", 0));
-        snprintf(cost, sizeof cost, "%.4f", client_num(j, "cost", 0));
-        snprintf(att, sizeof att, "%lld", client_int(j, "attempt", 0));
-        client_table_row(&t, client_str(j, "name"), client_str(j, "team"), client_str(j, "state"),
-                         steps, loss, tps, gh, cost, att, client_str(last, "path"));
-        json_t *ev = NULL;
-        client_error err;
-        client_error_init(&err);
-        if (!client_job_events(d->c, client_str(j, "name"), client_str(j, "team"), &ev, &err)) {
-            sb s;
-            sb_init(&s);
-            demo_story(&s, ev);
-            sb_printf(&stories, "  %-14s %s\n", client_str(j, "name"), sb_str(&s));
-            sb_free(&s);
-        }
-        json_decref(ev);
-        client_error_free(&err);
+        demo_summary_row(&t, j);
+        demo_summary_story(d, j, &stories, &adapters);
     }
     printf("\n");
     client_table_print(&t, stdout);
     printf("\nHow each job got its GPUs:\n%s", sb_str(&stories));
+    if (adapters.len)
+        printf("\nFinal adapters (PEFT format; try `lathe generate --model %s/model --adapter "
+               "DIR --prompt ...`):\n%s", d->dir, sb_str(&adapters));
     client_table_free(&t);
     sb_free(&stories);
+    sb_free(&adapters);
 }
 
 /* Whether the run showed what it should: every job succeeded, one was

@@ -298,6 +298,17 @@ static void api_error(client *c, long status, const char *body, const char *what
                              "objects)", what, c->server);
         else
             client_error_set(err, exit_code, "not_found", "%s", msg ? msg : "not found");
+    } else if (status == 422 && file && json_array_size(json_object_get(e, "diagnostics"))) {
+        /* the server named the body itself; the diagnostics name the file */
+        size_t i, errors = 0;
+        const json_t *x;
+        json_array_foreach(json_object_get(e, "diagnostics"), i, x) {
+            const char *lvl = jstr(x, "level");
+            errors += !lvl || !strcmp(lvl, "error");
+        }
+        client_error_set(err, exit_code, code ? code : "invalid",
+                         "%s has %zu error%s (checked by the server at %s):", file, errors,
+                         errors == 1 ? "" : "s", c->server);
     } else if (msg) {
         client_error_set(err, exit_code, code ? code : "error", "%s%s%s", what ? what : "",
                          what ? ": " : "", msg);

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 void client_job_line(sb *out, const json_t *job, int name_width, bool bar)
@@ -49,13 +50,38 @@ void client_live_free(client_live *l)
     memset(l, 0, sizeof *l);
 }
 
+/* The terminal's width in columns (80 when it does not say). */
+static int live_width(FILE *f)
+{
+    struct winsize ws;
+    if (ioctl(fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    return 80;
+}
+
 void client_live_frame(client_live *l, const char *text)
 {
     if (!l->tty) return;
     if (l->lines > 0) fprintf(l->f, "\033[%dA", l->lines); /* up to the frame's start */
-    fprintf(l->f, "\r\033[J%s", text);                     /* clear below, draw */
+    fputs("\r\033[J", l->f);                               /* clear below */
+    /* each line cut to the width, so that none wraps and the count of
+     * lines to go back up stays right */
+    size_t width = (size_t)live_width(l->f) - 1;
     int n = 0;
-    for (const char *p = text; *p; p++) n += *p == '\n';
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, "\n");
+        size_t cut = len;
+        if (cut > width) {
+            cut = width;
+            while (cut > 0 && ((unsigned char)p[cut] & 0xC0) == 0x80) cut--; /* whole UTF-8 */
+        }
+        fwrite(p, 1, cut, l->f);
+        p += len;
+        if (*p == '\n') {
+            fputc('\n', l->f);
+            n++;
+            p++;
+        }
+    }
     l->lines = n;
     fflush(l->f);
 }

@@ -1,0 +1,69 @@
+#!/bin/bash
+# demo.sh: `lathe demo` end to end, as the README runs it but with fewer
+# steps: a server with the virtual cluster, the r8/r16/r32 experiment, the
+# urgent job that preempts one of them, a trainer killed with SIGKILL that
+# resumes from its checkpoint, every job succeeded, the summary table, and
+# nothing left running. Also: the files it writes are examples/demo, and
+# --setup-only leaves the files and the model and runs nothing.
+set -u
+fails=0
+check() { # check NAME STATUS
+    if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); fi
+}
+has() { # has NAME PATTERN: the demo's output holds PATTERN
+    grep -qE -- "$2" "$tmp/out"; check "$1" $?
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LATHE_SHARED_DIR
+
+# the templates are the files in examples/demo
+"$LATHE" demo --write-templates "$tmp/templates"; check "write-templates exits 0" $?
+diff -r "$tmp/templates" "$LATHE_SOURCE_DIR/examples/demo"; check "examples/demo = the demo's templates" $?
+
+# --setup-only: files and model, no server
+"$LATHE" demo --setup-only --dir "$tmp/setup" > "$tmp/setup.out"; check "setup-only exits 0" $?
+"$LATHE" validate "$tmp/setup/cluster.yaml" "$tmp/setup/experiment.yaml" "$tmp/setup/hotfix.yaml" >/dev/null
+check "the demo's files are valid" $?
+[ -f "$tmp/setup/model/config.json" ] && [ ! -e "$tmp/setup/data" ]; check "a model, no server data" $?
+grep -q "submit $tmp/setup/experiment.yaml" "$tmp/setup.out"; check "setup-only prints the commands" $?
+"$LATHE" demo --dir "$tmp/setup" >/dev/null 2>&1; [ $? -eq 4 ]; check "a folder that is not empty is refused" $?
+
+# the demo itself
+start=$(date +%s)
+timeout 600 "$LATHE" demo --steps 36 --plain --dir "$tmp/demo" > "$tmp/out" 2>&1
+rc=$?
+check "demo exits 0 (got $rc)" $rc
+has "the experiment is submitted" "team research submits experiment demo-lora"
+has "the hotfix is submitted" "product submits hotfix-r16"
+has "a research job is preempted" "demo-lora-r(8|16|32): preempted"
+has "a trainer is killed" "SIGKILL to the trainer of demo-lora-r"
+has "the summary table" "^JOB +TEAM +STATE +STEPS +FINAL LOSS"
+for j in demo-lora-r8 demo-lora-r16 demo-lora-r32; do
+    has "$j succeeded with 36 steps" "^$j +research +succeeded +36 "
+done
+has "hotfix-r16 succeeded" "^hotfix-r16 +product +succeeded +24 "
+has "a preempted job resumed from its checkpoint" "preempted -> resumed from step [0-9]+"
+has "the killed job resumed from its checkpoint" "killed \(SIGKILL\), retried -> resumed from step [0-9]+"
+has "the folder is left for inspection" "Everything is in $tmp/demo"
+! grep -q $'\033\[' "$tmp/out"; check "--plain: no terminal escapes" $?
+for j in 1 2 3 4; do
+    [ -f "$tmp/demo/data/jobs/$j/checkpoints/final/adapter_model.safetensors" ]
+    check "job $j has its final adapter" $?
+done
+sleep 0.5
+leftover=$(grep -ls "CHECKPOINT_DIR=$tmp/demo" /proc/[0-9]*/environ 2>/dev/null | wc -l)
+[ "$leftover" -eq 0 ]; check "no trainer left running ($leftover)" $?
+if ! kill -0 "$(grep -oE 'pid [0-9]+' "$tmp/out" | head -1 | cut -d' ' -f2)" 2>/dev/null; then
+    check "the server stopped" 0
+else
+    check "the server stopped" 1
+fi
+echo "demo: $(( $(date +%s) - start )) s"
+
+if [ "$fails" -ne 0 ]; then
+    echo "--- the demo's output:"; cat "$tmp/out"
+    echo "--- server.log:"; tail -30 "$tmp/demo/server.log"
+    echo "$fails checks failed"; exit 1
+fi
+echo "all checks passed"
