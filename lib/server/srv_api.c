@@ -94,7 +94,9 @@ void srv_api_job_delete(srv_req *r, const char *name)
     store_job j;
     if (!srv_find_job(r, name, &j)) return;
     store *st = srv_req_store(r);
+    srv_write_lock(srv_req_server(r));
     store_rc rc = store_job_delete(st, j.id);
+    srv_write_unlock(srv_req_server(r));
     if (rc == STORE_OK) {
         char key[32];
         ctl_stop_key(j.id, key);
@@ -146,7 +148,9 @@ void srv_api_job_cancel(srv_req *r, const char *name)
     store_rc rc = STORE_CONFLICT;
     /* the controller may move the job meanwhile: read it again and retry */
     for (int tries = 0; tries < 5 && rc == STORE_CONFLICT && !store_state_final(j.state); tries++) {
+        srv_write_lock(srv_req_server(r));
         rc = cancel_once(r, &j);
+        srv_write_unlock(srv_req_server(r));
         if (rc != STORE_CONFLICT) break;
         int64_t id = j.id;
         store_job_clear(&j);

@@ -178,6 +178,7 @@ struct srv {
     srv_cluster cluster;
     srv_pool pool;
     srv_counters counters;
+    pthread_mutex_t write_mu; /* HTTP threads write one at a time (srv_write_lock) */
     ctl *ctl;
     struct MHD_Daemon *mhd;
     int lock_fd;             /* flock on DATA/server.lock */
@@ -186,6 +187,14 @@ struct srv {
     atomic_bool stopping;
     bool quiet;
 };
+
+/* HTTP threads take turns for their write transactions: SQLite lets one
+ * writer in at a time and makes the others sleep and retry (with growing
+ * pauses), which under many concurrent clients turns into long tails; a
+ * mutex queues them instead. The controller's own writes still meet at
+ * most one HTTP writer at the lock. */
+void srv_write_lock(srv *s);
+void srv_write_unlock(srv *s);
 
 /* Prints a log line on stderr ("lathe server: ...") unless quiet. */
 void srv_log(const srv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

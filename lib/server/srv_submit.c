@@ -298,7 +298,9 @@ static void store_lone(submission *m)
     char *msg;
     fill_request(m, &m->jobs[0], &q, &ev, &msg);
     int64_t id = 0;
+    srv_write_lock(m->s);
     store_rc rc = store_submit(srv_req_store(m->r), &q, &id);
+    srv_write_unlock(m->s);
     free(msg);
     if (rc == STORE_OK || rc == STORE_EXISTS) {
         if (rc == STORE_OK) ctl_wake(m->s->ctl);
@@ -342,7 +344,9 @@ static void store_whole_experiment(submission *m)
 {
     int64_t *ids = xcalloc(m->n, sizeof *ids);
     size_t bad = 0;
+    srv_write_lock(m->s);
     store_rc rc = store_expansion(m, ids, &bad);
+    srv_write_unlock(m->s);
     store *st = srv_req_store(m->r);
     if (rc == STORE_OK || rc == STORE_EXISTS) {
         if (rc == STORE_OK) ctl_wake(m->s->ctl);
