@@ -1,9 +1,10 @@
 #!/bin/sh
 # demo.sh: the README's main command. Installs what lathe needs (as root),
-# builds lathe, and runs its main job: planning the seed article's
-# LoRATrainingJob (../shared/examples/seed-lora-job.yaml) — what it needs in
-# GPU memory, what it should run on and what it will cost — and the same
-# for a LoRA experiment.
+# builds lathe, and runs `lathe demo`: a server with a virtual GPU cluster
+# and two teams, a LoRA experiment (r8 / r16 / r32) on the shipped
+# instruction data, an urgent job that preempts one of them, a trainer
+# killed and resumed from its checkpoint, and a table per job at the end
+# (docs/cli.md). Arguments go to `lathe demo` (--clean, --steps N, ...).
 set -eu
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
@@ -13,8 +14,4 @@ scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATHE_SHARED_DIR="$SHARED" >/dev/null
 cmake --build build -j "$JOBS" >/dev/null
 
-echo "== lathe plan $SHARED/examples/seed-lora-job.yaml"
-build/lathe plan "$SHARED/examples/seed-lora-job.yaml" || true
-echo
-echo "== lathe plan $SHARED/examples/seed-lora-job.yaml --emit swift"
-build/lathe plan "$SHARED/examples/seed-lora-job.yaml" --emit swift
+exec build/lathe demo --shared "$SHARED" "$@"

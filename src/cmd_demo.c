@@ -1086,7 +1086,7 @@ static void demo_summary(demo *d, const json_t *items)
     printf("\n");
     client_table_print(&t, stdout);
     printf("\nHow each job got its GPUs:\n%s", sb_str(&stories));
-    if (adapters.len)
+    if (adapters.len && !d->o.clean)
         printf("\nFinal adapters (PEFT format; try `lathe generate --model %s/model --adapter "
                "DIR --prompt ...`):\n%s", d->dir, sb_str(&adapters));
     client_table_free(&t);
