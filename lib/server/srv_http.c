@@ -106,6 +106,11 @@ store *srv_req_store(srv_req *r)
     return r->st;
 }
 
+void srv_req_no_timeout(srv_req *r)
+{
+    MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+}
+
 const char *srv_req_actor(const srv_req *r)
 {
     return r->actor;

@@ -217,6 +217,8 @@ const char *srv_req_body(const srv_req *r, size_t *len);
 const srv_token *srv_req_token(const srv_req *r);
 store *srv_req_store(srv_req *r);
 srv *srv_req_server(srv_req *r);
+/* Keeps the connection open however long it stays quiet (log streams). */
+void srv_req_no_timeout(srv_req *r);
 /* "user:TEAM" or "admin" for events. */
 const char *srv_req_actor(const srv_req *r);
 /* The team a request acts for: the token's team, or for admin ?team= (NULL

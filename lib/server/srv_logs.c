@@ -229,6 +229,7 @@ void srv_api_job_logs(srv_req *r, const char *name)
     } else {
         lr->follow = false; /* the executor has not started it: nothing to read */
     }
+    if (lr->follow) srv_req_no_timeout(r); /* a quiet trainer is not an idle client */
     srv_reply_stream(r, 200, "text/plain; charset=utf-8", log_read, lr, log_done);
     store_attempt_clear(&a);
     store_job_clear(&j);

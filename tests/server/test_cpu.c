@@ -33,6 +33,7 @@ static void test_cpu_slots(void **state)
              "  listen: 127.0.0.1:0\n"
              "  dataDir: data\n"
              "  cluster: {gpus: none, cpuSlots: 1}\n"
+             "  limits: {connectionTimeout: 1s}\n"
              "  pollInterval: 50ms\n");
     assert_true(hs_start(&h));
     char *admin = read_token(&h);
@@ -71,6 +72,18 @@ static void test_cpu_slots(void **state)
     free(runs);
     r = hs_http(&h, "GET", "/metrics", NULL, NULL);
     assert_non_null(strstr(r.body, "lathe_cpu_slots{state=\"free\"} 1"));
+    hs_resp_free(&r);
+
+    /* following a log outlives the idle timeout (1 s) while the trainer is quiet */
+    char *job = hs_job(&h, "quiet", "      - {name: STEPS, value: \"2\"}\n      - {name: SLEEP, value: \"1.5\"}\n", NULL);
+    r = hs_http(&h, "POST", "/v1/jobs", admin, job);
+    assert_int_equal(r.status, 201);
+    hs_resp_free(&r);
+    free(job);
+    assert_true(hs_wait_state(&h, admin, "quiet", "running", 10));
+    r = hs_http(&h, "GET", "/v1/jobs/quiet/logs?follow=1", admin, NULL);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "[lathe-train] done step=2"));
     hs_resp_free(&r);
 
     /* a second server on the same data folder is refused */
