@@ -61,6 +61,15 @@ else
 fi
 echo "demo: $(( $(date +%s) - start )) s"
 
+# byte-level data (no tokenizer): the jobs run `lathe train --text` through
+# an explicit trainer command
+timeout 600 "$LATHE" demo --byte-level --steps 12 --plain --clean > "$tmp/bytes" 2>&1
+check "byte-level demo exits 0" $?
+grep -q "byte-level" "$tmp/bytes"; check "byte-level says so" $?
+[ "$(grep -cE '^(demo-lora-r[0-9]+|hotfix-r16) .* succeeded ' "$tmp/bytes")" -eq 4 ]
+check "byte-level: 4 jobs succeeded" $?
+grep -q "^removed " "$tmp/bytes"; check "--clean removes the folder" $?
+
 if [ "$fails" -ne 0 ]; then
     echo "--- the demo's output:"; cat "$tmp/out"
     echo "--- server.log:"; tail -30 "$tmp/demo/server.log"
