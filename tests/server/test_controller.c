@@ -204,6 +204,52 @@ static void test_retry_after_crash(void **state)
     json_decref(j);
 }
 
+/* Failures that cannot pass are never retried: a dataset that is not
+ * there, and the built-in trainer's exit code 2 (here: no such model). */
+static void test_no_retry_when_hopeless(void **state)
+{
+    (void)state;
+    char *job = xasprintf("apiVersion: lathe/v1\n"
+                          "kind: LoRATrainingJob\n"
+                          "metadata: {name: nodata}\n"
+                          "spec:\n"
+                          "  baseModel: {name: Qwen2.5-0.5B}\n"
+                          "  trainingData: {datasetPath: %s/missing.jsonl, samples: 10}\n"
+                          "  trainer: {command: [/bin/true]}\n",
+                          H.dir);
+    hs_resp r = hs_http(&H, "POST", "/v1/jobs", "token-a", job);
+    assert_int_equal(r.status, 201);
+    hs_resp_free(&r);
+    free(job);
+    job = xasprintf("apiVersion: lathe/v1\n"
+                    "kind: LoRATrainingJob\n"
+                    "metadata: {name: nomodel}\n"
+                    "spec:\n"
+                    "  baseModel: {name: Qwen2.5-0.5B, path: %s/no-such-model}\n"
+                    "  trainingData: {datasetPath: %s/data.jsonl, samples: 10}\n",
+                    H.dir, H.dir);
+    r = hs_http(&H, "POST", "/v1/jobs", "token-a", job);
+    assert_int_equal(r.status, 201);
+    hs_resp_free(&r);
+    free(job);
+    assert_true(hs_wait_state(&H, "token-a", "nodata", "failed", 20));
+    assert_true(hs_wait_state(&H, "token-a", "nomodel", "failed", 30));
+    json_t *j = get_job("nodata");
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "exit"), "reason")), "invalid");
+    json_decref(j);
+    const char *ev1[] = {"does not exist on this machine (trainingData.datasetPath)"};
+    expect_events("nodata", ev1, 1);
+    j = get_job("nomodel");
+    assert_int_equal(json_integer_value(json_object_get(j, "attempt")), 1);
+    json_t *x = json_object_get(j, "exit");
+    assert_int_equal(json_integer_value(json_object_get(x, "code")), 2);
+    assert_string_equal(json_string_value(json_object_get(x, "reason")), "invalid");
+    json_decref(j);
+    const char *ev2[] = {"it cannot succeed, so it is not retried"};
+    expect_events("nomodel", ev2, 1);
+}
+
 static void test_oom_replan(void **state)
 {
     (void)state;
@@ -257,7 +303,7 @@ static void test_timeout(void **state)
 static void test_preempt_and_resume(void **state)
 {
     (void)state;
-    const char *env = "      - {name: STEPS, value: \"60\"}\n";
+    const char *env = "      - {name: STEPS, value: \"100\"}\n";
     submit_ok("low-1", env, NULL);
     submit_ok("low-2", env, NULL);
     assert_true(hs_wait_state(&H, "token-a", "low-1", "running", 20));
@@ -288,7 +334,7 @@ static void test_preempt_and_resume(void **state)
     assert_non_null(strstr(r.body, "[lathe-train] resume step="));
     hs_resp_free(&r);
     json_t *j = get_job(victim);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "progress"), "step")), 60);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "progress"), "step")), 100);
     json_decref(j);
     free(e1);
     free(e2);
@@ -299,7 +345,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backoff),           cmocka_unit_test(test_shrink),
         cmocka_unit_test(test_token_hash),        cmocka_unit_test(test_builtin_trainer),
-        cmocka_unit_test(test_retry_after_crash), cmocka_unit_test(test_oom_replan),
+        cmocka_unit_test(test_retry_after_crash), cmocka_unit_test(test_no_retry_when_hopeless),
+        cmocka_unit_test(test_oom_replan),
         cmocka_unit_test(test_timeout),           cmocka_unit_test(test_preempt_and_resume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
