@@ -18,8 +18,9 @@ static const char describe_help[] =
     "\n"
     "Shows one job: state and attempts, priority, the plan (method, GPUs,\n"
     "micro-batch, memory per GPU, estimated GPU-hours and cost), where it runs,\n"
-    "why it waits, progress, checkpoints, GPU-hours and cost so far, how its\n"
-    "last attempt ended, and its events in order. For an experiment, its jobs.\n"
+    "why it waits, progress, the loss so far (first, lowest, last), checkpoints,\n"
+    "GPU-hours and cost so far, how its last attempt ended, and its events in\n"
+    "order. For an experiment, its jobs.\n"
     "\n"
     "options:\n" CLIENT_FLAGS_HELP
     "\n"
@@ -112,6 +113,34 @@ static void describe_progress(const json_t *job)
     }
 }
 
+/* "11.8409 at step 1, lowest 10.6461 at step 45, last 11.4705 at step 120
+ * (120 points)" from the progress history. */
+static void describe_loss(const json_t *progress)
+{
+    const json_t *items = json_object_get(progress, "items");
+    size_t i, n = 0;
+    const json_t *p, *first = NULL, *low = NULL, *last = NULL;
+    json_array_foreach(items, i, p) {
+        double loss = client_num(p, "loss", NAN);
+        if (!isfinite(loss)) continue;
+        if (!first) first = p;
+        if (!low || loss < client_num(low, "loss", NAN)) low = p;
+        last = p;
+        n++;
+    }
+    if (!n) {
+        field("Loss:", NULL);
+        return;
+    }
+    char line[256];
+    snprintf(line, sizeof line, "%.4f at step %lld, lowest %.4f at step %lld, last %.4f at step "
+             "%lld (%zu points)",
+             client_num(first, "loss", 0), client_int(first, "step", 0), client_num(low, "loss", 0),
+             client_int(low, "step", 0), client_num(last, "loss", 0), client_int(last, "step", 0),
+             n);
+    field("Loss:", line);
+}
+
 static void describe_exit(const json_t *job)
 {
     const json_t *e = json_object_get(job, "exit");
@@ -199,7 +228,7 @@ static void describe_events(const json_t *events, double now)
     client_table_free(&t);
 }
 
-static void describe_job(const json_t *job, const json_t *events)
+static void describe_job(const json_t *job, const json_t *events, const json_t *progress)
 {
     double now = client_now();
     char line[512];
@@ -226,6 +255,7 @@ static void describe_job(const json_t *job, const json_t *events)
         field("Retry after:", line);
     }
     describe_progress(job);
+    describe_loss(progress);
     snprintf(line, sizeof line, "%.4f GPU-hours, cost %.2f", client_num(job, "gpu_hours", 0),
              client_num(job, "cost", 0));
     field("Used:", line);
@@ -283,18 +313,20 @@ static int describe_run(int argc, char **argv)
     if (rc) return rc;
     client_error err;
     client_error_init(&err);
-    json_t *obj = NULL, *events = NULL;
+    json_t *obj = NULL, *events = NULL, *progress = NULL;
     if (is_exp) {
         rc = client_experiment_get(c, name, fl.team, &obj, &err);
         if (!rc) describe_experiment(obj);
     } else {
         rc = client_job_get(c, name, fl.team, &obj, &err);
         if (!rc) rc = client_job_events(c, name, fl.team, &events, &err);
-        if (!rc) describe_job(obj, events);
+        if (!rc) rc = client_job_progress(c, name, fl.team, 0, &progress, &err);
+        if (!rc) describe_job(obj, events, progress);
     }
     if (rc) client_error_print(&err, "describe", stderr);
     json_decref(obj);
     json_decref(events);
+    json_decref(progress);
     client_error_free(&err);
     client_free(c);
     return rc;

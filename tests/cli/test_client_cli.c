@@ -708,11 +708,66 @@ static void test_describe(void **state)
                           "Checkpoints:",
                           "checkpoint-6",
                           "Events:",
-                          "attempt 1 started"};
+                          "attempt 1 started",
+                          "Loss:         2.1000 at step 1, lowest 2.1000 at step 1, last 2.6000 "
+                          "at step 6 (6 points)"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) EXPECT_IN(r.out, want[i]);
     result_free(&r);
     r = LATHE_ALPHA(f, "describe", "job", "nope");
     EXPECT_CODE(r, LT_EXIT_INVALID);
+    result_free(&r);
+    /* an ended job can be deleted; then it is gone */
+    r = LATHE_ALPHA(f, "cancel", "--delete", "desc");
+    EXPECT_CODE(r, 0);
+    EXPECT_IN(r.out, "job/desc deleted");
+    result_free(&r);
+    r = LATHE_ALPHA(f, "get", "job", "desc");
+    EXPECT_CODE(r, LT_EXIT_INVALID);
+    result_free(&r);
+}
+
+static void test_experiment(void **state)
+{
+    fixture *f = *state;
+    char *text = xasprintf("apiVersion: lathe/v1\nkind: LoRAExperiment\nmetadata:\n  name: sweep\n"
+                           "spec:\n  maxConcurrent: 1\n  template:\n    spec:\n      team: beta\n"
+                           "      baseModel: {name: Qwen2.5-0.5B}\n"
+                           "      trainingData: {datasetPath: %s/data.jsonl, samples: 100}\n"
+                           "      hyperparams: {maxSteps: 3}\n"
+                           "      trainer:\n        command: [/bin/sh, %s/fake.sh, \"3\", \"0.01\", \"0\"]\n"
+                           "  matrix:\n    lora.rank: [4, 8]\n",
+                           f->dir, f->dir);
+    write_text(f->dir, "sweep.yaml", text);
+    free(text);
+    char *p = fpath(f, "sweep.yaml");
+    result r = LATHE_BETA(f, "submit", p);
+    EXPECT_CODE(r, 0);
+    EXPECT_IN(r.out, "experiment/sweep created: 2 jobs");
+    EXPECT_IN(r.out, "job/sweep-r4 created");
+    EXPECT_IN(r.out, "job/sweep-r8 created");
+    result_free(&r);
+    free(p);
+    r = LATHE_BETA(f, "wait", "sweep-r8", "--timeout", "60s", "-q");
+    EXPECT_CODE(r, 0);
+    result_free(&r);
+    r = LATHE_BETA(f, "wait", "sweep-r4", "--timeout", "60s", "-q");
+    EXPECT_CODE(r, 0);
+    result_free(&r);
+    r = LATHE_BETA(f, "get", "experiments");
+    EXPECT_CODE(r, 0);
+    EXPECT_IN(r.out, "sweep ");
+    result_free(&r);
+    r = LATHE_BETA(f, "describe", "experiment", "sweep");
+    EXPECT_CODE(r, 0);
+    EXPECT_IN(r.out, "Max running:  1");
+    EXPECT_IN(r.out, "sweep-r4");
+    EXPECT_IN(r.out, "succeeded");
+    result_free(&r);
+    r = LATHE_BETA(f, "get", "jobs", "--experiment", "sweep", "-o", "json");
+    EXPECT_CODE(r, 0);
+    json_t *v = json_loads(r.out, 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(v, "items")), 2);
+    json_decref(v);
     result_free(&r);
 }
 
@@ -813,7 +868,7 @@ int main(void)
         cmocka_unit_test(test_formats),      cmocka_unit_test(test_wait_codes),
         cmocka_unit_test(test_logs),         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_isolation),    cmocka_unit_test(test_top),
-        cmocka_unit_test(test_config_precedence),
+        cmocka_unit_test(test_config_precedence), cmocka_unit_test(test_experiment),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
