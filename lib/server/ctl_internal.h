@@ -34,10 +34,10 @@ typedef struct ctl_job {
 
     /* loaded once (ctl_job_load) */
     bool loaded, load_failed;
-    spec_file spec_file; /* holds spec */
-    spec_job *spec;      /* the resolved spec */
-    char *plan_json;
     srv_shape shape;
+    bool type_fixed;     /* the spec named its GPU type (the plan's gpu_type_fixed) */
+    double grace;        /* timeout.gracePeriod */
+    double backoff, max_backoff; /* retryPolicy */
     int exp_max;         /* the experiment's max concurrent jobs; 0 = none */
     int failures;        /* attempts that failed (they count against maxRetries) */
     double prior_run;    /* run time of earlier attempts (for maxDuration) */
@@ -47,6 +47,8 @@ typedef struct ctl_job {
     double reason_at;
 
     /* the current attempt */
+    spec_file spec_file; /* holds spec while the job runs (ctl_job_spec) */
+    spec_job *spec;      /* the resolved spec; NULL while queued */
     exec_handle *h;
     int attempt;
     double run_started;
@@ -113,9 +115,14 @@ bool ctl_refresh(ctl *c);
 ctl_job *ctl_find(ctl *c, int64_t id);
 /* Adds (or returns) the cache entry of a stored job. */
 ctl_job *ctl_adopt(ctl *c, const store_job *j);
-/* Loads spec, plan, shape, experiment limit and attempt history once.
- * False when the job cannot be run (it is then failed in the store). */
+/* Loads the plan's shape, the spec's timeout and retry settings, the
+ * experiment limit and the attempt history once. False when the job cannot
+ * be run (it is then failed in the store). */
 bool ctl_job_load(ctl *c, ctl_job *j);
+/* The resolved spec, read from the store when a job starts and kept while
+ * it runs (queued jobs hold none: thousands of them cost little). */
+spec_job *ctl_job_spec(ctl *c, ctl_job *j);
+void ctl_job_drop_spec(ctl_job *j);
 void ctl_job_free(ctl_job *j);
 /* Copies the stored fields the controller follows. */
 void ctl_job_sync(ctl_job *j, const store_job *s);

@@ -18,7 +18,6 @@ void ctl_job_free(ctl_job *j)
     free(j->experiment);
     free(j->priority_class);
     spec_file_free(&j->spec_file);
-    free(j->plan_json);
     free(j->reason);
     free(j->reason_code);
     exec_release(j->h);
@@ -135,27 +134,60 @@ static void load_history(ctl *c, ctl_job *j)
     store_attempt_list_free(&al);
 }
 
+/* The stored resolved spec into f; NULL when it does not load. */
+static spec_job *load_spec(ctl *c, int64_t id, spec_file *f, char **plan_json)
+{
+    store_job s;
+    memset(f, 0, sizeof *f);
+    if (store_job_get(c->st, id, &s) != STORE_OK) return NULL;
+    spec_job *job = NULL;
+    if (s.spec_json && spec_load_string("stored spec", s.spec_json, strlen(s.spec_json), f, NULL) == 0)
+        job = spec_file_job(f);
+    if (plan_json) *plan_json = dup_or_null(s.plan_json);
+    store_job_clear(&s);
+    return job;
+}
+
+spec_job *ctl_job_spec(ctl *c, ctl_job *j)
+{
+    if (!j->spec) {
+        spec_file_free(&j->spec_file);
+        j->spec = load_spec(c, j->id, &j->spec_file, NULL);
+    }
+    return j->spec;
+}
+
+void ctl_job_drop_spec(ctl_job *j)
+{
+    spec_file_free(&j->spec_file);
+    j->spec = NULL;
+}
+
 bool ctl_job_load(ctl *c, ctl_job *j)
 {
     if (j->loaded) return true;
     if (j->load_failed) return false;
-    store_job s;
-    if (store_job_get(c->st, j->id, &s) != STORE_OK) return false;
-    char why[256] = "";
-    bool ok = s.spec_json &&
-              spec_load_string("stored spec", s.spec_json, strlen(s.spec_json), &j->spec_file, NULL) == 0 &&
-              (j->spec = spec_file_job(&j->spec_file)) != NULL;
-    if (!ok) snprintf(why, sizeof why, "the stored spec does not load");
-    else ok = srv_shape_of(&c->s->cluster, s.plan_json, j->spec, &j->shape, why, sizeof why);
-    j->plan_json = dup_or_null(s.plan_json);
-    if (ok && s.experiment) {
+    spec_file f;
+    char *plan = NULL, why[256] = "the stored spec does not load";
+    const spec_job *spec = load_spec(c, j->id, &f, &plan);
+    bool ok = spec && srv_shape_of(&c->s->cluster, plan, spec, &j->shape, why, sizeof why);
+    if (ok) {
+        json_t *p = plan ? json_loads(plan, 0, NULL) : NULL;
+        j->type_fixed = p && json_is_true(json_object_get(p, "gpu_type_fixed"));
+        json_decref(p);
+        j->grace = spec->timeout.grace_period > 0 ? spec->timeout.grace_period : 120;
+        j->backoff = spec->retry_policy.backoff_seconds;
+        j->max_backoff = spec->retry_policy.max_backoff_seconds;
+    }
+    free(plan);
+    spec_file_free(&f);
+    if (ok && j->experiment) {
         store_experiment e;
-        if (store_experiment_get(c->st, s.team, s.experiment, &e) == STORE_OK) {
+        if (store_experiment_get(c->st, j->team, j->experiment, &e) == STORE_OK) {
             j->exp_max = e.max_concurrent;
             store_experiment_clear(&e);
         }
     }
-    store_job_clear(&s);
     if (ok) load_history(c, j);
     j->loaded = ok;
     j->load_failed = !ok;

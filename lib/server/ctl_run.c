@@ -41,7 +41,7 @@
 /* ---- small helpers ---- */
 static double grace_of(const ctl_job *j)
 {
-    return j->spec && j->spec->timeout.grace_period > 0 ? j->spec->timeout.grace_period : 120;
+    return j->grace > 0 ? j->grace : 120;
 }
 
 static void fmt_duration(double s, char *out, size_t n)
@@ -300,6 +300,10 @@ void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, const char *why)
 {
     if (!ctl_job_load(c, j) || j->state != STORE_QUEUED) return;
     char msg[512];
+    if (!ctl_job_spec(c, j)) {
+        ctl_fail_queued(c, j, "invalid", "cannot run on this server: the stored spec does not load");
+        return;
+    }
     if (!dataset_present(c, j, msg, sizeof msg)) {
         ctl_fail_queued(c, j, "invalid", msg);
         return;
@@ -506,14 +510,6 @@ typedef struct replan {
     char *data;
 } replan;
 
-static bool fixed_type(const char *plan_json)
-{
-    json_t *p = plan_json ? json_loads(plan_json, 0, NULL) : NULL;
-    bool fixed = p && json_is_true(json_object_get(p, "gpu_type_fixed"));
-    json_decref(p);
-    return fixed;
-}
-
 static void do_replan(ctl *c, ctl_job *j, replan *rp)
 {
     memset(rp, 0, sizeof *rp);
@@ -542,7 +538,7 @@ static void do_replan(ctl *c, ctl_job *j, replan *rp)
     } else {
         spec_job *rj = plan_resolved_job(&res, sj);
         rp->spec_json = spec_job_to_json(rj);
-        rp->plan_json = res.found ? srv_plan_json(&res, fixed_type(j->plan_json)) : NULL;
+        rp->plan_json = res.found ? srv_plan_json(&res, j->type_fixed) : NULL;
         json_t *data = json_pack("{s:{s:i, s:i, s:b}, s:{s:i, s:i, s:b}}", "from", "micro_batch",
                                  micro, "gradient_accumulation", accum, "gradient_checkpointing",
                                  ckpt, "to", "micro_batch", rj->training_data.batch_size,
@@ -636,11 +632,10 @@ static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, do
     ctl_go go = decide(j, e, state, why, rp->ok);
     double backoff = 0;
     if (go == GO_RETRY) {
-        const spec_job *s = j->spec;
-        double cap = s ? s->retry_policy.max_backoff_seconds : 3600;
+        double cap = j->max_backoff > 0 ? j->max_backoff : 3600;
         if (cap > c->s->cfg.spec->retry.max_backoff) cap = c->s->cfg.spec->retry.max_backoff;
-        backoff = ctl_backoff(s ? s->retry_policy.backoff_seconds : 60, cap,
-                              c->s->cfg.spec->retry.jitter, j->failures + 1, sim_rng_uniform(&c->rng));
+        backoff = ctl_backoff(j->backoff, cap, c->s->cfg.spec->retry.jitter, j->failures + 1,
+                              sim_rng_uniform(&c->rng));
     }
     if (e->not_started) backoff = e->retry_in;
     double ended = e->st.ended_at > 0 ? e->st.ended_at : now;
@@ -691,7 +686,7 @@ void ctl_attempt_ended(ctl *c, ctl_job *j, const ctl_end *e, double now)
 {
     replan rp;
     memset(&rp, 0, sizeof rp);
-    if (e->st.end == EXEC_END_OOM && j->state != STORE_STOPPING) do_replan(c, j, &rp);
+    if (e->st.end == EXEC_END_OOM && j->state != STORE_STOPPING && ctl_job_spec(c, j)) do_replan(c, j, &rp);
     ctl_go go = GO_FAILED;
     bool ok = store_tx_begin(c->st) == STORE_OK;
     if (ok && !write_end(c, j, e, &rp, now, &go)) {
@@ -712,13 +707,8 @@ void ctl_attempt_ended(ctl *c, ctl_job *j, const ctl_end *e, double now)
         j->n_gpus = 0;
         j->cpu_slot = false;
         j->state = go_states[go];
-        if (go == GO_RETRY && e->st.end == EXEC_END_OOM && rp.ok) { /* load the re-planned spec next time */
-            spec_file_free(&j->spec_file);
-            j->spec = NULL;
-            free(j->plan_json);
-            j->plan_json = NULL;
-            j->loaded = false;
-        }
+        ctl_job_drop_spec(j); /* read again at the next start (a re-plan changed it) */
+        if (go == GO_RETRY && e->st.end == EXEC_END_OOM && rp.ok) j->loaded = false; /* a new shape */
         c->dirty = true;
     }
     replan_free(&rp);
