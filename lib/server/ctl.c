@@ -236,7 +236,8 @@ static void view_add_run(ctl *c, ctl_view *v, const ctl_job *j, int team, double
         ctl_view_gpu *vg = &v->gpus[g];
         vg->jobs = xrealloc(vg->jobs, (vg->n + 1) * sizeof *vg->jobs);
         vg->jobs[vg->n++] = (ctl_view_job){xstrdup(j->name), xstrdup(j->team), SCHED_SHARE_WHOLE};
-        v->free_by_type[sc->nodes[sc->gpu_node[g]].type]--;
+        const sched_node *node = &sc->nodes[sc->gpu_node[g]];
+        if (node->state == SCHED_NODE_READY) v->free_by_type[node->type]--;
         if (team >= 0) v->in_use[team * v->n_types + sc->nodes[sc->gpu_node[g]].type]++;
     }
     if (team >= 0 && j->h && j->n_gpus > 0)
