@@ -69,8 +69,9 @@ static void describe_plan(const json_t *plan)
     field("Plan:", line);
     double gh = client_num(plan, "gpu_hours", NAN), cost = client_num(plan, "cost", NAN);
     if (isfinite(gh)) {
-        snprintf(line, sizeof line, "estimated %.3f GPU-hours, cost %.2f", gh,
-                 isfinite(cost) ? cost : 0);
+        char money[32];
+        client_format_money(money, sizeof money, isfinite(cost) ? cost : 0);
+        snprintf(line, sizeof line, "estimated %.4f GPU-hours, cost %s", gh, money);
         field("", line);
     }
 }
@@ -256,8 +257,9 @@ static void describe_job(const json_t *job, const json_t *events, const json_t *
     }
     describe_progress(job);
     describe_loss(progress);
-    snprintf(line, sizeof line, "%.4f GPU-hours, cost %.2f", client_num(job, "gpu_hours", 0),
-             client_num(job, "cost", 0));
+    char money[32];
+    client_format_money(money, sizeof money, client_num(job, "cost", 0));
+    snprintf(line, sizeof line, "%.4f GPU-hours, cost %s", client_num(job, "gpu_hours", 0), money);
     field("Used:", line);
     describe_exit(job);
     describe_checkpoints(job, now);

@@ -135,7 +135,7 @@ static void get_job_row(client_table *t, const json_t *j, bool wide, double now)
     snprintf(attempt, sizeof attempt, "%lld/%lld", client_int(j, "attempt", 0),
              client_int(j, "max_retries", 0) + 1);
     num_text(gh, sizeof gh, j, "gpu_hours", "%.3f");
-    num_text(cost, sizeof cost, j, "cost", "%.2f");
+    client_format_money(cost, sizeof cost, client_num(j, "cost", 0));
     placement_text(place, sizeof place, j);
     snprintf(prio, sizeof prio, "%s",
              client_str(j, "priority_class") ? client_str(j, "priority_class") : "-");
@@ -249,7 +249,7 @@ static void get_teams_table(const json_t *items, bool wide)
         map_text(lent, sizeof lent, json_object_get(x, "lent"));
         snprintf(run, sizeof run, "%lld", client_int(x, "running", 0));
         snprintf(queued, sizeof queued, "%lld", client_int(x, "queued", 0));
-        num_text(spent, sizeof spent, x, "spent_this_month", "%.2f");
+        client_format_money(spent, sizeof spent, client_num(x, "spent_this_month", 0));
         double b = client_num(x, "budget_per_month", 0);
         if (b > 0) snprintf(budget, sizeof budget, "%.2f", b);
         else snprintf(budget, sizeof budget, "none");

@@ -113,8 +113,10 @@ static void top_teams(sb *out, const json_t *teams)
         json_object_foreach(json_object_get(t, "borrowed"), k, v) borrowed += json_integer_value(v);
         sb_printf(out, "  %-16s %lld/%lld GPUs of quota", client_str(t, "name"), in_use, quota);
         if (borrowed) sb_printf(out, " (borrowing %lld)", borrowed);
-        sb_printf(out, ", %lld running, %lld queued, spent %.2f\n", client_int(t, "running", 0),
-                  client_int(t, "queued", 0), client_num(t, "spent_this_month", 0));
+        char spent[32];
+        client_format_money(spent, sizeof spent, client_num(t, "spent_this_month", 0));
+        sb_printf(out, ", %lld running, %lld queued, spent %s\n", client_int(t, "running", 0),
+                  client_int(t, "queued", 0), spent);
     }
 }
 

@@ -88,8 +88,10 @@ static void wait_print_end(const json_t *job)
     if (step >= 0) printf(": %lld steps", step);
     double loss = client_num(p, "loss", -1);
     if (loss >= 0) printf(", loss %.4f", loss);
-    printf(", attempt %lld, %.4f GPU-hours, cost %.2f", client_int(job, "attempt", 0),
-           client_num(job, "gpu_hours", 0), client_num(job, "cost", 0));
+    char money[32];
+    client_format_money(money, sizeof money, client_num(job, "cost", 0));
+    printf(", attempt %lld, %.4f GPU-hours, cost %s", client_int(job, "attempt", 0),
+           client_num(job, "gpu_hours", 0), money);
     const json_t *e = json_object_get(job, "exit");
     if (json_is_object(e) && client_str(e, "reason") && strcmp(client_str(job, "state"), "succeeded"))
         printf(" (%s)", client_str(e, "reason"));

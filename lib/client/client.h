@@ -232,6 +232,10 @@ void client_format_age(char *out, size_t outsz, double t, double now);
 /* The current time (seconds since the epoch, real-time clock). */
 double client_now(void);
 
+/* Money: two decimals, four below 1 (a short CPU run costs fractions of a
+ * cent): "12.50", "0.0046". */
+void client_format_money(char *out, size_t outsz, double v);
+
 /* A text table printed with aligned columns (kubectl style: upper-case
  * headers, three spaces between columns). */
 typedef struct client_table {

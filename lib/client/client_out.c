@@ -239,6 +239,11 @@ void client_format_age(char *out, size_t outsz, double t, double now)
     else snprintf(out, outsz, "%.0fd", floor(d / 86400));
 }
 
+void client_format_money(char *out, size_t outsz, double v)
+{
+    snprintf(out, outsz, fabs(v) >= 1 || v == 0 ? "%.2f" : "%.4f", v);
+}
+
 /* ---- tables ---- */
 
 void client_table_init(client_table *t, size_t ncols, ...)

@@ -201,6 +201,12 @@ static void test_times(void **state)
     assert_string_equal(buf, "2h5m");
     client_format_age(buf, sizeof buf, 0, 1000);
     assert_string_equal(buf, "-");
+    client_format_money(buf, sizeof buf, 12.5);
+    assert_string_equal(buf, "12.50");
+    client_format_money(buf, sizeof buf, 0.00456);
+    assert_string_equal(buf, "0.0046");
+    client_format_money(buf, sizeof buf, 0);
+    assert_string_equal(buf, "0.00");
 }
 
 static void test_table_and_progress(void **state)
