@@ -615,56 +615,77 @@ static const char *attempt_reason(const ctl_end *e, ctl_go go)
     return exec_end_name(e->st.end);
 }
 
-/* Reads the state and stop reason, decides, writes. Inside a transaction. */
-static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, double now,
-                      ctl_go *go_out)
+/* The job's state and why it stops, read inside the end's transaction. */
+static bool read_stop(ctl *c, ctl_job *j, store_state *state, ctl_stop_why *why)
 {
     store_job cur;
     if (store_job_get(c->st, j->id, &cur) != STORE_OK) return false;
-    store_state state = cur.state;
+    *state = cur.state;
     store_job_clear(&cur);
     char key[32], *v = NULL;
     ctl_stop_key(j->id, key);
-    ctl_stop_why why = CTL_STOP_NONE;
-    if (store_kv_get(c->st, key, &v) == STORE_OK) why = ctl_stop_parse(v);
+    *why = store_kv_get(c->st, key, &v) == STORE_OK ? ctl_stop_parse(v) : CTL_STOP_NONE;
     free(v);
-    j->stop = why;
-    ctl_go go = decide(j, e, state, why, rp->ok);
-    double backoff = 0;
-    if (go == GO_RETRY) {
-        double cap = j->max_backoff > 0 ? j->max_backoff : 3600;
-        if (cap > c->s->cfg.spec->retry.max_backoff) cap = c->s->cfg.spec->retry.max_backoff;
-        backoff = ctl_backoff(j->backoff, cap, c->s->cfg.spec->retry.jitter, j->failures + 1,
-                              sim_rng_uniform(&c->rng));
-    }
-    if (e->not_started) backoff = e->retry_in;
-    double ended = e->st.ended_at > 0 ? e->st.ended_at : now;
-    double gs = e->not_started ? 0 : (ended - j->run_started) * j->n_gpus;
-    sb msg, wait;
-    sb_init(&msg);
-    sb_init(&wait);
-    end_message(j, e, go, backoff, rp->what[0] ? rp->what : NULL, &msg);
-    if (go == GO_RETRY) sb_printf(&wait, "retry %d of %d after a backoff", j->failures + 1, j->max_retries);
-    else if (go == GO_REQUEUE) sb_puts(&wait, e->not_started ? "waiting to start again" : "preempted: waiting for GPUs to resume");
+    return true;
+}
+
+/* Seconds before the next attempt may start. */
+static double end_backoff(ctl *c, const ctl_job *j, const ctl_end *e, ctl_go go)
+{
+    if (e->not_started) return e->retry_in;
+    if (go != GO_RETRY) return 0;
+    double cap = j->max_backoff > 0 ? j->max_backoff : 3600;
+    if (cap > c->s->cfg.spec->retry.max_backoff) cap = c->s->cfg.spec->retry.max_backoff;
+    return ctl_backoff(j->backoff, cap, c->s->cfg.spec->retry.jitter, j->failures + 1,
+                       sim_rng_uniform(&c->rng));
+}
+
+/* What the end writes into the job (wait: the wait reason's buffer). */
+static store_job_update end_update(const ctl_job *j, const ctl_end *e, const replan *rp, ctl_go go,
+                                   double gs, double backoff, double now, sb *wait)
+{
     store_job_update upd = {.set = STORE_SET_EXIT | STORE_SET_USAGE | STORE_SET_PLACEMENT,
                             .exit_code = e->st.exit_code, .exit_signal = e->st.signal,
                             .exit_reason = attempt_reason(e, go),
                             .gpu_seconds = j->base_gpu_seconds + gs,
                             .cost = j->base_cost + gs / 3600.0 * j->price};
+    if (go == GO_RETRY) sb_printf(wait, "retry %d of %d after a backoff", j->failures + 1, j->max_retries);
+    else if (go == GO_REQUEUE)
+        sb_puts(wait, e->not_started ? "waiting to start again" : "preempted: waiting for GPUs to resume");
     if (go_states[go] == STORE_QUEUED) {
         upd.set |= STORE_SET_NOT_BEFORE | STORE_SET_WAIT_REASON;
         upd.not_before = backoff > 0 ? now + backoff : 0;
-        upd.wait_reason = sb_str(&wait);
+        upd.wait_reason = sb_str(wait);
     }
     if (go == GO_RETRY && e->st.end == EXEC_END_OOM && rp->ok) {
         upd.set |= STORE_SET_PLAN;
         upd.spec_json = rp->spec_json;
         upd.plan_json = rp->plan_json;
     }
+    return upd;
+}
+
+/* Reads the state and stop reason, decides, writes. Inside a transaction. */
+static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, double now,
+                      ctl_go *go_out)
+{
+    store_state state;
+    ctl_stop_why why;
+    if (!read_stop(c, j, &state, &why)) return false;
+    j->stop = why;
+    ctl_go go = decide(j, e, state, why, rp->ok);
+    double backoff = end_backoff(c, j, e, go);
+    double ended = e->st.ended_at > 0 ? e->st.ended_at : now;
+    double gs = e->not_started ? 0 : (ended - j->run_started) * j->n_gpus;
+    sb msg, wait;
+    sb_init(&msg);
+    sb_init(&wait);
+    end_message(j, e, go, backoff, rp->what[0] ? rp->what : NULL, &msg);
+    store_job_update upd = end_update(j, e, rp, go, gs, backoff, now, &wait);
     json_t *data = json_pack("{s:i, s:i, s:i, s:s, s:f}", "attempt", j->attempt, "exit_code",
                              e->st.exit_code, "signal", e->st.signal, "reason",
                              exec_end_name(e->st.end), "backoff_seconds", backoff);
-    char *dj = json_dumps(data, JSON_COMPACT);
+    char *dj = json_dumps(data, JSON_COMPACT), key[32];
     json_decref(data);
     store_event ev = {.actor = "controller", .type = go_names[go], .message = sb_str(&msg), .data_json = dj};
     store_event rev = {.actor = "controller", .type = "replanned", .message = rp->what, .data_json = rp->data};
@@ -672,6 +693,7 @@ static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, do
                                    attempt_reason(e, go)) == STORE_OK &&
               (!(upd.set & STORE_SET_PLAN) || store_event_append(c->st, j->id, &rev) == STORE_OK) &&
               store_job_transition(c->st, j->id, state, go_states[go], &upd, &ev, NULL) == STORE_OK;
+    ctl_stop_key(j->id, key);
     if (ok && state == STORE_STOPPING) store_kv_delete(c->st, key);
     if (ok && gs > 0) ctl_add_spent(c, j->team, gs / 3600.0 * j->price, now);
     if (ok) ctl_log(c, "job %s/%s: %s", j->team, j->name, sb_str(&msg));
