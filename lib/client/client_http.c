@@ -310,8 +310,10 @@ static void api_error(client *c, long status, const char *body, const char *what
                          "%s has %zu error%s (checked by the server at %s):", file, errors,
                          errors == 1 ? "" : "s", c->server);
     } else if (msg) {
-        client_error_set(err, exit_code, code ? code : "error", "%s%s%s", what ? what : "",
-                         what ? ": " : "", msg);
+        /* "job x: ..." unless the server's sentence already names it */
+        bool named = !what || strstr(msg, what);
+        client_error_set(err, exit_code, code ? code : "error", "%s%s%s", named ? "" : what,
+                         named ? "" : ": ", msg);
     } else {
         client_error_set(err, exit_code, "protocol",
                          "%s answered %ld without lathe's error object; is it a lathe server?",
