@@ -546,6 +546,31 @@ static void test_submit_idempotent(void **state)
     free(p);
 }
 
+/* JSON through standard input ("-"): the client sends it as JSON. */
+static void test_submit_json_stdin(void **state)
+{
+    fixture *f = *state;
+    char *json = xasprintf("{\"apiVersion\": \"lathe/v1\", \"kind\": \"LoRATrainingJob\", "
+                           "\"metadata\": {\"name\": \"from-json\"}, \"spec\": {\"team\": \"alpha\", "
+                           "\"baseModel\": {\"name\": \"Qwen2.5-0.5B\"}, \"trainingData\": "
+                           "{\"datasetPath\": \"%s/data.jsonl\", \"samples\": 100}, \"trainer\": "
+                           "{\"command\": [\"/bin/sh\", \"%s/fake.sh\", \"2\", \"0.01\", \"0\"]}}}\n",
+                           f->dir, f->dir);
+    write_text(f->dir, "job.json", json);
+    free(json);
+    char *cmd = xasprintf("exec %s submit - --server %s --token %s < %s/job.json", LATHE, f->server,
+                          ALPHA_TOKEN, f->dir);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    result r = run_env(60, NULL, argv);
+    EXPECT_CODE(r, 0);
+    EXPECT_IN(r.out, "job/from-json created (team alpha");
+    result_free(&r);
+    free(cmd);
+    r = LATHE_ALPHA(f, "wait", "from-json", "--timeout", "60s", "-q");
+    EXPECT_CODE(r, 0);
+    result_free(&r);
+}
+
 static void test_formats(void **state)
 {
     fixture *f = *state;
@@ -865,6 +890,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unreachable),  cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_invalid_spec), cmocka_unit_test(test_submit_idempotent),
+        cmocka_unit_test(test_submit_json_stdin),
         cmocka_unit_test(test_formats),      cmocka_unit_test(test_wait_codes),
         cmocka_unit_test(test_logs),         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_isolation),    cmocka_unit_test(test_top),
