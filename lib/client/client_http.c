@@ -164,7 +164,15 @@ static struct curl_slist *request_setup(client *c, const char *method, const cha
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(1000 * (c->timeout < 10 ? c->timeout : 10)));
-    if (!streaming) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(1000 * c->timeout));
+    if (!streaming) {
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(1000 * c->timeout));
+    } else {
+        /* a followed log may be quiet for hours; keepalive probes still
+         * notice a server machine that went away */
+        curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
+        curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 10L);
+    }
     curl_easy_setopt(h, CURLOPT_USERAGENT, "lathe/" LATHE_VERSION);
     struct curl_slist *hdr = NULL;
     if (c->token) {
