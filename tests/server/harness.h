@@ -74,7 +74,8 @@ static inline void hs_write(const hs *h, const char *name, const char *text)
  * CKPT steps, resume from the newest checkpoint, SIGTERM: checkpoint and
  * exit 143. MODE=crash-once: exit 1 in attempt 1; MODE=oom: "CUDA out of
  * memory" and exit 1 while the resolved spec's batchSize is above 1;
- * MODE=ignore-term: SIGTERM is ignored (the grace period ends in SIGKILL). */
+ * MODE=ignore-term: SIGTERM is ignored (the grace period ends in SIGKILL).
+ * GATE=FILE: after the start line, wait until FILE exists. */
 static const char hs_fake_trainer[] =
     "#!/bin/sh\n"
     "steps=${STEPS:-10}; nap=${SLEEP:-0.05}; every=${CKPT:-5}; ck=\"$CHECKPOINT_DIR\"\n"
@@ -93,6 +94,7 @@ static const char hs_fake_trainer[] =
     "if [ \"$MODE\" = ignore-term ]; then trap '' TERM; else\n"
     "  trap 'save $i; echo \"[lathe-train] stopped step=$i (SIGTERM): checkpoint saved\"; rec stop; exit 143' TERM; fi\n"
     "echo \"[lathe-train] start step=$i/$steps\"\n"
+    "if [ -n \"$GATE\" ]; then while [ ! -e \"$GATE\" ]; do sleep 0.02; done; fi\n"
     "while [ $i -lt $steps ]; do\n"
     "  sleep $nap & wait $!\n"
     "  i=$((i+1))\n"

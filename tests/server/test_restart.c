@@ -54,15 +54,36 @@ static void test_restart_running(void **state)
     hs h;
     hs_init(&h, 4, NULL);
     assert_true(hs_start(&h));
-    submit_ok(&h, "long-a", "      - {name: STEPS, value: \"50\"}\n");
-    submit_ok(&h, "long-b", "      - {name: STEPS, value: \"50\"}\n");
-    submit_ok(&h, "short", "      - {name: STEPS, value: \"4\"}\n");
+    /* gates make the timing certain: the long jobs run on only after the
+     * restart, "short" ends while no server runs */
+    char *gate = path_join(h.dir, "gate"), *gate2 = path_join(h.dir, "gate2");
+    char *env = xasprintf("      - {name: STEPS, value: \"50\"}\n      - {name: GATE, value: %s}\n", gate2);
+    submit_ok(&h, "long-a", env);
+    submit_ok(&h, "long-b", env);
+    free(env);
+    env = xasprintf("      - {name: STEPS, value: \"4\"}\n      - {name: GATE, value: %s}\n", gate);
+    submit_ok(&h, "short", env);
+    free(env);
     assert_true(hs_wait_state(&h, "token-a", "long-a", "running", 20));
     assert_true(hs_wait_state(&h, "token-a", "long-b", "running", 20));
     assert_true(hs_wait_state(&h, "token-a", "short", "running", 20));
     hs_kill(&h, SIGKILL);
-    hs_sleep(0.6); /* "short" ends while no server runs */
+    hs_write(&h, "gate", "");
+    double end = hs_now() + 10 * hs_slow();
+    for (;;) { /* until the short trainer recorded its stop */
+        hs_run *rs;
+        size_t nr = hs_read_runs(&h, &rs);
+        bool stopped = false;
+        for (size_t i = 0; i < nr; i++) stopped |= !strcmp(rs[i].job, "team-a/short") && rs[i].stop > 0;
+        free(rs);
+        if (stopped) break;
+        assert_true(hs_now() < end);
+        hs_sleep(0.02);
+    }
+    free(gate);
     assert_true(hs_start(&h));
+    hs_write(&h, "gate2", "");
+    free(gate2);
     assert_true(hs_wait_state(&h, "token-a", "short", "succeeded", 20));
     assert_true(hs_wait_state(&h, "token-a", "long-a", "succeeded", 30));
     assert_true(hs_wait_state(&h, "token-a", "long-b", "succeeded", 30));
