@@ -75,7 +75,9 @@ static inline void hs_write(const hs *h, const char *name, const char *text)
  * exit 143. MODE=crash-once: exit 1 in attempt 1; MODE=oom: "CUDA out of
  * memory" and exit 1 while the resolved spec's batchSize is above 1;
  * MODE=ignore-term: SIGTERM is ignored (the grace period ends in SIGKILL).
- * GATE=FILE: after the start line, wait until FILE exists. */
+ * GATE=FILE: after the start line, wait until FILE exists; PAUSE_FILE and
+ * PAUSE_AT=N: after step N, wait until the file exists (SIGTERM still
+ * works while it waits). */
 static const char hs_fake_trainer[] =
     "#!/bin/sh\n"
     "steps=${STEPS:-10}; nap=${SLEEP:-0.05}; every=${CKPT:-5}; ck=\"$CHECKPOINT_DIR\"\n"
@@ -100,6 +102,8 @@ static const char hs_fake_trainer[] =
     "  i=$((i+1))\n"
     "  echo \"[lathe-train] step=$i/$steps epoch=0.5 loss=1.$i lr=1.0e-04 tokens_per_s=50.0\"\n"
     "  if [ $((i % every)) -eq 0 ]; then save $i; fi\n"
+    "  if [ -n \"$PAUSE_FILE\" ] && [ $i -eq \"${PAUSE_AT:-0}\" ]; then\n"
+    "    while [ ! -e \"$PAUSE_FILE\" ]; do sleep 0.02 & wait $!; done; fi\n"
     "done\n"
     "echo \"[lathe-train] done step=$i loss=1.0 adapter=$ck/final\"\n"
     "rec stop\n";

@@ -303,16 +303,19 @@ static void test_timeout(void **state)
 static void test_preempt_and_resume(void **state)
 {
     (void)state;
-    const char *env = "      - {name: STEPS, value: \"100\"}\n";
+    /* both pause after step 10 (a checkpoint) until the urgent job is done */
+    char *pause = path_join(H.dir, "pause");
+    char *env = xasprintf("      - {name: STEPS, value: \"30\"}\n      - {name: PAUSE_AT, value: \"10\"}\n"
+                          "      - {name: PAUSE_FILE, value: %s}\n", pause);
     submit_ok("low-1", env, NULL);
     submit_ok("low-2", env, NULL);
-    assert_true(hs_wait_state(&H, "token-a", "low-1", "running", 20));
-    assert_true(hs_wait_state(&H, "token-a", "low-2", "running", 20));
-    /* both past the scheduler's minimum run time (1 s) with a checkpoint */
+    free(env);
     assert_true(hs_wait_body(&H, "/v1/jobs/low-1/events", "token-a", "checkpoint at step 10", 20));
     assert_true(hs_wait_body(&H, "/v1/jobs/low-2/events", "token-a", "checkpoint at step 10", 20));
     submit_ok("urgent-1", "      - {name: STEPS, value: \"20\"}\n", "  priorityClassName: urgent\n");
     assert_true(hs_wait_state(&H, "token-a", "urgent-1", "succeeded", 30));
+    hs_write(&H, "pause", "");
+    free(pause);
     assert_true(hs_wait_state(&H, "token-a", "low-1", "succeeded", 60));
     assert_true(hs_wait_state(&H, "token-a", "low-2", "succeeded", 60));
     /* exactly one of the two gave way, and resumed from its checkpoint */
@@ -334,7 +337,7 @@ static void test_preempt_and_resume(void **state)
     assert_non_null(strstr(r.body, "[lathe-train] resume step="));
     hs_resp_free(&r);
     json_t *j = get_job(victim);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "progress"), "step")), 100);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "progress"), "step")), 30);
     json_decref(j);
     free(e1);
     free(e2);
