@@ -515,11 +515,16 @@ static void demo_print_tail(const char *path, int lines)
     free(text);
 }
 
-/* `lathe init-model DIR/model --preset tiny --arch qwen3 [--tokenizer T]`. */
+/* `lathe init-model DIR/model --preset tiny --arch qwen3 --init-std 0.125
+ * [--tokenizer T]`. The weights' scale is 1/sqrt(dim) (dim 64), not
+ * transformers' 0.02: the tied logits of a 64-wide random model then span
+ * about 8 nats instead of 1.3, so its LoRA adapters can visibly lower the
+ * loss in a demo's few steps. */
 static int demo_make_model(demo *d)
 {
     char *model = path_join(d->dir, "model"), *log = path_join(d->dir, "init-model.log");
     char *argv[] = {d->lathe, "init-model", model, "--preset", "tiny", "--arch", "qwen3",
+                    "--init-std", "0.125",
                     d->tokenizer ? "--tokenizer" : NULL, d->tokenizer, NULL};
     pid_t pid = demo_spawn(argv, log);
     int st = pid > 0 ? demo_wait_child(pid, 300) : -1;

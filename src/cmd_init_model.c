@@ -90,6 +90,7 @@ static int init_model_run(int argc, char **argv)
     tr_arch arch = TR_ARCH_LLAMA;
     tr_dtype dtype = TR_F32;
     long seed = 42, v;
+    double init_std = 0.02;
     long dims[7] = {0}; /* vocab dim hidden layers heads kv-heads head-dim */
     static const char *const dim_opts[7] = {"--vocab", "--dim", "--hidden", "--layers",
                                             "--heads", "--kv-heads", "--head-dim"};
@@ -122,6 +123,11 @@ static int init_model_run(int argc, char **argv)
                 return cli_usage_error("init-model", "--seed %s: expected a non-negative integer", val);
         } else if (!strcmp(o, "--tokenizer")) {
             tok = val;
+        } else if (!strcmp(o, "--init-std")) {
+            char *end;
+            init_std = strtod(val, &end);
+            if (*end || !(init_std > 0 && init_std <= 10))
+                return cli_usage_error("init-model", "--init-std %s: expected a number in (0, 10]", val);
         } else {
             return cli_usage_error("init-model", "unknown option %s", o);
         }
@@ -139,6 +145,7 @@ static int init_model_run(int argc, char **argv)
                                "dimension even (heads %d, kv-heads %d, head-dim %d)",
                                c.n_heads, c.n_kv_heads, c.head_dim);
     c.tie_embeddings = !untied;
+    c.init_std = init_std;
     tok_tokenizer *t = tok ? im_tokenizer(tok, &c) : NULL;
     if (tok && !t) return LT_EXIT_INVALID;
     char err[512];
@@ -166,10 +173,13 @@ const cli_command cli_cmd_init_model = {
         "usage: lathe init-model DIR [--preset tiny|small|base|100m] [--arch llama|mistral|qwen2|qwen3]\n"
         "                        [--dtype f32|bf16|f16] [--seed N] [--tokenizer tokenizer.json]\n"
         "                        [--vocab N] [--dim N] [--hidden N] [--layers N] [--heads N]\n"
-        "                        [--kv-heads N] [--head-dim N] [--untied]\n"
+        "                        [--kv-heads N] [--head-dim N] [--untied] [--init-std X]\n"
         "\n"
         "Writes DIR/config.json and DIR/model.safetensors with weights drawn from\n"
-        "normal(0, 0.02) (norms 1, biases 0), in the layout transformers and lathe read.\n"
+        "normal(0, X) (X = --init-std, default 0.02 as transformers' initializer_range;\n"
+        "norms 1, biases 0), in the layout transformers and lathe read. Tiny models\n"
+        "learn more from LoRA with X near 1/sqrt(dim): at 0.02 their tied logits span\n"
+        "only about dim x 0.02 nats.\n"
         "Presets (llama, tied embeddings): tiny ~0.1M, small ~1.2M, base ~10M,\n"
         "100m ~101M parameters. With --tokenizer, tokenizer.json (and\n"
         "tokenizer_config.json beside it) are copied in and the vocabulary sized to it.\n"

@@ -187,6 +187,7 @@ bool tr_config_parse(tr_config *c, const char *json, size_t len, const char *fil
     c->head_dim = cfg_int(&x, "head_dim", hd_def, 2);
     c->max_pos = cfg_int(&x, "max_position_embeddings", 2048, 1);
     c->rms_eps = cfg_num(&x, root, "rms_norm_eps", 1e-6);
+    c->init_std = cfg_num(&x, root, "initializer_range", 0.02);
     c->rope_theta = cfg_num(&x, root, "rope_theta", 10000.0);
     c->tie_embeddings = cfg_bool(&x, "tie_word_embeddings", false);
     c->bos_id = cfg_token_id(&x, "bos_token_id");
@@ -237,6 +238,7 @@ char *tr_config_to_json(const tr_config *c)
     json_object_set_new(o, "head_dim", json_integer(c->head_dim));
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_pos));
     json_object_set_new(o, "rms_norm_eps", json_real(c->rms_eps));
+    json_object_set_new(o, "initializer_range", json_real(c->init_std > 0 ? c->init_std : 0.02));
     json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
     if (c->rope_kind == TR_ROPE_NONE) {
         json_object_set_new(o, "rope_scaling", json_null());

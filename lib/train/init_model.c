@@ -1,7 +1,8 @@
 /* init_model.c: random-initialised models in the Hugging Face layout
  * (config.json + model.safetensors), so tests, benchmarks and the demo need
- * no download. Weights are normal(0, 0.02) as transformers' _init_weights
- * with initializer_range 0.02, norms 1, biases 0; each tensor's values come
+ * no download. Weights are normal(0, initializer_range) as transformers'
+ * _init_weights draws them (0.02 unless the config says otherwise), norms 1,
+ * biases 0; each tensor's values come
  * from (seed, tensor name) so they do not depend on the writing order. The
  * file is written one tensor at a time. */
 #include "train.h"
@@ -60,6 +61,7 @@ bool tr_preset_config(const char *name, tr_arch arch, tr_config *c)
         c->bos_id = 1;
         c->eos_id = 2;
         c->dtype = TR_F32;
+        c->init_std = 0.02;
         return true;
     }
     return false;
@@ -68,6 +70,7 @@ bool tr_preset_config(const char *name, tr_arch arch, tr_config *c)
 typedef struct init_ctx {
     uint64_t seed;
     tr_dtype dtype;
+    float std; /* of the random weights */
 } init_ctx;
 
 static uint64_t name_hash(const char *s)
@@ -77,7 +80,7 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-/* Fills one tensor: norms 1, biases 0, everything else normal(0, 0.02). */
+/* Fills one tensor: norms 1, biases 0, everything else normal(0, std). */
 static void fill_tensor(void *ud, const char *name, void *dst, size_t numel)
 {
     const init_ctx *x = ud;
@@ -89,7 +92,7 @@ static void fill_tensor(void *ud, const char *name, void *dst, size_t numel)
     } else {
         tr_rng r;
         tr_rng_seed(&r, tr_hash64(x->seed, name_hash(name)));
-        for (size_t i = 0; i < numel; i++) f[i] = 0.02f * tr_rng_normal(&r);
+        for (size_t i = 0; i < numel; i++) f[i] = x->std * tr_rng_normal(&r);
     }
     tr_from_f32(dst, f, x->dtype, numel);
     free(f);
@@ -175,7 +178,8 @@ bool tr_init_model(const char *dir, const tr_config *cfg, tr_dtype dtype, uint64
     if (!tr_mkdir_p(dir, err, errsz)) return false;
     tr_config c = *cfg;
     c.dtype = dtype;
-    init_ctx ctx = {seed, dtype};
+    if (!(c.init_std > 0)) c.init_std = 0.02;
+    init_ctx ctx = {seed, dtype, (float)c.init_std};
     st_writer w;
     st_writer_init(&w);
     tensor_list tl = {&w, &ctx, xcalloc((size_t)c.n_layers * 20 + 4, sizeof(fill_ud)), 0};

@@ -170,6 +170,7 @@ typedef struct tr_config {
     int sliding_window;    /* 0 = full causal attention */
     int bos_id, eos_id;    /* -1 when absent */
     tr_dtype dtype;        /* torch_dtype (F32 when absent) */
+    double init_std;       /* initializer_range: std of init-model's random weights (0.02) */
 } tr_config;
 
 /* Parses config.json text; `file` names it in messages. */
@@ -554,7 +555,8 @@ const char *const *tr_preset_names(void);
 /* Creates a folder and its missing parents (mkdir -p). */
 bool tr_mkdir_p(const char *dir, char *err, size_t errsz);
 /* Writes config.json and model.safetensors with random weights (normal with
- * std 0.02, norms 1, biases 0) of dtype into dir, created if needed. */
+ * std c->init_std, 0.02 when unset, as transformers' initializer_range;
+ * norms 1, biases 0) of dtype into dir, created if needed. */
 bool tr_init_model(const char *dir, const tr_config *c, tr_dtype dtype, uint64_t seed,
                    char *err, size_t errsz);
 
