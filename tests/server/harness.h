@@ -472,4 +472,35 @@ static inline char *hs_events(const hs *h, const char *token, const char *name)
     return sb_take(&out);
 }
 
+/* A test group's server: `gpus` virtual GPUs, started before the group's
+ * tests (cmocka group setup) and stopped with SIGTERM after them; a server
+ * that does not exit with status 0 (a leak or sanitizer report inside it)
+ * fails the group. */
+static inline int hs_group_setup(hs *h, int gpus)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    hs_init(h, gpus, NULL);
+    if (!hs_start(h)) {
+        hs_print_log(h);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int hs_group_teardown(hs *h)
+{
+    int status = hs_kill(h, SIGTERM);
+    if (status != 0) {
+        hs_print_log(h);
+        fprintf(stderr, "the server ended with status %d\n", status);
+        return -1;
+    }
+    hs_rmdir(h);
+    free(h->dir);
+    free(h->config);
+    free(h->record);
+    curl_global_cleanup();
+    return 0;
+}
+
 #endif

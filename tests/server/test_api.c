@@ -20,30 +20,13 @@ static hs H;
 static int setup(void **state)
 {
     (void)state;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    hs_init(&H, 2, NULL);
-    if (!hs_start(&H)) {
-        hs_print_log(&H);
-        return -1;
-    }
-    return 0;
+    return hs_group_setup(&H, 2);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    int status = hs_kill(&H, SIGTERM);
-    if (status != 0) {
-        hs_print_log(&H);
-        fprintf(stderr, "the server ended with status %d\n", status);
-        return -1;
-    }
-    hs_rmdir(&H);
-    free(H.dir);
-    free(H.config);
-    free(H.record);
-    curl_global_cleanup();
-    return 0;
+    return hs_group_teardown(&H);
 }
 
 /* Submits a job as team-a; returns the status. */
