@@ -8,12 +8,14 @@
  *   - units:       byte quantities (32Gi, 28GB), counts (7B), durations (8h,
  *                  1h30m, PT8H), money; parsing and printing
  *   - files:       read a whole file with a size limit, atomic write
+ *   - JSON:        json_kind, the name of a value's type for messages
  *
  * Nothing here keeps global mutable state.
  */
 #ifndef LATHE_BASE_H
 #define LATHE_BASE_H
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -37,6 +39,7 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *xvasprintf(const char *fmt, va_list ap);
 
 /* ---- growable string ---- */
 typedef struct sb {
@@ -104,6 +107,11 @@ void diag_set_suggestion(diag *x, const char *fmt, ...) __attribute__((format(pr
 /* "file:line:col: error: path: message (expected X, found Y)\n  hint: ..." */
 void diag_format(const diag *x, sb *out);
 void diag_print_all(const diag_list *d, void *stream /* FILE* */);
+
+/* ---- JSON ---- */
+/* What a JSON value is, for messages: "an object", "an array", "a string",
+ * "an integer", "a number with a fraction", "a boolean" or "null". */
+const char *json_kind(const json_t *v);
 
 /* ---- units ---- */
 /* Bytes: "32Gi", "28GB", "512Mi", "1.5TB", "1024" (bytes), "80G" (GiB, as GPU

@@ -48,13 +48,19 @@ char *xstrndup(const char *s, size_t n)
     return p;
 }
 
-char *xasprintf(const char *fmt, ...)
+char *xvasprintf(const char *fmt, va_list ap)
 {
     sb s;
     sb_init(&s);
+    sb_vprintf(&s, fmt, ap);
+    return sb_take(&s);
+}
+
+char *xasprintf(const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    sb_vprintf(&s, fmt, ap);
+    char *s = xvasprintf(fmt, ap);
     va_end(ap);
-    return sb_take(&s);
+    return s;
 }

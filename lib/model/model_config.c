@@ -31,20 +31,6 @@ typedef struct cfg_reader {
     diag_list *d;
 } cfg_reader;
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number with a fraction";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 static void field_error(cfg_reader *r, const char *field, const char *message, const char *expected,
                         const json_t *found)
 {

@@ -25,14 +25,11 @@ void plan_options_defaults(plan_options *o)
 static void add_reason(plan_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_reason(plan_result *r, const char *fmt, ...)
 {
-    sb s;
-    sb_init(&s);
     va_list ap;
     va_start(ap, fmt);
-    sb_vprintf(&s, fmt, ap);
-    va_end(ap);
     r->reasons = xrealloc(r->reasons, (r->n_reasons + 1) * sizeof *r->reasons);
-    r->reasons[r->n_reasons++] = sb_take(&s);
+    r->reasons[r->n_reasons++] = xvasprintf(fmt, ap);
+    va_end(ap);
 }
 
 /* Moves diagnostics from `from` into `to`, giving those without a place

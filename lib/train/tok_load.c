@@ -45,20 +45,6 @@ static diag *lerr(loader *L, const char *file, const char *path, const char *fmt
     return diag_add(L->d, DIAG_ERROR, file, 0, 0, path, msg);
 }
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 /* A boolean field with a default; an error when present and not boolean. */
 static bool get_bool(loader *L, json_t *obj, const char *key, const char *path, bool dflt)
 {
