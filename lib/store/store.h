@@ -33,7 +33,9 @@
  *
  * Threads: a store handle is used by one thread at a time. Open one handle
  * per thread on the same file; WAL lets readers run beside the one writer,
- * and writers wait for each other (busy timeout) instead of failing.
+ * and writers wait for each other (busy timeout) instead of failing. Threads
+ * that write often at the same time share transactions through a
+ * store_batcher (group commit, below): one flush to disk per batch.
  *
  * Times are seconds since the Unix epoch (double), from the store's clock
  * (the real-time clock unless store_set_clock replaced it). 0 means "none".
@@ -130,6 +132,57 @@ store_rc store_check(store *st);
 store_rc store_tx_begin(store *st);
 store_rc store_tx_commit(store *st);
 void store_tx_rollback(store *st);
+
+/* ---- group commit ----
+ * Threads that write at the same time, each with its own handle, can share
+ * one transaction and so one flush to disk (SQLite's commit with
+ * synchronous=FULL). A store_batcher queues their writes; the thread whose
+ * write is first in the queue leads: on its own handle it runs every write
+ * queued so far (up to max_batch) in one transaction, each write in a
+ * savepoint of its own, commits, and hands every thread its result. Writes
+ * that arrive while a batch is being committed form the next batch; a
+ * thread alone meets no wait.
+ *
+ *   - A write's result comes back only after the transaction holding it has
+ *     committed: STORE_OK still means "on disk".
+ *   - A write that fails (a conflict, an invalid argument) is rolled back to
+ *     its savepoint; the other writes of the batch are not affected.
+ *   - Writes run in the order they arrived, so a write sees what the writes
+ *     before it in its batch did (two submissions of one name in one batch:
+ *     the second finds the first).
+ *   - When the transaction cannot start or commit (I/O error, full disk,
+ *     the lock held past the busy timeout), every write of the batch gets
+ *     STORE_ERROR and nothing of the batch is acknowledged. */
+typedef struct store_batcher store_batcher;
+
+/* One write. It runs on whichever thread leads its batch, with that
+ * thread's handle `st` (not necessarily the caller's), inside the group's
+ * transaction; arg is the caller's. It may make any store calls (each one
+ * still applies all or nothing) but must not open a transaction
+ * (store_tx_begin) nor wait for another thread. Its changes are kept when
+ * it returns STORE_OK or STORE_EXISTS and rolled back otherwise. */
+typedef store_rc (*store_write_fn)(store *st, void *arg);
+
+/* A group; max_batch: writes in one transaction at most (0 = 128). */
+store_batcher *store_batcher_new(size_t max_batch);
+/* Frees the group; no write may be in progress. NULL is fine. */
+void store_batcher_free(store_batcher *g);
+/* Runs fn(handle, arg) in the group's next transaction and returns its
+ * result once that transaction committed (STORE_ERROR when it did not).
+ * st is the caller's handle, not inside a transaction: it is used when the
+ * caller leads the batch, and on failure store_error(st) says what went
+ * wrong. Safe from any number of threads, each with its own handle. */
+store_rc store_batcher_write(store_batcher *g, store *st, store_write_fn fn, void *arg);
+
+typedef struct store_batcher_stats {
+    uint64_t commits;   /* transactions committed (or tried) */
+    uint64_t writes;    /* writes taken into them */
+    uint64_t max_batch; /* the most writes one transaction held */
+    uint64_t waiting;   /* writes queued now for the next transaction */
+} store_batcher_stats;
+
+/* Counters since the group was made (for metrics and tests). */
+void store_batcher_stats_get(store_batcher *g, store_batcher_stats *out);
 
 /* ---- events ---- */
 /* An event to append. actor: "scheduler", "controller", "executor",

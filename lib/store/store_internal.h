@@ -9,7 +9,7 @@
 
 #include <sqlite3.h>
 
-#define STORE_STMT_CACHE 48
+#define STORE_STMT_CACHE 64
 
 /* A prepared statement kept for the life of the handle, found by the
  * address of its SQL text (every cached SQL is a string constant). */
