@@ -89,18 +89,24 @@ void srv_api_job_get(srv_req *r, const char *name)
     store_job_clear(&j);
 }
 
+/* Deleting a final job and its stop reason, as one write. */
+static store_rc write_delete(store *st, void *arg)
+{
+    const int64_t *id = arg;
+    store_rc rc = store_job_delete(st, *id);
+    if (rc != STORE_OK) return rc;
+    char key[32];
+    ctl_stop_key(*id, key);
+    rc = store_kv_delete(st, key);
+    return rc == STORE_NOT_FOUND ? STORE_OK : rc;
+}
+
 void srv_api_job_delete(srv_req *r, const char *name)
 {
     store_job j;
     if (!srv_find_job(r, name, &j)) return;
-    store *st = srv_req_store(r);
-    srv_write_lock(srv_req_server(r));
-    store_rc rc = store_job_delete(st, j.id);
-    srv_write_unlock(srv_req_server(r));
+    store_rc rc = srv_write(r, write_delete, &j.id);
     if (rc == STORE_OK) {
-        char key[32];
-        ctl_stop_key(j.id, key);
-        store_kv_delete(st, key);
         srv_reply_empty(r, 204);
     } else if (rc == STORE_CONFLICT) {
         srv_reply_error(r, 409, "conflict", "job %s is %s: cancel it first", name,
@@ -113,31 +119,49 @@ void srv_api_job_delete(srv_req *r, const char *name)
     store_job_clear(&j);
 }
 
-/* One try at cancelling job j in its current state. */
-static store_rc cancel_once(srv_req *r, const store_job *j)
+/* A cancel, as one write: the job's state is read inside the transaction
+ * (no one else writes meanwhile), so it applies to the state it finds. */
+typedef struct cancel_write {
+    int64_t id;
+    const char *actor;
+    store_state found; /* the state the write found the job in */
+} cancel_write;
+
+static store_rc cancel_queued(store *st, cancel_write *w)
 {
-    store *st = srv_req_store(r);
+    char msg[160];
+    snprintf(msg, sizeof msg, "cancelled by %s while queued", w->actor);
+    store_event ev = {.actor = w->actor, .type = "cancelled", .message = msg};
+    store_job_update upd = {.set = STORE_SET_WAIT_REASON | STORE_SET_NOT_BEFORE};
+    return store_job_transition(st, w->id, STORE_QUEUED, STORE_CANCELLED, &upd, &ev, NULL);
+}
+
+/* A placed job moves to stopping (the controller sends SIGTERM); one that
+ * is stopping already (a preemption, a timeout) stops as a cancel. */
+static store_rc cancel_placed(store *st, cancel_write *w)
+{
     char msg[160], key[32];
-    if (j->state == STORE_QUEUED) {
-        snprintf(msg, sizeof msg, "cancelled by %s while queued", srv_req_actor(r));
-        store_event ev = {.actor = srv_req_actor(r), .type = "cancelled", .message = msg};
-        store_job_update upd = {.set = STORE_SET_WAIT_REASON | STORE_SET_NOT_BEFORE};
-        return store_job_transition(st, j->id, STORE_QUEUED, STORE_CANCELLED, &upd, &ev, NULL);
-    }
     snprintf(msg, sizeof msg, "cancel requested by %s: SIGTERM, the trainer checkpoints and stops",
-             srv_req_actor(r));
-    store_event ev = {.actor = srv_req_actor(r), .type = "cancelling", .message = msg};
-    ctl_stop_key(j->id, key);
-    store_rc rc = store_tx_begin(st);
+             w->actor);
+    store_event ev = {.actor = w->actor, .type = "cancelling", .message = msg};
+    ctl_stop_key(w->id, key);
+    store_rc rc = store_kv_set(st, key, ctl_stop_name(CTL_STOP_CANCEL));
     if (rc != STORE_OK) return rc;
-    rc = store_kv_set(st, key, ctl_stop_name(CTL_STOP_CANCEL));
-    if (rc == STORE_OK && j->state == STORE_STOPPING)
-        rc = store_job_update_fields(st, j->id, STORE_STATE_BIT(STORE_STOPPING), NULL, &ev);
-    else if (rc == STORE_OK)
-        rc = store_job_transition(st, j->id, j->state, STORE_STOPPING, NULL, &ev, NULL);
-    if (rc == STORE_OK) rc = store_tx_commit(st);
-    else store_tx_rollback(st);
-    return rc;
+    if (w->found == STORE_STOPPING)
+        return store_job_update_fields(st, w->id, STORE_STATE_BIT(STORE_STOPPING), NULL, &ev);
+    return store_job_transition(st, w->id, w->found, STORE_STOPPING, NULL, &ev, NULL);
+}
+
+static store_rc write_cancel(store *st, void *arg)
+{
+    cancel_write *w = arg;
+    store_job j;
+    store_rc rc = store_job_get(st, w->id, &j);
+    if (rc != STORE_OK) return rc;
+    w->found = j.state;
+    store_job_clear(&j);
+    if (store_state_final(w->found)) return STORE_CONFLICT;
+    return w->found == STORE_QUEUED ? cancel_queued(st, w) : cancel_placed(st, w);
 }
 
 void srv_api_job_cancel(srv_req *r, const char *name)
@@ -145,33 +169,22 @@ void srv_api_job_cancel(srv_req *r, const char *name)
     store_job j;
     if (!srv_find_job(r, name, &j)) return;
     store *st = srv_req_store(r);
-    store_rc rc = STORE_CONFLICT;
-    /* the controller may move the job meanwhile: read it again and retry */
-    for (int tries = 0; tries < 5 && rc == STORE_CONFLICT && !store_state_final(j.state); tries++) {
-        srv_write_lock(srv_req_server(r));
-        rc = cancel_once(r, &j);
-        srv_write_unlock(srv_req_server(r));
-        if (rc != STORE_CONFLICT) break;
-        int64_t id = j.id;
-        store_job_clear(&j);
-        if (store_job_get(st, id, &j) != STORE_OK) {
-            srv_reply_error(r, 404, "not_found", "no job named %s", name);
-            return;
-        }
-    }
-    if (store_state_final(j.state) && rc != STORE_OK) {
-        srv_reply_error(r, 409, "conflict", "job %s already ended (%s)", name,
-                        store_state_name(j.state));
-    } else if (rc != STORE_OK) {
-        srv_reply_store_error(r, "cancelling the job");
-    } else {
+    cancel_write w = {.id = j.id, .actor = srv_req_actor(r), .found = j.state};
+    store_rc rc = srv_write(r, write_cancel, &w);
+    if (rc == STORE_OK) {
         ctl_wake(srv_req_server(r)->ctl);
-        int64_t id = j.id;
         store_job_clear(&j);
-        if (store_job_get(st, id, &j) == STORE_OK)
+        if (store_job_get(st, w.id, &j) == STORE_OK)
             srv_reply_json(r, 202, srv_job_json(srv_req_server(r), st, &j, false));
         else
             srv_reply_store_error(r, "reading the job back");
+    } else if (rc == STORE_CONFLICT && store_state_final(w.found)) {
+        srv_reply_error(r, 409, "conflict", "job %s already ended (%s)", name,
+                        store_state_name(w.found));
+    } else if (rc == STORE_NOT_FOUND) {
+        srv_reply_error(r, 404, "not_found", "no job named %s", name);
+    } else {
+        srv_reply_store_error(r, "cancelling the job");
     }
     store_job_clear(&j);
 }

@@ -106,6 +106,11 @@ store *srv_req_store(srv_req *r)
     return r->st;
 }
 
+store_rc srv_write(srv_req *r, store_write_fn fn, void *arg)
+{
+    return store_batcher_write(r->s->writes, r->st, fn, arg);
+}
+
 void srv_req_no_timeout(srv_req *r)
 {
     MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);

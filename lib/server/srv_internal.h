@@ -178,7 +178,7 @@ struct srv {
     srv_cluster cluster;
     srv_pool pool;
     srv_counters counters;
-    pthread_mutex_t write_mu; /* HTTP threads write one at a time (srv_write_lock) */
+    store_batcher *writes;   /* HTTP threads' writes: group commit (srv_write) */
     ctl *ctl;
     struct MHD_Daemon *mhd;
     int lock_fd;             /* flock on DATA/server.lock */
@@ -188,13 +188,6 @@ struct srv {
     bool quiet;
 };
 
-/* HTTP threads take turns for their write transactions: SQLite lets one
- * writer in at a time and makes the others sleep and retry (with growing
- * pauses), which under many concurrent clients turns into long tails; a
- * mutex queues them instead. The controller's own writes still meet at
- * most one HTTP writer at the lock. */
-void srv_write_lock(srv *s);
-void srv_write_unlock(srv *s);
 
 /* Prints a log line on stderr ("lathe server: ...") unless quiet. */
 void srv_log(const srv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -216,6 +209,17 @@ const char *srv_req_header(const srv_req *r, const char *key);
 const char *srv_req_body(const srv_req *r, size_t *len);
 const srv_token *srv_req_token(const srv_req *r);
 store *srv_req_store(srv_req *r);
+/* Every write of an HTTP request goes through here: the writes of
+ * concurrent requests share one transaction and one flush to disk (group
+ * commit, store_batcher_write), each in a savepoint of its own, and each
+ * request learns its result only after that transaction committed, so an
+ * acknowledged change is on disk. fn runs on whichever request thread leads
+ * the batch, with that thread's store handle (not necessarily r's); it
+ * reads and writes only through that handle and the arg it is given. On
+ * failure store_error(srv_req_store(r)) says why. Queuing the writes also
+ * spares SQLite's sleeping busy handler: the controller's own writes meet
+ * at most one HTTP transaction at the lock. */
+store_rc srv_write(srv_req *r, store_write_fn fn, void *arg);
 srv *srv_req_server(srv_req *r);
 /* Keeps the connection open however long it stays quiet (log streams). */
 void srv_req_no_timeout(srv_req *r);

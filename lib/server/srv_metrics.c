@@ -10,6 +10,9 @@
  *   lathe_job_tokens_per_second{job,team}
  *   lathe_scheduling_pass_seconds             histogram of pass durations
  *   lathe_http_requests_total{method,code}
+ *   lathe_http_write_commits_total            transactions of the HTTP writes (group commit)
+ *   lathe_http_writes_total                   writes in them (the ratio: writes per flush)
+ *   lathe_http_write_batch_max                the most writes one transaction held
  */
 #include "ctl.h"
 
@@ -160,6 +163,20 @@ static void http_counters(srv *s, sb *out)
     pthread_mutex_unlock(&s->counters.mu);
 }
 
+static void write_counters(srv *s, sb *out)
+{
+    store_batcher_stats b;
+    store_batcher_stats_get(s->writes, &b);
+    head(out, "lathe_http_write_commits_total", "counter",
+         "Transactions (flushes to disk) of the HTTP requests' writes.");
+    sb_printf(out, "lathe_http_write_commits_total %llu\n", (unsigned long long)b.commits);
+    head(out, "lathe_http_writes_total", "counter",
+         "HTTP requests' writes, grouped into those transactions.");
+    sb_printf(out, "lathe_http_writes_total %llu\n", (unsigned long long)b.writes);
+    head(out, "lathe_http_write_batch_max", "gauge", "The most writes one transaction held.");
+    sb_printf(out, "lathe_http_write_batch_max %llu\n", (unsigned long long)b.max_batch);
+}
+
 void srv_api_metrics(srv_req *r)
 {
     srv *s = srv_req_server(r);
@@ -173,6 +190,7 @@ void srv_api_metrics(srv_req *r)
     view_metrics(s, v, &out);
     ctl_view_release(s->ctl);
     http_counters(s, &out);
+    write_counters(s, &out);
     srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", sb_take(&out));
 }
 

@@ -108,15 +108,6 @@ static int start_steps(srv *s, const srv_options *o, diag_list *d, char *err, si
     return rc;
 }
 
-void srv_write_lock(srv *s)
-{
-    pthread_mutex_lock(&s->write_mu);
-}
-
-void srv_write_unlock(srv *s)
-{
-    pthread_mutex_unlock(&s->write_mu);
-}
 
 static double wall_now(void)
 {
@@ -133,7 +124,7 @@ srv *srv_start(const srv_options *o, diag_list *d, int *exit_code, char *err, si
     s->started_at = wall_now();
     atomic_init(&s->stopping, false);
     srv_counters_init(&s->counters);
-    pthread_mutex_init(&s->write_mu, NULL);
+    s->writes = store_batcher_new(0);
     diag_list local;
     diag_list_init(&local);
     int rc = start_steps(s, o, d ? d : &local, err, errsz);
@@ -164,7 +155,7 @@ void srv_stop(srv *s)
     ctl_free(s->ctl);
     if (s->pool.path) srv_pool_free(&s->pool);
     srv_counters_free(&s->counters);
-    pthread_mutex_destroy(&s->write_mu);
+    store_batcher_free(s->writes);
     if (s->cluster.spec || s->cluster.sched) srv_cluster_free(&s->cluster);
     srv_config_free(&s->cfg);
     if (s->lock_fd >= 0) close(s->lock_fd);

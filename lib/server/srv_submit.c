@@ -12,9 +12,13 @@
  *   5. the scheduler's admission check (sched_check_job): a request that
  *      can never run (more GPUs than quota plus borrowing) is refused with
  *      the scheduler's sentence;
- *   6. the store, in one transaction (all jobs of an experiment or none):
- *      201 created, 200 when the same team sent the same spec under the
- *      same name before (idempotent), 409 when the name holds another spec.
+ *   6. the store, as one write (all jobs of an experiment or none) through
+ *      the server's group commit (srv_write): concurrent submissions share
+ *      a transaction, each in its own savepoint, and each is answered after
+ *      that transaction committed: 201 created, 200 when the same team sent
+ *      the same spec under the same name before (idempotent, also when the
+ *      first copy is in the same batch), 409 when the name holds another
+ *      spec.
  *
  * Only then is the request acknowledged and the controller woken.
  */
@@ -291,20 +295,30 @@ static void reply_job(submission *m, int status, int64_t id)
     store_job_clear(&j);
 }
 
+/* The write of a lone job (runs on the thread leading its batch). */
+typedef struct lone_write {
+    const store_submit_req *q;
+    int64_t id;
+} lone_write;
+
+static store_rc write_lone(store *st, void *arg)
+{
+    lone_write *w = arg;
+    return store_submit(st, w->q, &w->id);
+}
+
 static void store_lone(submission *m)
 {
     store_submit_req q;
     store_event ev;
     char *msg;
     fill_request(m, &m->jobs[0], &q, &ev, &msg);
-    int64_t id = 0;
-    srv_write_lock(m->s);
-    store_rc rc = store_submit(srv_req_store(m->r), &q, &id);
-    srv_write_unlock(m->s);
+    lone_write w = {.q = &q};
+    store_rc rc = srv_write(m->r, write_lone, &w);
     free(msg);
     if (rc == STORE_OK || rc == STORE_EXISTS) {
         if (rc == STORE_OK) ctl_wake(m->s->ctl);
-        reply_job(m, rc == STORE_OK ? 201 : 200, id);
+        reply_job(m, rc == STORE_OK ? 201 : 200, w.id);
     } else if (rc == STORE_CONFLICT) {
         srv_reply_error(m->r, 409, "conflict",
                         "team %s already has a job named %s with a different spec: rename "
@@ -315,24 +329,33 @@ static void store_lone(submission *m)
     }
 }
 
-/* The experiment's whole expansion in one transaction. */
+/* The write of an experiment: the experiment and its whole expansion, all
+ * or nothing (one savepoint). */
+typedef struct experiment_write {
+    const submission *m;
+    const store_submit_req *q;
+    int64_t *ids;
+    size_t bad;
+} experiment_write;
+
+static store_rc write_experiment(store *st, void *arg)
+{
+    experiment_write *w = arg;
+    const submission *m = w->m;
+    store_rc rc = store_experiment_put(st, m->jobs[0].team, m->exp->name, m->exp->max_concurrent);
+    if (rc == STORE_OK) rc = store_submit_many(st, w->q, m->n, w->ids, NULL, &w->bad);
+    return rc;
+}
+
 static store_rc store_expansion(submission *m, int64_t *ids, size_t *bad)
 {
-    store *st = srv_req_store(m->r);
     store_submit_req *q = xcalloc(m->n, sizeof *q);
     store_event *ev = xcalloc(m->n, sizeof *ev);
     char **msgs = xcalloc(m->n, sizeof *msgs);
     for (size_t i = 0; i < m->n; i++) fill_request(m, &m->jobs[i], &q[i], &ev[i], &msgs[i]);
-    store_rc rc = store_tx_begin(st);
-    if (rc == STORE_OK) rc = store_experiment_put(st, m->jobs[0].team, m->exp->name,
-                                                  m->exp->max_concurrent);
-    if (rc == STORE_OK) rc = store_submit_many(st, q, m->n, ids, NULL, bad);
-    if (rc == STORE_OK || rc == STORE_EXISTS) {
-        store_rc c = store_tx_commit(st);
-        if (c != STORE_OK) rc = c;
-    } else {
-        store_tx_rollback(st);
-    }
+    experiment_write w = {.m = m, .q = q, .ids = ids, .bad = m->n};
+    store_rc rc = srv_write(m->r, write_experiment, &w);
+    *bad = w.bad;
     for (size_t i = 0; i < m->n; i++) free(msgs[i]);
     free(msgs);
     free(ev);
@@ -344,9 +367,7 @@ static void store_whole_experiment(submission *m)
 {
     int64_t *ids = xcalloc(m->n, sizeof *ids);
     size_t bad = 0;
-    srv_write_lock(m->s);
     store_rc rc = store_expansion(m, ids, &bad);
-    srv_write_unlock(m->s);
     store *st = srv_req_store(m->r);
     if (rc == STORE_OK || rc == STORE_EXISTS) {
         if (rc == STORE_OK) ctl_wake(m->s->ctl);
