@@ -56,6 +56,9 @@ typedef struct opts {
     const char *cluster, *nodes, *trace, *policies, *jobs_out, *explain;
     cli_output out;
     double max_slack, slack_factor, half_life, min_run, starve_after, reclaim_min_run;
+    double reclaim_wait, long_after, long_max, head_after; /* -1: default */
+    int long_gpus;    /* -1: default */
+    unsigned without; /* lathe rules turned off */
     int due_preempt; /* -1 default, 0 off, 1 on */
 } opts;
 
@@ -68,12 +71,44 @@ static bool take_duration(const char *cmd, const char *name, const char *v, doub
     return true;
 }
 
+/* --without end-pack,pool-head: the lathe rules to turn off. */
+static int parse_rules(const char *list, unsigned *out)
+{
+    char **parts;
+    size_t k = str_split(list, ',', &parts);
+    int rc = LT_EXIT_OK;
+    *out = 0;
+    for (size_t i = 0; i < k && rc == LT_EXIT_OK; i++) {
+        unsigned r;
+        if (sched_rule_parse(parts[i], &r))
+            *out |= r;
+        else
+            rc = cli_usage_error("simulate", "--without: '%s' is not a rule (end-pack, idle-reserve, "
+                                 "oldest-head, pool-head, reclaim-borrowed, reclaim-small, "
+                                 "reclaim-backoff)", parts[i]);
+    }
+    str_list_free(parts, k);
+    return rc;
+}
+
+/* A duration that may also be 0 ("0" or "off"): a setting turned off. */
+static bool take_duration_or_off(const char *cmd, const char *name, const char *v, double *out)
+{
+    if (strcmp(v, "0") == 0 || strcmp(v, "off") == 0) {
+        *out = 0;
+        return true;
+    }
+    return take_duration(cmd, name, v, out);
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
     o->policies = "fifo,greedy,easy,lathe";
     o->out = CLI_OUT_TEXT;
     o->slack_factor = -1;
+    o->reclaim_wait = o->long_after = o->long_max = o->head_after = -1;
+    o->long_gpus = -1;
     o->due_preempt = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -106,6 +141,22 @@ static int parse_args(int argc, char **argv, opts *o)
             if (!take_duration("simulate", a, v, &o->half_life)) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--reclaim-min-run") == 0) {
             if (!take_duration("simulate", a, v, &o->reclaim_min_run)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--reclaim-wait") == 0) {
+            if (!take_duration_or_off("simulate", a, v, &o->reclaim_wait)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--head-after") == 0) {
+            if (!take_duration_or_off("simulate", a, v, &o->head_after)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--long-after") == 0) {
+            if (!take_duration("simulate", a, v, &o->long_after)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--long-max") == 0) {
+            if (!take_duration_or_off("simulate", a, v, &o->long_max)) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--long-gpus") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || end == v || n < 0 || n > 1000000)
+                return cli_usage_error("simulate", "--long-gpus: '%s' is not a whole number >= 0", v);
+            o->long_gpus = (int)n;
+        } else if (strcmp(a, "--without") == 0) {
+            if (parse_rules(v, &o->without) != LT_EXIT_OK) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--min-run") == 0) {
             if (!take_duration("simulate", a, v, &o->min_run)) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--slack-factor") == 0) {
@@ -206,6 +257,12 @@ static void tune(const opts *o, sched_config *cfg)
     if (o->due_preempt >= 0) cfg->due_preempt = o->due_preempt;
     if (o->min_run > 0) cfg->min_run_time = o->min_run;
     if (o->reclaim_min_run > 0) cfg->reclaim_min_run = o->reclaim_min_run;
+    if (o->reclaim_wait >= 0) cfg->reclaim_wait = o->reclaim_wait;
+    if (o->long_after >= 0) cfg->long_after = o->long_after;
+    if (o->head_after >= 0) cfg->head_after = o->head_after;
+    if (o->long_max >= 0) cfg->long_max = o->long_max;
+    if (o->long_gpus >= 0) cfg->long_gpus = o->long_gpus;
+    cfg->rules &= ~o->without;
 }
 
 static int print(const opts *o, const sched_cluster *c, const sim_stats *st, size_t n)

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #define SCAN_LIMIT 16 /* nodes of one bucket examined for an NVLink-group fit */
+#define END_SCAN_LIMIT 256 /* nodes examined for a placement by end time */
 
 /* ---- layout ---- */
 
@@ -210,6 +211,7 @@ void cap_init(cap *k, const sched_cluster *c, int share_limit)
     k->jobs = xcalloc((size_t)k->ngpus + 1, 1);
     k->used = xcalloc((size_t)k->ngpus + 1, 1);
     k->flags = xcalloc((size_t)k->ngpus + 1, 1);
+    k->gend = xcalloc((size_t)k->ngpus + 1, sizeof *k->gend);
     k->scnt = xcalloc((size_t)(k->ntypes * (SCHED_SHARE_WHOLE + 1)) + 1, sizeof(int));
     k->seq = xmalloc((SCHED_SHARE_WHOLE + 1) * sizeof(bset));
     for (int i = 0; i <= SCHED_SHARE_WHOLE; i++) bset_init(&k->seq[i], k->ngpus);
@@ -231,6 +233,7 @@ void cap_free(cap *k)
     free(k->jobs);
     free(k->used);
     free(k->flags);
+    free(k->gend);
     free(k->node_pos);
     free(k->pos_node);
     free(k->node_rs);
@@ -266,6 +269,7 @@ bool cap_take(cap *k, int gpu, int units, bool excl)
 void cap_give(cap *k, int gpu, int units, bool excl)
 {
     uint8_t f = k->flags[gpu];
+    k->gend[gpu] = 0;
     if (excl)
         gpu_update(k, gpu, 0, 0, f & (uint8_t)~CAP_F_EXCL);
     else
@@ -444,6 +448,63 @@ bool cap_place_whole(cap *k, int view, int type, int g, int r, bool best, int *o
         return true;
     }
     place_racks(k, view, type, g, r, out);
+    return true;
+}
+
+void cap_set_end(cap *k, int gpu, double end)
+{
+    if (k->flags[gpu] & CAP_F_EXCL) k->gend[gpu] = end;
+}
+
+/* When a node's whole-GPU jobs end, by their estimates (0: none runs). */
+static double node_release(const cap *k, int node)
+{
+    const sched_node *nd = &k->c->nodes[node];
+    double r = 0;
+    for (int i = 0; i < nd->n_gpus; i++)
+        if (k->gend[nd->first_gpu + i] > r) r = k->gend[nd->first_gpu + i];
+    return r;
+}
+
+/* A candidate node for cap_place_end and how good it is. */
+typedef struct end_fit {
+    int node;
+    bool group; /* one NVLink group holds the job */
+    double ext; /* how much later the node would be busy until */
+    int free;
+} end_fit;
+
+static bool end_fit_better(const end_fit *a, const end_fit *b)
+{
+    if (b->node < 0) return true;
+    if (a->group != b->group) return a->group;
+    if (a->ext != b->ext) return a->ext < b->ext;
+    return a->free < b->free;
+}
+
+bool cap_place_end(cap *k, int view, int type, int g, int r, double now, double end, int *out)
+{
+    int need = g * r;
+    if (need > k->K || !cap_fits_whole(k, view, type, need, 1)) return false;
+    const cap_view *v = &k->v[view];
+    const int *cnt = &v->cnt[type * (k->K + 1)];
+    end_fit best = {-1, false, 0, 0};
+    int seen = 0;
+    /* nodes that already run something, fewest free first; an empty node
+     * only when none holds the job (taking one costs a whole free node) */
+    for (int f = need; f <= k->K && seen < END_SCAN_LIMIT; f++) {
+        if (!cnt[f] || (f == k->K && best.node >= 0)) continue;
+        for (int p = bset_next(&v->neq[f], k->tlo[type], k->thi[type]); p >= 0 && seen < END_SCAN_LIMIT;
+             p = bset_next(&v->neq[f], p + 1, k->thi[type]), seen++) {
+            int n = k->pos_node[p];
+            double busy = node_release(k, n);
+            if (busy < now) busy = now;
+            end_fit c = {n, group_fits(k, v, n, g), end > busy ? end - busy : 0, f};
+            if (end_fit_better(&c, &best)) best = c;
+            if (f == k->K) break; /* empty nodes are all alike */
+        }
+    }
+    for (int rep = 0; rep < r; rep++) take_on_node(k, view, best.node, g, true, out + rep * g);
     return true;
 }
 

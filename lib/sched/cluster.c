@@ -27,6 +27,28 @@ bool sched_policy_parse(const char *s, sched_policy *out)
     return false;
 }
 
+static const char *const rule_names[SCHED_N_RULES] = {
+    "end-pack", "idle-reserve", "oldest-head", "pool-head", "reclaim-borrowed", "reclaim-small",
+    "reclaim-backoff",
+};
+
+const char *sched_rule_name(unsigned rule)
+{
+    for (int i = 0; i < SCHED_N_RULES; i++)
+        if (rule == 1u << i) return rule_names[i];
+    return NULL;
+}
+
+bool sched_rule_parse(const char *s, unsigned *rule)
+{
+    for (int i = 0; i < SCHED_N_RULES; i++)
+        if (strcmp(s, rule_names[i]) == 0) {
+            *rule = 1u << i;
+            return true;
+        }
+    return false;
+}
+
 void sched_config_default(sched_config *cfg, sched_policy policy)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -34,9 +56,15 @@ void sched_config_default(sched_config *cfg, sched_policy policy)
     cfg->half_life = 7 * 86400.0; /* Slurm's PriorityDecayHalfLife default */
     cfg->min_run_time = 600;
     cfg->reclaim_min_run = 3600;
+    cfg->reclaim_wait = 600;
     cfg->max_slack = 6 * 3600.0;
+    cfg->head_after = 3600;
     cfg->starve_after = 48 * 3600.0;
     cfg->slack_factor = 0.5;
+    cfg->long_after = 72 * 3600.0;
+    cfg->long_max = 4 * 86400.0;
+    cfg->long_gpus = 16;
+    cfg->rules = SCHED_RULES_ALL;
     cfg->default_estimate = 4 * 3600.0;
     cfg->gpu_share_limit = 4;
     cfg->max_preempt_attempts = 8;

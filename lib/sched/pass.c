@@ -17,6 +17,10 @@
  * running jobs are released in order of estimated end until it fits, that
  * time is its reserved start, and the GPUs it would get are reserved; later
  * jobs may use reserved GPUs only if they end before the reserved start.
+ * lathe tries jobs that waited head_after oldest first until the head is
+ * found, lets a job refused by the lending pool hold the reservation too,
+ * and picks the reserved GPUs that would idle least (see sched.h, the
+ * SCHED_RULE_* bits, and docs/scheduler.md).
  *
  * Every change a pass makes to the capacity index and team usage is
  * recorded and undone at the end, so the state is left as it was.
@@ -61,6 +65,8 @@ typedef struct pass {
     int *resv;
     int nresv;
     double *freed_at; /* [gpus] shadow schedule scratch */
+    uint8_t *released; /* [gpus] freed in the shadow schedule (before S) */
+    const pjob *shadow_pj; /* set while the shadow schedule also checks this job's admission */
     int attempts;
     bool stop;
     bool reclaim_possible; /* some limited team could reclaim from a borrower */
@@ -186,7 +192,7 @@ static bool admit(const pass *p, int team, int type, int need, bool due, sched_r
 /* Lathe: has the job waited so long that it goes ahead of fair share? */
 static bool is_due(const pass *p, const pjob *pj)
 {
-    return p->lathe && pj->key <= p->now - p->cfg->starve_after;
+    return p->lathe && pj->age <= p->now - p->cfg->starve_after;
 }
 
 /* True when the team holds at least its quota share units at the level
@@ -199,6 +205,29 @@ static bool within_quota(const pass *p, int team, int type, int need)
     int L = tm->quota[type] != SCHED_UNLIMITED ? type : tm->quota[any] != SCHED_UNLIMITED ? any : type;
     int q = tm->quota[L] == SCHED_UNLIMITED ? 0 : tm->quota[L];
     return p->st->tused[team * T1 + L] + need <= q * SCHED_SHARE_WHOLE;
+}
+
+/* Share units of `type` a team holds beyond its quota (all it holds when it
+ * has no quota), at the level that governs the type; negative when below. */
+static int borrowed_units(const pass *p, int team, int type)
+{
+    const sched_team *tm = &p->c->teams[team];
+    int T1 = p->c->n_types + 1, any = p->c->n_types;
+    if (!tm->limited) return p->st->tused[team * T1 + type];
+    int L = tm->quota[type] != SCHED_UNLIMITED ? type : tm->quota[any] != SCHED_UNLIMITED ? any : type;
+    int q = tm->quota[L] == SCHED_UNLIMITED ? 0 : tm->quota[L];
+    return p->st->tused[team * T1 + L] - q * SCHED_SHARE_WHOLE;
+}
+
+/* May this running job be reclaimed? Its team must be borrowing; with the
+ * reclaim-borrowed rule, by at least the job's GPUs, so that reclaiming it
+ * never takes its team below its quota (which would let that team reclaim
+ * right back: a ping-pong between two teams). */
+static bool reclaimable(const pass *p, const rjob *r)
+{
+    int b = borrowed_units(p, r->j.team, r->type);
+    if (p->lathe && (p->cfg->rules & SCHED_RULE_RECLAIM_BORROWED)) return b >= r->units * r->n_gpus;
+    return b > 0;
 }
 
 /* True when a team holds more of `type` than its quota (or has no quota). */
@@ -225,13 +254,22 @@ static bool may_use_reserved(const pass *p, const pjob *pj)
 static bool place_on(pass *p, const pclass *pc, const pjob *pj, int type, int units)
 {
     bool best = p->lathe;
+    bool by_end = best && (p->cfg->rules & SCHED_RULE_END_PACK) && pc->g * pc->r <= p->k->K;
     int views[2] = {p->head_set ? CAP_UNRESERVED : CAP_ALL, CAP_ALL};
     int nv = p->head_set && may_use_reserved(p, pj) ? 2 : 1;
     for (int i = 0; i < nv; i++) {
-        bool ok = units < SCHED_SHARE_WHOLE
-                      ? cap_place_share(p->k, views[i], type, units, p->buf)
-                      : cap_place_whole(p->k, views[i], type, pc->g, pc->r, best, p->buf);
-        if (ok) return true;
+        bool ok;
+        if (units < SCHED_SHARE_WHOLE)
+            ok = cap_place_share(p->k, views[i], type, units, p->buf);
+        else if (by_end)
+            ok = cap_place_end(p->k, views[i], type, pc->g, pc->r, p->now, p->now + pj->est, p->buf);
+        else
+            ok = cap_place_whole(p->k, views[i], type, pc->g, pc->r, best, p->buf);
+        if (ok) {
+            if (units >= SCHED_SHARE_WHOLE)
+                for (int x = 0; x < pc->g * pc->r; x++) cap_set_end(p->k, p->buf[x], p->now + pj->est);
+            return true;
+        }
     }
     return false;
 }
@@ -268,6 +306,11 @@ static void record_start(pass *p, const pclass *pc, int slot, int type, int unit
     p->fair[pc->team] += p->tau * units * n / SCHED_SHARE_WHOLE / p->c->teams[pc->team].weight;
     pj->start_gen = st->pass_gen;
     st->cls[pj->cls].started++;
+    if (p->head_set && slot == p->head_slot) { /* the head started after all: no reservation */
+        for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], false);
+        p->nresv = 0;
+        p->head_set = false;
+    }
 }
 
 /* ---- reasons for waiting ---- */
@@ -302,6 +345,8 @@ static void no_fit_reason(const pass *p, const pclass *pc, int type, int units, 
 /* ---- preemption ---- */
 
 typedef struct cand {
+    double cost; /* what stopping it costs, GPU-seconds: its lost work (and,
+                    for a due preemption, its wait in the queue again) */
     double lost; /* GPU-seconds of work lost since its last checkpoint */
     int64_t prio;
     double start;
@@ -313,7 +358,7 @@ typedef struct cand {
 static int cmp_cand(const void *a, const void *b)
 {
     const cand *x = a, *y = b;
-    if (x->lost != y->lost) return x->lost < y->lost ? -1 : 1;
+    if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
     if (x->prio != y->prio) return x->prio < y->prio ? -1 : 1;
     if (x->start != y->start) return x->start > y->start ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
@@ -345,7 +390,10 @@ static void rj_retake(pass *p, int slot)
 {
     sched_state *st = p->st;
     rjob *r = &st->rj[slot];
-    for (int i = 0; i < r->n_gpus; i++) cap_take(p->k, r->gpus[i], r->units, r->excl);
+    for (int i = 0; i < r->n_gpus; i++) {
+        cap_take(p->k, r->gpus[i], r->units, r->excl);
+        cap_set_end(p->k, r->gpus[i], r->end);
+    }
     st_team_add(st, r->j.team, r->type, r->units * r->n_gpus, +1);
     st->tjobs[r->j.team]++;
     r->pre_gen = 0;
@@ -364,6 +412,39 @@ static bool fits_any(const pass *p, const pclass *pc, const pjob *pj)
     return false;
 }
 
+/* How long a job must have run before it may be reclaimed: reclaim_min_run,
+ * doubled for every time it was preempted before (reclaim-backoff rule), so
+ * that no job, typically a long one that is always running when someone
+ * reclaims, is stopped again and again. */
+static double reclaim_min_run(const pass *p, const rjob *r)
+{
+    double t = p->cfg->reclaim_min_run;
+    if (!(p->cfg->rules & SCHED_RULE_RECLAIM_BACKOFF)) return t;
+    return t * exp2(r->j.preemptions < 30 ? r->j.preemptions : 30);
+}
+
+/* The reclaim-small rule: a victim of a reclaim holds no more share units
+ * than the job that reclaims needs on its type. Breaking an 8-GPU gang for
+ * a 1-GPU job leaves 7 GPUs to whoever comes and a gang that must wait
+ * for a whole node again. */
+static bool small_enough(const pass *p, const pclass *pc, const sched_job *j, const rjob *r)
+{
+    if (!(p->cfg->rules & SCHED_RULE_RECLAIM_SMALL)) return true;
+    int units = st_units_on(p->st, j, r->type);
+    int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
+    return r->units * r->n_gpus <= need;
+}
+
+/* What stopping a running job for a due job costs beyond its lost work:
+ * it goes back to the queue and waits again, at least about as long as
+ * the due job would have waited for its reservation (S - now), on all its
+ * GPUs. GPU-seconds. */
+static double requeue_cost(const pass *p, const rjob *r)
+{
+    double wait = isfinite(p->S) && p->S > p->now ? p->S - p->now : 0;
+    return wait * r->n_gpus * r->units / SCHED_SHARE_WHOLE;
+}
+
 /* Collects the running jobs this job may preempt (in no order).
  * budget > 0: the job is due and may also preempt jobs of no higher
  * priority that come after it in the order (never the other way round, so
@@ -378,7 +459,7 @@ static int collect_victims(pass *p, const pclass *pc, const pjob *pj, double bud
         if (!(pc->types >> t & 1)) continue;
         int units = st_units_on(st, j, t);
         int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
-        reclaim[t] = within_quota(p, pc->team, t, need);
+        reclaim[t] = within_quota(p, pc->team, t, need) && p->now - j->submit_time >= p->cfg->reclaim_wait;
         any_reclaim |= reclaim[t];
     }
     if (!j->preempt_lower && !any_reclaim && budget <= 0) return 0;
@@ -392,12 +473,14 @@ static int collect_victims(pass *p, const pclass *pc, const pjob *pj, double bud
         if (ran < p->cfg->min_run_time) continue;
         bool for_prio = j->preempt_lower && r->j.priority < j->priority;
         bool for_due = budget > 0 && !r->guarded && r->j.priority <= j->priority && r->key > pj->key;
-        bool for_reclaim = reclaim[r->type] && !r->guarded && ran >= p->cfg->reclaim_min_run &&
-                           r->j.team != pc->team && borrowing(p, r->j.team, r->type);
+        bool for_reclaim = reclaim[r->type] && !r->guarded && ran >= reclaim_min_run(p, r) &&
+                           r->j.team != pc->team && reclaimable(p, r) && small_enough(p, pc, j, r);
         if (!for_prio && !for_reclaim && !for_due) continue;
         int why = for_prio ? SCHED_WHY_PREEMPT_PRIORITY : for_reclaim ? SCHED_WHY_PREEMPT_RECLAIM
                                                                     : SCHED_WHY_PREEMPT_DUE;
-        cs[n++] = (cand){lost_work(p, r), r->j.priority, r->j.start_time, r->j.id, s, why};
+        double lost = lost_work(p, r);
+        double cost = lost + (why == SCHED_WHY_PREEMPT_DUE ? requeue_cost(p, r) : 0);
+        cs[n++] = (cand){cost, lost, r->j.priority, r->j.start_time, r->j.id, s, why};
     }
     *out = cs;
     return n;
@@ -455,7 +538,7 @@ static bool try_preempt(pass *p, const pclass *pc, int slot, double budget)
         cs[0] = cs[--n];
         cand_down(cs, n, 0);
         const rjob *r = &p->st->rj[v.slot];
-        if (v.why == SCHED_WHY_PREEMPT_RECLAIM && !borrowing(p, r->j.team, r->type)) continue;
+        if (v.why == SCHED_WHY_PREEMPT_RECLAIM && !reclaimable(p, r)) continue;
         rj_release(p, v.slot);
         ch[nch++] = v;
         freed += r->n_gpus;
@@ -470,10 +553,10 @@ static bool try_preempt(pass *p, const pclass *pc, int slot, double budget)
                 rj_release(p, ch[i].slot);
         }
     if (ok && budget > 0) { /* a due job's preemption must cost less than draining */
-        double lost = 0;
+        double cost = 0;
         for (int i = 0; i < nch; i++)
-            if (ch[i].slot >= 0) lost += ch[i].lost;
-        ok = lost < budget;
+            if (ch[i].slot >= 0) cost += ch[i].cost;
+        ok = cost < budget;
     }
     int type = -1, units = 0;
     if (ok) {
@@ -501,6 +584,15 @@ static bool try_preempt(pass *p, const pclass *pc, int slot, double budget)
 
 /* ---- the head job's reservation ---- */
 
+/* May this job hold the reservation? Not on account of the advance a long
+ * job gets in the order (long_after): that lets it take free GPUs before
+ * others, but the reservation, which makes GPUs stand idle for it, stays
+ * with jobs that have waited longest, unless it is due itself. */
+static bool may_hold_head(const pass *p, const pjob *pj)
+{
+    return pj->key >= pj->age || is_due(p, pj);
+}
+
 typedef struct rel {
     double end;
     int kind; /* 0: running slot, 1: op index of a start in this pass */
@@ -516,34 +608,54 @@ static int cmp_rel(const void *a, const void *b)
 
 static void release_item(pass *p, const rel *r, int sign)
 {
+    if (p->shadow_pj) { /* the head's admission is checked as teams' usage drops */
+        if (r->kind == 0) {
+            const rjob *j = &p->st->rj[r->idx];
+            st_team_add(p->st, j->j.team, j->type, j->units * j->n_gpus, sign);
+        } else {
+            const op *o = &p->ops[r->idx];
+            st_team_add(p->st, p->st->pj[o->slot].j.team, o->type, o->units * o->n, sign);
+        }
+    }
     if (r->kind == 0) {
         const rjob *j = &p->st->rj[r->idx];
         for (int i = 0; i < j->n_gpus; i++) {
-            if (sign < 0)
+            if (sign < 0) {
                 cap_give(p->k, j->gpus[i], j->units, j->excl);
-            else
+            } else {
                 cap_take(p->k, j->gpus[i], j->units, j->excl);
+                cap_set_end(p->k, j->gpus[i], j->end);
+            }
         }
         return;
     }
     const op *o = &p->ops[r->idx];
     const int *g = p->out->gpus + o->off;
     for (int i = 0; i < o->n; i++) {
-        if (sign < 0)
+        if (sign < 0) {
             cap_give(p->k, g[i], o->units, o->excl);
-        else
+        } else {
             cap_take(p->k, g[i], o->units, o->excl);
+            cap_set_end(p->k, g[i], o->end);
+        }
     }
 }
 
-/* The head's first type (in policy order) that fits whole now. */
+/* The head's first type (in policy order) that fits whole now; while
+ * p->shadow_pj is set, also one its team is admitted to. */
 static int head_fit_type(const pass *p, const pclass *pc, uint64_t types)
 {
     for (int i = 0; i < p->c->n_types; i++) {
         int t = p->st->torder[i];
-        if ((types >> t & 1) && cap_fits_whole(p->k, CAP_ALL, t, pc->units_whole ? pc->g : 1,
-                                                 pc->units_whole ? pc->r : 1))
-            return t;
+        if (!(types >> t & 1)) continue;
+        if (!cap_fits_whole(p->k, CAP_ALL, t, pc->units_whole ? pc->g : 1, pc->units_whole ? pc->r : 1))
+            continue;
+        if (p->shadow_pj) {
+            int units = st_units_on(p->st, &p->shadow_pj->j, t);
+            int need = units * (units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r);
+            if (!admit(p, pc->team, t, need, is_due(p, p->shadow_pj), NULL)) continue;
+        }
+        return t;
     }
     return -1;
 }
@@ -576,19 +688,99 @@ static rel *ending_order(pass *p, int *n)
     return rs;
 }
 
-/* The time a GPU was freed in the shadow schedule. */
-static void note_freed(pass *p, const rel *r)
+/* The GPUs of a running job or of a start of this pass; *n of them. */
+static const int *item_gpus(const pass *p, const rel *r, int *n)
 {
-    const int *g;
-    int n;
     if (r->kind == 0) {
-        g = p->st->rj[r->idx].gpus;
-        n = p->st->rj[r->idx].n_gpus;
-    } else {
-        g = p->out->gpus + p->ops[r->idx].off;
-        n = p->ops[r->idx].n;
+        *n = p->st->rj[r->idx].n_gpus;
+        return p->st->rj[r->idx].gpus;
     }
-    for (int i = 0; i < n; i++) p->freed_at[g[i]] = r->end;
+    *n = p->ops[r->idx].n;
+    return p->out->gpus + p->ops[r->idx].off;
+}
+
+/* Marks a job's GPUs freed at its end in the shadow schedule (on), or
+ * forgets it again (off). */
+static void note_freed(pass *p, const rel *r, bool on)
+{
+    int n;
+    const int *g = item_gpus(p, r, &n);
+    for (int i = 0; i < n; i++) {
+        p->freed_at[g[i]] = r->end;
+        p->released[g[i]] = on;
+    }
+}
+
+/* A replica slot for the head at its reserved start: g free GPUs of one
+ * node and what they cost. */
+typedef struct rslot {
+    double cost; /* GPU-seconds its GPUs stand idle before the reserved start */
+    int node;
+    int first;   /* its GPUs are gpus[first .. first + g) of the list built */
+} rslot;
+
+static int cmp_slot(const void *a, const void *b)
+{
+    const rslot *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
+    if (x->node != y->node) return x->node - y->node;
+    return x->first - y->first;
+}
+
+/* A node's GPUs free at the reserved start, latest freed first, with the
+ * time each was freed (now for those free now). Returns how many. */
+static int node_free_by_release(const pass *p, int node, int *gpu, double *freed)
+{
+    const sched_node *nd = &p->c->nodes[node];
+    int n = 0;
+    for (int i = 0; i < nd->n_gpus; i++) {
+        int g = nd->first_gpu + i;
+        if (!cap_gpu_free(p->k, CAP_ALL, g)) continue;
+        double t = p->released[g] ? p->freed_at[g] : p->now;
+        int j = n++;
+        for (; j > 0 && freed[j - 1] < t; j--) { /* insertion, latest first */
+            gpu[j] = gpu[j - 1];
+            freed[j] = freed[j - 1];
+        }
+        gpu[j] = g;
+        freed[j] = t;
+    }
+    return n;
+}
+
+/* The idle-reserve rule: the head's GPUs at its reserved start S, chosen
+ * so that they stand idle least before S (a GPU free now idles S - now
+ * unless a short job backfills it; one freed at t idles S - t). Per node,
+ * its GPUs free at S, latest freed first, cut into replica slots of g; the
+ * r cheapest slots. GPUs free now stay out of the reservation when others
+ * will do, so that jobs of any length may still use them. Called with the
+ * shadow schedule's releases applied; writes r * g GPUs to p->buf. */
+static void reserve_least_idle(pass *p, int type, int g, int r)
+{
+    const cap *k = p->k;
+    const cap_view *v = &k->v[CAP_ALL];
+    int most = cap_slots(k, CAP_ALL, type, g), nslots = 0, used = 0;
+    rslot *sl = xmalloc((size_t)(most + 1) * sizeof *sl);
+    int *gpus = xmalloc((size_t)(most * g + 1) * sizeof *gpus);
+    for (int pos = bset_next(&v->nge[g], k->tlo[type], k->thi[type]); pos >= 0;
+         pos = bset_next(&v->nge[g], pos + 1, k->thi[type])) {
+        int node = k->pos_node[pos], idx[SCHED_MAX_NODE_GPUS];
+        double freed[SCHED_MAX_NODE_GPUS];
+        int nf = node_free_by_release(p, node, idx, freed);
+        for (int s0 = 0; s0 + g <= nf; s0 += g) {
+            double cost = 0;
+            for (int i = 0; i < g; i++) {
+                gpus[used + i] = idx[s0 + i];
+                cost += p->S - freed[s0 + i];
+            }
+            sl[nslots++] = (rslot){cost, node, used};
+            used += g;
+        }
+    }
+    qsort(sl, (size_t)nslots, sizeof *sl, cmp_slot);
+    for (int i = 0; i < r; i++) memcpy(p->buf + i * g, gpus + sl[i].first, (size_t)g * sizeof *gpus);
+    free(sl);
+    free(gpus);
 }
 
 /* The shadow schedule of a head job: releases running jobs in order of
@@ -601,12 +793,13 @@ static double shadow(pass *p, const pclass *pc, uint64_t admitted)
     int nrel, g = pc->units_whole ? pc->g : 1, r = pc->units_whole ? pc->r : 1;
     rel *rs = ending_order(p, &nrel);
     if (!p->freed_at) p->freed_at = xmalloc((size_t)(p->c->n_gpus + 1) * sizeof *p->freed_at);
+    if (!p->released) p->released = xcalloc((size_t)(p->c->n_gpus + 1), 1);
     p->S = INFINITY;
     int done = 0, type = head_fit_type(p, pc, admitted);
     while (type < 0 && done < nrel) {
         double t = rs[done].end;
         while (done < nrel && rs[done].end == t) {
-            note_freed(p, &rs[done]);
+            note_freed(p, &rs[done], true);
             release_item(p, &rs[done++], -1);
         }
         type = head_fit_type(p, pc, admitted);
@@ -615,13 +808,21 @@ static double shadow(pass *p, const pclass *pc, uint64_t admitted)
     double idle = 0;
     if (type >= 0) {
         if (done == 0) p->S = p->now;
-        cap_place_whole(p->k, CAP_ALL, type, g, r, p->lathe, p->buf);
-        for (int i = 0; i < g * r; i++) cap_give(p->k, p->buf[i], SCHED_SHARE_WHOLE, true);
+        if (p->lathe && (p->cfg->rules & SCHED_RULE_IDLE_RESERVE)) {
+            reserve_least_idle(p, type, g, r);
+        } else {
+            cap_place_whole(p->k, CAP_ALL, type, g, r, p->lathe, p->buf);
+            for (int i = 0; i < g * r; i++) cap_give(p->k, p->buf[i], SCHED_SHARE_WHOLE, true);
+        }
+        free(p->resv);
         p->resv = xmalloc((size_t)(g * r) * sizeof *p->resv);
         memcpy(p->resv, p->buf, (size_t)(g * r) * sizeof *p->resv);
         p->nresv = g * r;
     }
-    while (done > 0) release_item(p, &rs[--done], +1);
+    while (done > 0) {
+        release_item(p, &rs[--done], +1);
+        note_freed(p, &rs[done], false);
+    }
     for (int i = 0; i < p->nresv; i++) {
         int gpu = p->resv[i];
         idle += p->S - (cap_gpu_free(p->k, CAP_ALL, gpu) ? p->now : p->freed_at[gpu]);
@@ -636,6 +837,30 @@ static void set_head(pass *p, int slot)
     p->head_set = true;
     p->head_slot = slot;
     for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], true);
+}
+
+/* The pool-head rule: a job refused only because other teams do not have
+ * enough idle quota to lend (the pool) waits for GPUs that other teams
+ * hold, as a job that does not fit waits for GPUs. When no job holds the
+ * reservation yet it may: the shadow schedule also releases the teams'
+ * usage as their jobs end, and the reserved start is the first time the
+ * job is admitted and fits. Without this, a large job of a team that uses
+ * its quota waits until it is due while smaller jobs keep taking every GPU
+ * that frees up. The caller checked that the rule applies. True when it
+ * became the head. */
+static bool pool_head(pass *p, const pclass *pc, int slot)
+{
+    p->shadow_pj = &p->st->pj[slot];
+    shadow(p, pc, pc->types);
+    p->shadow_pj = NULL;
+    if (!isfinite(p->S)) {
+        free(p->resv);
+        p->resv = NULL;
+        p->nresv = 0;
+        return false;
+    }
+    set_head(p, slot);
+    return true;
 }
 
 /* ---- one job ---- */
@@ -736,6 +961,17 @@ static int fifo_block(pass *p, const pclass *pc, const pjob *pj, const sched_rea
     return block_team(p, pc->team, &r);
 }
 
+/* Passes over a job for now (the next of its class is looked at), or
+ * closes the class when backfill_depth jobs of it were passed over. */
+static int skip(pass *p, pclass *pc)
+{
+    if (++pc->skipped >= p->cfg->backfill_depth) {
+        reason_init(&pc->why, SCHED_WHY_BEHIND_HEAD);
+        return R_CLASS_BLOCKED;
+    }
+    return R_SKIP;
+}
+
 /* The job at the head of its class: start it, skip it, or close its class
  * or team for the rest of the pass (see the top of this file). */
 static int try_job(pass *p, pclass *pc, int slot)
@@ -747,20 +983,20 @@ static int try_job(pass *p, pclass *pc, int slot)
     bool fifo = p->cfg->policy == SCHED_FIFO;
     if (!tr.admitted) {
         pc->why = tr.adm;
+        if (tr.adm.code == SCHED_WHY_POOL && p->lathe && (p->cfg->rules & SCHED_RULE_POOL_HEAD) &&
+            p->backfill && !p->head_set) {
+            if (!may_hold_head(p, pj)) return skip(p, pc); /* a later job of its class may */
+            if (pool_head(p, pc, slot)) return R_CLASS_BLOCKED;
+        }
         if (is_due(p, pj)) return hold_for(p, pc, slot, &tr.adm);
         return fifo ? fifo_block(p, pc, pj, &tr.adm) : R_CLASS_BLOCKED;
     }
     no_fit_reason(p, pc, tr.type, tr.units, &pc->why);
     if (fifo) return fifo_block(p, pc, pj, &pc->why);
-    if (tr.fits_all) { /* too long for the reserved GPUs; a shorter job of this shape may go */
-        if (++pc->skipped >= p->cfg->backfill_depth) {
-            reason_init(&pc->why, SCHED_WHY_BEHIND_HEAD);
-            return R_CLASS_BLOCKED;
-        }
-        return R_SKIP;
-    }
+    if (tr.fits_all) return skip(p, pc); /* too long for the reserved GPUs; a shorter job may go */
     if (p->lathe && try_preempt(p, pc, slot, 0)) return R_STARTED;
     if (!p->backfill || p->head_set) return R_CLASS_BLOCKED;
+    if (!may_hold_head(p, pj)) return skip(p, pc); /* a later job of its class may hold it */
     double idle = shadow(p, pc, tr.admitted);
     /* a job that waited long: preempt newer jobs when they lose less work
      * than the drain would leave GPUs idle */
@@ -817,9 +1053,12 @@ static bool class_advance(pass *p, pclass *pc)
     return pc->cur < pc->n;
 }
 
-/* The team whose job goes next: the team of the lowest order key (the
- * baselines; lathe when that job's key is starve_after in the past), else
- * the lowest fair-share key (lathe). */
+/* The team whose job goes next. The baselines: the team of the lowest
+ * order key. lathe: with the oldest-head rule, until a job has become the
+ * head, the lowest order key when that job has waited head_after (so the
+ * head is the oldest job that cannot start, as in EASY), after that and
+ * for younger jobs the lowest fair-share key; without the rule, the lowest
+ * order key when that job is due, else the lowest fair-share key. */
 static int pick_team(const pass *p)
 {
     int first = -1, fair = -1;
@@ -829,8 +1068,10 @@ static int pick_team(const pass *p)
         if (fair < 0 || p->fair[t] < p->fair[fair]) fair = t;
     }
     if (!p->lathe || first < 0) return first;
-    if (class_head(p, p->heap[p->hoff[first]])->key <= p->now - p->cfg->starve_after) return first;
-    return fair;
+    const qent *e = class_head(p, p->heap[p->hoff[first]]);
+    if (p->cfg->rules & SCHED_RULE_OLDEST_HEAD)
+        return !p->head_set && p->st->pj[e->slot].age <= p->now - p->cfg->head_after ? first : fair;
+    return is_due(p, &p->st->pj[e->slot]) ? first : fair;
 }
 
 /* Could anything still start? Nothing free and no preemption left to try. */
@@ -892,9 +1133,10 @@ static void run_band(pass *p, int b)
 
 /* ---- after the decisions ---- */
 
-/* Free whole GPUs that no waiting job's shape could use: per type, nodes
- * with fewer free GPUs than the smallest replica a waiting job of that type
- * needs (gangs count only when they would fit). */
+/* Free whole GPUs, not reserved for the head job, that no waiting job's
+ * shape could use: per type, nodes with fewer such GPUs than the smallest
+ * replica a waiting job of that type needs (gangs count only when they
+ * would fit). */
 static int fragmentation(const pass *p)
 {
     const sched_state *st = p->st;
@@ -909,14 +1151,14 @@ static int fragmentation(const pass *p)
             if (!(pc->types >> t & 1)) continue;
             wanted[t] = true;
             int g = pc->units_whole ? pc->g : 1;
-            if (pc->units_whole && pc->r > 1 && cap_slots(k, CAP_ALL, t, g) < pc->r) continue;
+            if (pc->units_whole && pc->r > 1 && cap_slots(k, CAP_UNRESERVED, t, g) < pc->r) continue;
             if (g < ming[t]) ming[t] = g;
         }
     }
     int frag = 0;
     for (int t = 0; t < p->c->n_types; t++) {
         if (!wanted[t]) continue;
-        const int *cnt = &k->v[CAP_ALL].cnt[t * (k->K + 1)];
+        const int *cnt = &k->v[CAP_UNRESERVED].cnt[t * (k->K + 1)];
         for (int f = 1; f < ming[t] && f <= k->K; f++) frag += f * cnt[f];
     }
     return frag;
@@ -1091,6 +1333,7 @@ static void pass_free(pass *p)
     free(p->buf);
     free(p->resv);
     free(p->freed_at);
+    free(p->released);
 }
 
 static int cmp_decision_id(const void *a, const void *b)
@@ -1140,6 +1383,8 @@ void pass_run(sched_state *st, double now, const double *usage, const double *sp
 
     out->free_gpus = p.k->v[CAP_ALL].total;
     out->frag_gpus = out->free_gpus > 0 ? fragmentation(&p) : 0;
+    out->resv_free_gpus = 0;
+    for (int i = 0; i < p.nresv && p.head_set; i++) out->resv_free_gpus += cap_gpu_free(p.k, CAP_ALL, p.resv[i]);
     if (p.head_set) {
         out->head = job_at(&p, p.head_slot)->id;
         out->head_start = p.S;

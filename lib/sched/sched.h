@@ -38,13 +38,20 @@
  *           is its submit time plus a slack that grows with its estimated
  *           GPU-seconds and saturates below `max_slack`, so short and small
  *           jobs go first but no job is ever passed by jobs submitted more
- *           than `max_slack` after it. A job whose key is `starve_after` in the past goes
- *           ahead of fair share (oldest key first), so that the job holding
- *           the reservation is the one that has waited longest: no job
- *           starves. EASY backfill as above; topology-aware best-fit
- *           placement (one NVLink group, one node, one rack when possible),
- *           cheaper GPU types first; GPU sharing; preemption for priority and
- *           to reclaim lent quota, choosing victims that lose least work.
+ *           than `max_slack` after it; a narrow job that runs for days goes
+ *           ahead by the excess (`long_after`). Jobs that waited
+ *           `head_after` are tried oldest first until one cannot start: it
+ *           holds the reservation (EASY's guarantee), also when it waits
+ *           for GPUs other teams hold (the lending pool); its GPUs are those
+ *           that would idle least before its start. A job whose key is
+ *           `starve_after` in the past is due: it may borrow beyond the
+ *           pool and holds its team's quota. Placement is topology-aware
+ *           (one NVLink group, one node, one rack when possible), by end
+ *           time for single-node jobs (nodes empty whole), cheaper GPU types
+ *           first; GPU sharing; preemption for priority and to reclaim lent
+ *           quota (only borrowed GPUs, victims no larger than the job, after
+ *           it waited `reclaim_wait`, backing off for jobs preempted
+ *           before), choosing victims that lose least work.
  *
  * Admission is the same for every policy: team quota per GPU type with
  * borrowing and lending limits, monthly budgets, maximum concurrent jobs.
@@ -197,6 +204,8 @@ typedef struct sched_job {
     double max_duration; /* seconds; 0 = none (an estimate never exceeds it) */
     double checkpoint_interval; /* seconds; 0 = none */
     double done;        /* seconds of work saved by checkpoints (where it resumes) */
+    int preemptions;    /* times it was preempted so far (lathe stops reclaiming a job
+                           that was preempted often) */
     /* running jobs only */
     double start_time;       /* when this run started */
     double last_checkpoint;  /* time of its last checkpoint in this run; 0 = derive
@@ -205,19 +214,61 @@ typedef struct sched_job {
 } sched_job;
 
 /* ---- configuration ---- */
+/* lathe's placement and reservation rules, each of which can be turned off
+ * (sched_config.rules) to measure what it brings; all on by default. */
+typedef enum {
+    SCHED_RULE_END_PACK = 1u << 0,     /* a job that fits on one node goes where the running
+                                          jobs end latest after it (least extension of the
+                                          node's busy time), so nodes empty whole */
+    SCHED_RULE_IDLE_RESERVE = 1u << 1, /* the head's reserved GPUs are those that would stand
+                                          idle least before its reserved start */
+    SCHED_RULE_OLDEST_HEAD = 1u << 2,  /* jobs that waited head_after are tried oldest first
+                                          until one cannot start: that one holds the
+                                          reservation (EASY's guarantee); the rest follow
+                                          fair share and size */
+    SCHED_RULE_POOL_HEAD = 1u << 3,    /* a job waiting for GPUs that other teams hold (the
+                                          lending pool) may hold the reservation too */
+    SCHED_RULE_RECLAIM_BORROWED = 1u << 4, /* a reclaim takes only borrowed GPUs: the victim's
+                                          team keeps at least its quota */
+    SCHED_RULE_RECLAIM_SMALL = 1u << 5, /* a reclaim victim holds no more GPUs than the job
+                                          that reclaims (no gang broken for a small job) */
+    SCHED_RULE_RECLAIM_BACKOFF = 1u << 6, /* a job preempted k times is reclaimed only after
+                                          running reclaim_min_run x 2^k */
+} sched_rule;
+#define SCHED_RULES_ALL 0x7fu
+#define SCHED_N_RULES 7
+
+/* "end-pack", "idle-reserve", "oldest-head", "pool-head", "reclaim-borrowed",
+ * "reclaim-small", "reclaim-backoff" for one rule bit; NULL for anything
+ * else. */
+const char *sched_rule_name(unsigned rule);
+/* Parses a rule name; false for an unknown one. */
+bool sched_rule_parse(const char *s, unsigned *rule);
+
 typedef struct sched_config {
     sched_policy policy;
     double half_life;        /* fair-share usage half-life (default 7 days) */
     double min_run_time;     /* a job younger than this is never preempted (10 min) */
     double reclaim_min_run;  /* nor reclaimed (1 h): a borrower keeps what it got a while */
+    double reclaim_wait;     /* lathe: a job reclaims lent quota only after waiting this
+                                long; GPUs often free up sooner than that (10 min) */
     double max_slack;        /* lathe: bound of the size slack in the order key (6 h) */
+    double head_after;       /* lathe: a job that waited this long (its age key, see
+                                starve_after) is tried oldest first until the head is
+                                found (oldest-head rule) (1 h) */
     double starve_after;     /* lathe: a job whose order key is this much in the past is
                                 "due": it goes ahead of fair share (oldest key first) and
                                 may borrow beyond other teams' idle quota (48 h) */
-    bool due_preempt;        /* lathe: a due job may preempt newer jobs when they lose
-                                less work than draining GPUs for it would idle (off) */
+    bool due_preempt;        /* lathe: a due job may preempt newer jobs when that costs
+                                less than draining GPUs for it would idle (off) */
     double slack_factor;     /* lathe: x = factor * estimated GPU-seconds; slack =
                                 max_slack * x / (x + max_slack) (0.5) */
+    double long_after;       /* lathe: a job estimated to run longer than this goes
+                                ahead in the order by the excess, up to long_max: it
+                                would set the end of the busy period (72 h) */
+    double long_max;         /* lathe: bound of that advance; 0 = none (4 days) */
+    int long_gpus;           /* lathe: only jobs of at most this many GPUs get it (16) */
+    unsigned rules;          /* lathe: SCHED_RULE_* bits (SCHED_RULES_ALL) */
     double default_estimate; /* estimate of a job that gives none (4 h) */
     int gpu_share_limit;     /* jobs sharing one GPU at most (4) */
     int max_preempt_attempts; /* jobs that may try preemption in one pass (8) */
@@ -297,6 +348,7 @@ typedef struct sched_result {
     /* after the decisions: */
     int free_gpus;       /* whole GPUs free on ready nodes */
     int frag_gpus;       /* of those, GPUs no waiting job's shape could use */
+    int resv_free_gpus;  /* of those, GPUs reserved for the head job (idle while it drains) */
     uint64_t head;       /* the job holding the reservation (0 = none) */
     double head_start;   /* its reserved start time */
     size_t n_start, n_preempt, n_wait, n_reject;

@@ -82,6 +82,7 @@ typedef struct cap {
     uint8_t *jobs;  /* jobs on it */
     uint8_t *used;  /* share units used (100 when held whole) */
     uint8_t *flags; /* CAP_F_* */
+    double *gend;   /* estimated end of the job holding it whole (0: none) */
     cap_view v[2];
     /* open shared GPUs (some jobs, not exclusive, below the job limit) */
     int *scnt;  /* [types * 101] by free units */
@@ -114,6 +115,16 @@ int cap_largest(const cap *k, int view, int type, int *node);
  * by replica). best: lathe's topology-aware best fit; else first fit.
  * Returns false (taking nothing) when it does not fit. */
 bool cap_place_whole(cap *k, int view, int type, int g, int r, bool best, int *out);
+/* lathe's end-pack placement of a job whose r * g GPUs fit on one node and
+ * that ends at `end`: the node whose running jobs keep it busy longest past
+ * that end (least extension of its busy time), so that jobs ending together
+ * share nodes and nodes empty whole for gangs; among equals, an NVLink
+ * group that holds the job, then best fit; an empty node last. Returns
+ * false (taking nothing) when it does not fit on one node. */
+bool cap_place_end(cap *k, int view, int type, int g, int r, double now, double end, int *out);
+/* Records the estimated end of the job holding a GPU whole (kept for
+ * cap_place_end; a GPU given back forgets it; shared GPUs keep none). */
+void cap_set_end(cap *k, int gpu, double end);
 /* One GPU for a sharing job of `units`; best fit among shared GPUs, else a
  * free whole GPU. */
 bool cap_place_share(cap *k, int view, int type, int units, int *out);
@@ -137,6 +148,7 @@ typedef struct pjob {
     bool rejected;
     sched_reason reject_why;
     double key;      /* order inside its class */
+    double age;      /* its age key: when it is due (starve_after) */
     double est;      /* remaining estimated run time */
     uint32_t start_gen; /* started in pass number start_gen */
 } pjob;

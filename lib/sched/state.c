@@ -59,17 +59,33 @@ static double job_gpus(const sched_job *j)
     return n;
 }
 
-/* The order of a job inside its class: submit time for the baselines; for
- * lathe, submit time plus a slack that grows with its estimated GPU-seconds
- * x = slack_factor * est * GPUs and saturates below max_slack M:
- * slack = M x / (x + M), about x for small jobs. Short, small jobs go first,
- * larger ones stay ordered by size among themselves, and nobody waits
- * behind a job submitted more than M after it. */
-static double order_key(const sched_state *st, const sched_job *j, double est)
+/* How long a job has waited, as lathe counts it (what the starvation guard
+ * looks at): submit time for the baselines; for lathe, submit time plus a
+ * slack that grows with its estimated GPU-seconds x = slack_factor * est *
+ * GPUs and saturates below max_slack M: slack = M x / (x + M), about x for
+ * small jobs. Short, small jobs go first, larger ones stay ordered by size
+ * among themselves, and nobody waits behind a job submitted more than M
+ * after it. */
+static double age_key(const sched_state *st, const sched_job *j, double est)
 {
     if (st->cfg.policy != SCHED_LATHE) return j->submit_time;
     double x = st->cfg.slack_factor * est * job_gpus(j), m = st->cfg.max_slack;
     return j->submit_time + (m > 0 ? m * x / (x + m) : 0);
+}
+
+/* The order of a job inside its class: its age key, less (lathe) the part
+ * of its estimate beyond long_after, at most long_max, for a job of at most
+ * long_gpus GPUs. A job that runs for days sets the end of the busy period
+ * if it waits behind the queue, while the jobs it passes lose little: it
+ * holds few GPUs. (Wide multi-day gangs hold so much of the cluster that
+ * letting them pass would delay everyone; they keep their place.) */
+static double order_key(const sched_state *st, const sched_job *j, double est)
+{
+    double key = age_key(st, j, est);
+    if (st->cfg.policy != SCHED_LATHE || st->cfg.long_max <= 0 || est <= st->cfg.long_after) return key;
+    if (j->replicas * j->gpus_per_replica > st->cfg.long_gpus) return key;
+    double advance = est - st->cfg.long_after;
+    return key - (advance < st->cfg.long_max ? advance : st->cfg.long_max);
 }
 
 /* ---- rejecting what can never run ---- */
@@ -433,6 +449,7 @@ int sched_state_add_pending(sched_state *st, const sched_job *j)
     }
     p->est = st_estimate(st, j);
     p->key = order_key(st, j, p->est);
+    p->age = age_key(st, j, p->est);
     p->cls = class_of(st, j);
     class_append(&st->cls[p->cls], (qent){p->key, j->id, s, gen});
     return 0;
@@ -519,6 +536,7 @@ int sched_state_add_running(sched_state *st, const sched_job *j, char *err, size
                  (unsigned long long)j->id);
         return -1;
     }
+    for (int i = 0; i < n; i++) cap_set_end(&st->k, j->gpus[i], j->start_time + st_estimate(st, j));
     int s = take_rslot(st);
     rjob *r = &st->rj[s];
     uint32_t gen = r->gen + 1;
@@ -536,7 +554,8 @@ int sched_state_add_running(sched_state *st, const sched_job *j, char *err, size
     r->gen = gen;
     r->end = j->start_time + st_estimate(st, j);
     r->key = order_key(st, j, st_estimate(st, j));
-    r->guarded = st->cfg.policy == SCHED_LATHE && j->start_time - r->key >= st->cfg.starve_after;
+    r->guarded = st->cfg.policy == SCHED_LATHE &&
+                 j->start_time - age_key(st, j, st_estimate(st, j)) >= st->cfg.starve_after;
     idmap_put(&st->ids, j->id, 2 * s + 1);
     st_team_add(st, j->team, type, units * n, +1);
     st->tjobs[j->team]++;

@@ -105,6 +105,10 @@ static json_t *stats_json(const sched_cluster *c, const sim_stats *x)
     json_object_set_new(o, "busy_s", json_real(x->busy));
     json_object_set_new(o, "allocation_rate_while_waiting", json_real(x->alloc_waiting));
     json_object_set_new(o, "waiting_s", json_real(x->waiting));
+    json_object_set_new(o, "idle_reserved_while_waiting", json_real(x->idle_reserved));
+    json_object_set_new(o, "idle_shared_while_waiting", json_real(x->idle_shared));
+    json_object_set_new(o, "idle_fragmented_while_waiting", json_real(x->idle_fragmented));
+    json_object_set_new(o, "idle_other_while_waiting", json_real(x->idle_other));
     json_object_set_new(o, "makespan_s", json_real(x->makespan));
     json_object_set_new(o, "preemptions", json_integer((json_int_t)x->preemptions));
     json_object_set_new(o, "lost_gpu_hours", json_real(x->lost_gpu_hours));

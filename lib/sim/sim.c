@@ -241,7 +241,9 @@ typedef struct sim {
     size_t n_pending;
     double *usage, *spent, *team_units, *team_price, *team_gs, *team_cost;
     double units, price; /* held now, all teams */
+    int gpus;            /* on ready nodes */
     double frag;
+    double free_whole, resv_free; /* whole GPUs free, and of those reserved, after the last pass */
     bool budgets;
     char *err;
     size_t errsz;
@@ -263,6 +265,10 @@ static void advance(sim *s, double t)
     if (s->n_pending > 0) {
         s->out->waiting += dt;
         s->out->alloc_waiting += s->units * dt; /* divided at the end */
+        double shared = s->gpus - s->units - s->free_whole;
+        s->out->idle_reserved += s->resv_free * dt;
+        s->out->idle_shared += (shared > 0 ? shared : 0) * dt;
+        s->out->idle_fragmented += s->frag * dt;
     }
     s->out->alloc_rate += s->units * dt; /* GPU-seconds for now */
     s->out->cost += s->price * dt;
@@ -314,6 +320,7 @@ static void start(sim *s, size_t i, const sched_decision *d, const int *gpus)
     memcpy(j->gpus, gpus, (size_t)d->n_gpus * sizeof *gpus);
     job.start_time = s->now;
     job.done = j->saved;
+    job.preemptions = j->preemptions;
     job.gpus = j->gpus;
     if (sched_state_add_running(s->st, &job, s->err, s->errsz) < 0) {
         s->failed = true;
@@ -347,6 +354,7 @@ static void preempt(sim *s, size_t i)
     s->n_pending++;
     j->since = s->now;
     job.done = j->saved;
+    job.preemptions = j->preemptions;
     sched_state_add_pending(s->st, &job);
 }
 
@@ -402,6 +410,8 @@ static size_t pass(sim *s, sched_result *res)
         }
     }
     s->frag = res->frag_gpus;
+    s->free_whole = res->free_gpus;
+    s->resv_free = res->resv_free_gpus;
     return res->n_preempt;
 }
 
@@ -475,6 +485,12 @@ static void summarise(sim *s, double first_submit)
     int gpus = sched_cluster_ready_gpus(c);
     o->alloc_rate = o->busy > 0 && gpus > 0 ? o->alloc_rate / (gpus * o->busy) : 0;
     o->alloc_waiting = o->waiting > 0 && gpus > 0 ? o->alloc_waiting / (gpus * o->waiting) : 0;
+    double wcap = o->waiting > 0 && gpus > 0 ? gpus * o->waiting : 1;
+    o->idle_reserved /= wcap;
+    o->idle_shared /= wcap;
+    o->idle_fragmented /= wcap;
+    o->idle_other = o->waiting > 0 ? 1 - o->alloc_waiting - o->idle_reserved - o->idle_shared - o->idle_fragmented : 0;
+    if (o->idle_other < 0) o->idle_other = 0;
     o->frag_avg = o->busy > 0 ? o->frag_avg / o->busy : 0;
     o->frag_pct = gpus > 0 ? o->frag_avg / gpus : 0;
     free(jct);
@@ -526,6 +542,7 @@ static void sim_init(sim *s, const sched_cluster *c, const sim_bound *b, const s
     s->c = c;
     s->b = b;
     s->st = sched_state_new(c, &k);
+    s->gpus = sched_cluster_ready_gpus(c);
     s->js = xcalloc(b->n + 1, sizeof *s->js);
     for (size_t i = 0; i < b->n; i++) s->js[i].first_start = -1;
     int T = c->n_teams + 1;

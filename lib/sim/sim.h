@@ -139,6 +139,11 @@ typedef struct sim_stats {
     double busy;        /* seconds with at least one job in the system */
     double alloc_waiting; /* allocated GPU-seconds / (GPUs x time) while some job waits */
     double waiting;     /* seconds with at least one job waiting */
+    /* while some job waits, the part of the GPUs that stood idle because ... */
+    double idle_reserved; /* ... they were reserved for the head job (draining for it) */
+    double idle_shared;   /* ... they were the unused part of GPUs that jobs share */
+    double idle_fragmented; /* ... no waiting job's shape could use them (see frag_avg) */
+    double idle_other;    /* ... of anything else: quota, budget, a pass that stopped early */
     double makespan;    /* last finish - first submit */
     size_t preemptions;
     double lost_gpu_hours;

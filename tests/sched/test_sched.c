@@ -64,18 +64,36 @@ typedef struct run {
     double now;
 } run;
 
+/* One pass of the pure function with a given configuration. */
+static void decide_cfg(run *x, const sched_cluster *c, const sched_config *cfg, const sched_job *pend,
+                       size_t np, const sched_job *runs, size_t nr, double now, const double *usage,
+                       const double *spent)
+{
+    sched_input in = {pend, np, runs, nr, usage, spent, now};
+    char err[256];
+    sched_result_init(&x->r);
+    x->c = c;
+    x->now = now;
+    assert_int_equal(sched_decide(c, cfg, &in, &x->r, err, sizeof err), 0);
+}
+
+/* One pass with the policy's default configuration. */
 static void decide(run *x, const sched_cluster *c, sched_policy pol, const sched_job *pend,
                    size_t np, const sched_job *runs, size_t nr, double now, const double *usage,
                    const double *spent)
 {
     sched_config cfg;
     sched_config_default(&cfg, pol);
-    sched_input in = {pend, np, runs, nr, usage, spent, now};
-    char err[256];
-    sched_result_init(&x->r);
-    x->c = c;
-    x->now = now;
-    assert_int_equal(sched_decide(c, &cfg, &in, &x->r, err, sizeof err), 0);
+    decide_cfg(x, c, &cfg, pend, np, runs, nr, now, usage, spent);
+}
+
+/* lathe's default configuration without some of its rules. */
+static sched_config lathe_without(unsigned rules)
+{
+    sched_config cfg;
+    sched_config_default(&cfg, SCHED_LATHE);
+    cfg.rules &= ~rules;
+    return cfg;
 }
 
 static const sched_decision *find(const run *x, uint64_t id)
@@ -373,6 +391,7 @@ static void test_backfill_never_delays_head(void **state)
         expect_start(&x, 2, (int[]){2}, 1);
         /* would end at 250 > 100 on the free GPU 3, which is reserved */
         expect(&x, 3, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, "held for job 1, due to start in 50s");
+        assert_int_equal(x.r.resv_free_gpus, 1); /* GPU 3 idles for the head */
         done(&x);
     }
     /* greedy has no reservation: job 3 takes GPU 3 and the head is delayed */
@@ -457,26 +476,87 @@ static void test_reclaim(void **state)
     r[2].last_checkpoint = 3950; /* 1 x 50 = 50 */
     r[3].last_checkpoint = 3500; /* 1 x 500 = 500 */
     r[4].last_checkpoint = 3999; /* team-b's own: never a victim */
-    sched_job p[1] = {job(1, 2, 1, 4, 3900, 100)};
+    sched_job p[1] = {job(1, 2, 1, 4, 3000, 100)}; /* has waited 1000 s >= reclaim_wait */
     run x;
     decide(&x, c, SCHED_LATHE, p, 1, r, 5, 4000, NULL, NULL);
-    /* cheapest first: 23 (50), 21 (200) give 3 GPUs on... then 24 (500); 4 GPUs free
-     * after 23, 21, 24; pruning keeps all three (each is needed) */
+    /* cheapest first: 23 (50), 21 (200), 24 (500); 4 GPUs free after the
+     * three; pruning keeps all three (each is needed) */
     expect(&x, 23, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, "team-b reclaims the A100-80GB GPUs it lent");
     expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
     expect(&x, 24, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
     expect_start(&x, 1, (int[]){0, 1, 4, 5}, 4);
     assert_int_equal(x.r.n_preempt, 3); /* 22 (loses 2000) and team-b's 25 keep running */
     done(&x);
-    /* a borrower keeps what it got for reclaim_min_run (1 h): 23 started 30 min ago */
+    /* a job that has waited less than reclaim_wait (10 min) reclaims nothing:
+     * GPUs often free up sooner */
+    p[0].submit_time = 3900;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 5, 4000, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    done(&x);
+    p[0].submit_time = 3000;
+    /* a borrower keeps what it got for reclaim_min_run (1 h): 23 started 30 min ago.
+     * 21 and 24 free 3 GPUs; 22 would take team-a below its quota (6 - 3 - 2 = 1 < 2),
+     * which the reclaim-borrowed rule forbids: job 1 waits */
     r[2].start_time = 2200;
     decide(&x, c, SCHED_LATHE, p, 1, r, 5, 4000, NULL, NULL);
-    /* 21, 24, 22 are taken in order of loss until 4 GPUs are free; pruning
-     * then finds 24 unneeded (21 and 22 free 4) */
+    assert_int_equal(x.r.n_preempt, 0);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    done(&x);
+    /* without the rule, 21, 24, 22 are taken in order of loss until 4 GPUs
+     * are free; pruning then finds 24 unneeded (21 and 22 free 4) */
+    sched_config cfg = lathe_without(SCHED_RULE_RECLAIM_BORROWED);
+    decide_cfg(&x, c, &cfg, p, 1, r, 5, 4000, NULL, NULL);
     expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
     expect(&x, 22, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
     expect_start(&x, 1, (int[]){0, 1, 2, 3}, 4);
     assert_int_equal(x.r.n_preempt, 2);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* The reclaim-small rule: a 1-GPU job does not break a 2-GPU borrower, and
+ * the reclaim-backoff rule: a job preempted k times is reclaimed only after
+ * running reclaim_min_run x 2^k. */
+static void test_reclaim_small_and_backoff(void **state)
+{
+    (void)state;
+    /* team-a (quota 2) runs 2 + 2 + 2 on 6 GPUs, borrowing 4; team-b (quota 6) runs 2 */
+    sched_cluster *c = two_teams(2, SCHED_UNLIMITED, 6, SCHED_UNLIMITED);
+    int g[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+    sched_job r[4] = {running(21, 1, 2, g[0], 0, 1e5), running(22, 1, 2, g[1], 0, 1e5),
+                      running(23, 1, 2, g[2], 0, 1e5), running(25, 2, 2, g[3], 0, 1e5)};
+    for (int i = 0; i < 4; i++) r[i].checkpoint_interval = 1000; /* all lose 2 x 500 s at 9500 */
+    sched_job p[1] = {job(1, 2, 1, 1, 8000, 100)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 4, 9500, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    done(&x);
+    sched_config cfg = lathe_without(SCHED_RULE_RECLAIM_SMALL);
+    decide_cfg(&x, c, &cfg, p, 1, r, 4, 9500, NULL, NULL);
+    expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL); /* equal loss: lowest id */
+    expect_start(&x, 1, (int[]){0}, 1);
+    assert_int_equal(x.r.n_preempt, 1);
+    done(&x);
+    /* a 2-GPU job may take a 2-GPU borrower; one preempted once before must
+     * have run 2 h (it ran 9500 s) and one preempted twice 4 h (it did not) */
+    p[0].gpus_per_replica = 2;
+    r[0].preemptions = 1;
+    r[1].preemptions = 2;
+    r[2].preemptions = 2;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 4, 9500, NULL, NULL);
+    expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
+    expect_start(&x, 1, (int[]){0, 1}, 2);
+    assert_int_equal(x.r.n_preempt, 1);
+    done(&x);
+    r[0].preemptions = 2;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 4, 9500, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    done(&x);
+    cfg = lathe_without(SCHED_RULE_RECLAIM_BACKOFF);
+    decide_cfg(&x, c, &cfg, p, 1, r, 4, 9500, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 1);
     done(&x);
     sched_cluster_free(c);
 }
@@ -613,11 +693,13 @@ static void test_due_jobs(void **state)
     /* one free GPU; team-a has used far more than team-b */
     sched_job p[2] = {job(1, 1, 1, 1, 0, 600), job(2, 2, 1, 1, 40 * H, 600)};
     double usage[3] = {0, 1e9, 0};
+    /* the guard alone (the oldest-head rule would start job 1, see test_oldest_head) */
+    sched_config cfg = lathe_without(SCHED_RULE_OLDEST_HEAD);
     run x;
-    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 41 * H, usage, NULL);
+    decide_cfg(&x, c, &cfg, p, 2, r, 1, 41 * H, usage, NULL);
     expect(&x, 2, SCHED_START, SCHED_WHY_FITS, NULL); /* fair share */
     done(&x);
-    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 49 * H, usage, NULL);
+    decide_cfg(&x, c, &cfg, p, 2, r, 1, 49 * H, usage, NULL);
     expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL); /* job 1 is due: key 300 s <= 49 h - 48 h */
     done(&x);
     /* borrowing beyond the pool: team-b lends at most 1, job 3 needs 4 (2 beyond quota) */
@@ -641,6 +723,219 @@ static void test_due_jobs(void **state)
     done(&x);
     decide(&x, c, SCHED_LATHE, w, 2, r3, 1, 48 * H + 100, NULL, NULL);
     expect(&x, 5, SCHED_START, SCHED_WHY_FITS, NULL); /* job 4 not due yet */
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* The oldest-head rule: a job that waited head_after (1 h) is tried before
+ * fair share, oldest first, until one cannot start; that one holds the
+ * reservation, so a heavy team's old job is not held back by a light
+ * team's stream of new ones. Younger jobs keep fair share. */
+static void test_oldest_head(void **state)
+{
+    (void)state;
+    const double H = 3600;
+    sched_cluster *c = two_teams(2, SCHED_UNLIMITED, 6, 1);
+    int held[7] = {0, 1, 2, 3, 4, 5, 6};
+    sched_job r[1] = {running(9, 2, 7, held, 0, 1e7)};
+    sched_job p[2] = {job(1, 1, 1, 1, 0, 600), job(2, 2, 1, 1, 40 * H, 600)};
+    double usage[3] = {0, 1e9, 0};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 41 * H, usage, NULL);
+    expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL); /* waited 41 h: before fair share */
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    done(&x);
+    /* both younger than an hour: fair share decides */
+    p[0].submit_time = 40.5 * H;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 41 * H, usage, NULL);
+    expect(&x, 2, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    sched_cluster_free(c);
+    /* the reservation: 2 nodes of 4, busy until 100 h (4 GPUs) and 200 h
+     * (3 GPUs); team-a's old 4-GPU job and team-b's (light) new one: the
+     * old one holds it */
+    c = make_cluster(2, 4, 0, 0);
+    int a = sched_cluster_add_team(c, "team-a"), b = sched_cluster_add_team(c, "team-b");
+    int h0[4] = {0, 1, 2, 3}, h1[3] = {4, 5, 6};
+    sched_job rr[2] = {running(8, 0, 4, h0, 0, 100 * H), running(9, 0, 3, h1, 0, 200 * H)};
+    sched_job q[2] = {job(3, a, 1, 4, 0, 3600), job(4, b, 1, 4, 29.5 * H, 3600)};
+    double u2[4] = {0, 1e9, 0, 0};
+    decide(&x, c, SCHED_LATHE, q, 2, rr, 2, 30 * H, u2, NULL);
+    assert_int_equal(x.r.head, 3);
+    assert_true(x.r.head_start == 100 * H);
+    expect(&x, 4, SCHED_WAIT, SCHED_WHY_NO_FIT, NULL);
+    done(&x);
+    sched_config cfg = lathe_without(SCHED_RULE_OLDEST_HEAD);
+    decide_cfg(&x, c, &cfg, q, 2, rr, 2, 30 * H, u2, NULL);
+    assert_int_equal(x.r.head, 4); /* fair share (job 3 is not due yet): team-b's job */
+    expect(&x, 3, SCHED_WAIT, SCHED_WHY_NO_FIT, NULL);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* The pool-head rule: a job refused only because other teams have no idle
+ * quota to lend waits for their GPUs, and may hold the reservation: its
+ * start is the first time, as their jobs end, that it is both admitted and
+ * fits. */
+static void test_pool_head(void **state)
+{
+    (void)state;
+    /* team-a quota 2 (may borrow), team-b quota 6 runs 6 until 1000: team-a's
+     * 4-GPU job needs 2 beyond its quota and nobody has idle quota */
+    sched_cluster *c = two_teams(2, SCHED_UNLIMITED, 6, SCHED_UNLIMITED);
+    int h[6] = {0, 1, 2, 3, 4, 5};
+    sched_job r[1] = {running(9, 2, 6, h, 0, 1000)};
+    sched_job p[1] = {job(1, 1, 1, 4, 0, 600)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 1, 100, NULL, NULL);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, "reserved for it from in 15m");
+    assert_int_equal(x.r.head, 1);
+    assert_true(x.r.head_start == 1000);
+    done(&x);
+    sched_config cfg = lathe_without(SCHED_RULE_POOL_HEAD);
+    decide_cfg(&x, c, &cfg, p, 1, r, 1, 100, NULL, NULL);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_POOL, "other teams have no idle quota to lend");
+    assert_int_equal(x.r.head, 0);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* The end-pack rule: a job that fits on one node goes where the running
+ * jobs keep the node busy longest past its own end, so that nodes empty
+ * whole; an empty node last. */
+static void test_end_pack(void **state)
+{
+    (void)state;
+    /* 3 nodes of 4: node 0 busy (2 GPUs) until 1000, node 1 (2 GPUs) until 5000, node 2 empty */
+    sched_cluster *c = make_cluster(3, 4, 0, 0);
+    int h0[2] = {0, 1}, h1[2] = {4, 5};
+    sched_job r[2] = {running(8, 0, 2, h0, 0, 1000), running(9, 0, 2, h1, 0, 5000)};
+    sched_job p[1] = {job(1, 0, 1, 1, 0, 2000)}; /* ends at 2100 */
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 2, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){6}, 1); /* node 1 stays busy until 5000 anyway */
+    done(&x);
+    sched_config cfg = lathe_without(SCHED_RULE_END_PACK);
+    decide_cfg(&x, c, &cfg, p, 1, r, 2, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){2}, 1); /* best fit: the first of two nodes with 2 free */
+    done(&x);
+    /* a job ending before both: equal, then best fit and position (node 0) */
+    p[0].est_duration = 500;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 2, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){2}, 1);
+    done(&x);
+    /* 3 GPUs fit only on the empty node */
+    p[0].gpus_per_replica = 3;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 2, 100, NULL, NULL);
+    expect_start(&x, 1, (int[]){8, 9, 10}, 3);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* The idle-reserve rule: the head's GPUs at its reserved start are those
+ * that would idle least before it, so GPUs free now stay free for jobs of
+ * any length. */
+static void test_idle_reserve(void **state)
+{
+    (void)state;
+    /* 3 nodes of 4: node 0 free; nodes 1 and 2 busy until 100. The head
+     * (2 x 4 GPUs) can start at 100 on any two nodes. */
+    sched_cluster *c = make_cluster(3, 4, 0, 0);
+    int h1[4] = {4, 5, 6, 7}, h2[4] = {8, 9, 10, 11};
+    sched_job r[2] = {running(8, 0, 4, h1, 0, 100), running(9, 0, 4, h2, 0, 100)};
+    sched_job p[2] = {job(1, 0, 2, 4, 0, 500), job(2, 0, 1, 4, 5, 1000)};
+    p[0].priority = 5; /* the head */
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 2, 10, NULL, NULL);
+    assert_int_equal(x.r.head, 1);
+    assert_true(x.r.head_start == 100);
+    /* nodes 1 and 2 are reserved (idle 0 before 100); the long job takes node 0 */
+    expect(&x, 2, SCHED_START, SCHED_WHY_BACKFILL, NULL);
+    expect_start(&x, 2, (int[]){0, 1, 2, 3}, 4);
+    assert_int_equal(x.r.resv_free_gpus, 0);
+    done(&x);
+    sched_config cfg = lathe_without(SCHED_RULE_IDLE_RESERVE);
+    decide_cfg(&x, c, &cfg, p, 2, r, 2, 10, NULL, NULL);
+    /* best fit reserves nodes 0 and 1: node 0 idles 90 s x 4 and the long job waits */
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    assert_int_equal(x.r.resv_free_gpus, 4);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* long_after: a job estimated to run longer than 72 h goes ahead by the
+ * excess (at most long_max, 4 days) if it uses at most long_gpus (16) GPUs;
+ * but it holds the reservation only once it has waited longest. */
+static void test_long_first(void **state)
+{
+    (void)state;
+    const double H = 3600;
+    sched_cluster *c = make_cluster(2, 8, 0, 0);
+    int h0[7] = {0, 1, 2, 3, 4, 5, 6}, h1[8] = {8, 9, 10, 11, 12, 13, 14, 15};
+    sched_job r[2] = {running(8, 0, 7, h0, 0, 1e6), running(9, 0, 8, h1, 0, 2e6)};
+    /* one free GPU: a 1 h job submitted first, a 5-day job 100 s later */
+    sched_job p[2] = {job(1, 0, 1, 1, 0, H), job(2, 0, 1, 1, 100, 120 * H)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 2, 200, NULL, NULL);
+    expect_start(&x, 2, (int[]){7}, 1);
+    done(&x);
+    sched_config cfg;
+    sched_config_default(&cfg, SCHED_LATHE);
+    cfg.long_max = 0;
+    decide_cfg(&x, c, &cfg, p, 2, r, 2, 200, NULL, NULL);
+    expect_start(&x, 1, (int[]){7}, 1); /* size order: the short one */
+    done(&x);
+    /* a 5-day job of 32 GPUs is too wide to pass others */
+    sched_cluster *big = make_cluster(5, 8, 0, 0);
+    sched_job rb[1] = {running(9, 0, 7, h0, 0, 1e6)};
+    sched_job pb[2] = {job(1, 0, 1, 1, 0, H), job(2, 0, 4, 8, 100, 120 * H)};
+    decide(&x, big, SCHED_LATHE, pb, 2, rb, 1, 200, NULL, NULL);
+    expect_start(&x, 1, (int[]){7}, 1);
+    done(&x);
+    sched_cluster_free(big);
+    /* neither of two 16-GPU jobs fits; the 5-day one comes first in the order
+     * but the reservation goes to the other, which waited longer by its age */
+    sched_job q[2] = {job(3, 0, 2, 8, 100, 120 * H), job(4, 0, 2, 8, 200, H)};
+    decide(&x, c, SCHED_LATHE, q, 2, r, 2, 20000, NULL, NULL);
+    assert_int_equal(x.r.head, 4);
+    expect(&x, 3, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, "held for job 4");
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* due_preempt: a due job may preempt newer jobs when that costs less than
+ * draining GPUs for it would leave idle; the cost counts each victim's lost
+ * work and its wait in the queue again (at least until the due job's
+ * reserved start, on all its GPUs). */
+static void test_due_preempt_cost(void **state)
+{
+    (void)state;
+    const double H = 3600;
+    sched_cluster *c = make_cluster(1, 8, 0, 0);
+    sched_config cfg;
+    sched_config_default(&cfg, SCHED_LATHE);
+    cfg.due_preempt = true;
+    double now = 60 * H;
+    /* two 1-GPU jobs until now + 10000 (lose 300 s each), 6 GPUs free: the
+     * drain idles 6 x 10000 GPU-s, the preemption costs 2 x (300 + 10000) */
+    int g[6][1] = {{0}, {1}, {2}, {3}, {4}, {5}};
+    sched_job r[6];
+    for (int i = 0; i < 6; i++) {
+        r[i] = running(10 + i, 0, 1, g[i], now - 3900, 3900 + 10000);
+        r[i].submit_time = now - 4000;
+        r[i].checkpoint_interval = 600;
+    }
+    sched_job p[1] = {job(1, 0, 1, 8, 0, H)}; /* due: waited 60 h */
+    run x;
+    decide_cfg(&x, c, &cfg, p, 1, r, 2, now, NULL, NULL);
+    expect(&x, 10, SCHED_PREEMPT, SCHED_WHY_PREEMPT_DUE, "loses 5m");
+    expect(&x, 11, SCHED_PREEMPT, SCHED_WHY_PREEMPT_DUE, NULL);
+    expect_start(&x, 1, (int[]){0, 1, 2, 3, 4, 5, 6, 7}, 8);
+    done(&x);
+    /* six such jobs, 2 GPUs free: 6 x 10300 > 2 x 10000, it waits */
+    decide_cfg(&x, c, &cfg, p, 1, r, 6, now, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
     done(&x);
     sched_cluster_free(c);
 }
@@ -781,10 +1076,17 @@ int main(void)
         cmocka_unit_test(test_backfill_outside_reservation),
         cmocka_unit_test(test_priority_preemption_victims),
         cmocka_unit_test(test_reclaim),
+        cmocka_unit_test(test_reclaim_small_and_backoff),
         cmocka_unit_test(test_sharing),
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_order_short_first_but_bounded),
         cmocka_unit_test(test_due_jobs),
+        cmocka_unit_test(test_oldest_head),
+        cmocka_unit_test(test_pool_head),
+        cmocka_unit_test(test_end_pack),
+        cmocka_unit_test(test_idle_reserve),
+        cmocka_unit_test(test_long_first),
+        cmocka_unit_test(test_due_preempt_cost),
         cmocka_unit_test(test_nodes_down),
         cmocka_unit_test(test_state_matches_pure),
         cmocka_unit_test(test_state_rejects_bad_running),

@@ -42,6 +42,18 @@ err=$("$LATHE" simulate --cluster "$ex/traces/small-cluster.yaml" --trace "$ex/t
 grep -qF "lathe: at 1080 s (0.01 days): big-16gpu is waiting: research uses 10 A100-80GB GPUs (quota 10)" <<<"$err"
 check "explain (got: $err)" $?
 
+# lathe's settings: rules turned off one by one, the idle-while-waiting breakdown
+out=$("$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --policy lathe -o json \
+      --without end-pack,pool-head --long-max 0 --reclaim-wait 30m --head-after 2h --long-gpus 8); rc=$?
+check "simulate with lathe settings exits 0" $rc
+for f in idle_reserved idle_shared idle_fragmented idle_other; do
+    grep -q "\"${f}_while_waiting\"" <<<"$out"; check "json has ${f}_while_waiting" $?
+done
+"$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --without end-pack,fast 2>/dev/null; rc=$?
+[ $rc -eq 1 ]; check "unknown rule: exit 1 (got $rc)" $?
+"$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --long-gpus x 2>/dev/null; rc=$?
+[ $rc -eq 1 ]; check "bad --long-gpus: exit 1 (got $rc)" $?
+
 # errors
 "$LATHE" simulate --nodes 2x8 2>/dev/null; rc=$?
 [ $rc -eq 1 ]; check "no --trace: exit 1 (got $rc)" $?
