@@ -306,11 +306,6 @@ static void record_start(pass *p, const pclass *pc, int slot, int type, int unit
     p->fair[pc->team] += p->tau * units * n / SCHED_SHARE_WHOLE / p->c->teams[pc->team].weight;
     pj->start_gen = st->pass_gen;
     st->cls[pj->cls].started++;
-    if (p->head_set && slot == p->head_slot) { /* the head started after all: no reservation */
-        for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], false);
-        p->nresv = 0;
-        p->head_set = false;
-    }
 }
 
 /* ---- reasons for waiting ---- */
@@ -998,8 +993,9 @@ static int try_job(pass *p, pclass *pc, int slot)
     if (!p->backfill || p->head_set) return R_CLASS_BLOCKED;
     if (!may_hold_head(p, pj)) return skip(p, pc); /* a later job of its class may hold it */
     double idle = shadow(p, pc, tr.admitted);
-    /* a job that waited long: preempt newer jobs when they lose less work
-     * than the drain would leave GPUs idle */
+    /* a job that waited long: preempt newer jobs when that costs less (their
+     * lost work and their wait in the queue again) than the drain would
+     * leave GPUs idle */
     if (p->lathe && p->cfg->due_preempt && is_due(p, pj) && idle > 0 && try_preempt(p, pc, slot, idle)) {
         free(p->resv);
         p->resv = NULL;
