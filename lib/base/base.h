@@ -8,6 +8,7 @@
  *   - units:       byte quantities (32Gi, 28GB), counts (7B), durations (8h,
  *                  1h30m, PT8H), money; parsing and printing
  *   - files:       read a whole file with a size limit, atomic write
+ *   - randomness:  rng_*, one seeded generator with an explicit state
  *   - JSON:        json_kind, the name of a value's type for messages
  *
  * Nothing here keeps global mutable state.
@@ -107,6 +108,16 @@ void diag_set_suggestion(diag *x, const char *fmt, ...) __attribute__((format(pr
 /* "file:line:col: error: path: message (expected X, found Y)\n  hint: ..." */
 void diag_format(const diag *x, sb *out);
 void diag_print_all(const diag_list *d, void *stream /* FILE* */);
+
+/* ---- randomness ---- */
+/* xoshiro256** seeded by splitmix64, with an explicit state (rng.c). */
+typedef struct rng_state {
+    uint64_t s[4];
+} rng_state;
+void rng_seed(rng_state *r, uint64_t seed);
+uint64_t rng_next(rng_state *r);
+/* One splitmix64 step: advances *x and returns a well-mixed 64-bit value. */
+uint64_t rng_splitmix64(uint64_t *x);
 
 /* ---- JSON ---- */
 /* What a JSON value is, for messages: "an object", "an array", "a string",

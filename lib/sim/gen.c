@@ -16,10 +16,9 @@
  * The class mix and medians below are this generator's choices in the
  * spirit of those studies, not numbers copied from them.
  *
- * Also here: the random number generator (xoshiro256** by Blackman and
- * Vigna, seeded with splitmix64; both public-domain algorithms, written
- * from their published description) and the matching Cluster YAML, written
- * with libyaml's emitter.
+ * Also here: the distributions over base.h's generator (uniform, normal,
+ * exponential) and the matching Cluster YAML, written with libyaml's
+ * emitter.
  */
 #include "sim.h"
 
@@ -31,35 +30,14 @@
 
 /* ---- random numbers ---- */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 void sim_rng_seed(sim_rng *r, uint64_t seed)
 {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
+    rng_seed(r, seed);
 }
 
 uint64_t sim_rng_next(sim_rng *r)
 {
-    uint64_t *s = r->s;
-    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
+    return rng_next(r);
 }
 
 double sim_rng_uniform(sim_rng *r)

@@ -87,9 +87,7 @@ void sim_gen(const sim_gen_opts *o, sim_trace *out);
 char *sim_gen_cluster_yaml(const sim_gen_opts *o);
 
 /* ---- deterministic random numbers (xoshiro256**, seeded by splitmix64) ---- */
-typedef struct sim_rng {
-    uint64_t s[4];
-} sim_rng;
+typedef rng_state sim_rng; /* base.h's generator */
 
 void sim_rng_seed(sim_rng *r, uint64_t seed);
 uint64_t sim_rng_next(sim_rng *r);

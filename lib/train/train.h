@@ -263,9 +263,7 @@ float crossentropy_row(float *logits, int V, int target, float scale);
 /* ======================================================================
  * rng: xoshiro256** with an explicit state
  * ====================================================================== */
-typedef struct tr_rng {
-    uint64_t s[4];
-} tr_rng;
+typedef rng_state tr_rng; /* base.h's generator; its state is saved in checkpoints */
 
 void tr_rng_seed(tr_rng *r, uint64_t seed);
 uint64_t tr_rng_next(tr_rng *r);
