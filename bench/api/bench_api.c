@@ -15,9 +15,14 @@
  * Figures: requests per second, p50 and p99 latency, and the rate as a
  * ratio of the baseline's measured in the same run.
  *
+ * With --queued N,... it measures the controller instead (bench_queue.c):
+ * how long its loop and its scheduling pass take with N jobs waiting.
+ *
  *   cmake --build build -j2 --target bench_api lathe && build/bench/bench_api
+ *   build/bench/bench_api --queued 10000,50000
+ *   build/bench/bench_api --lathe OTHER/lathe ...     another build's server
  */
-#include "base/base.h"
+#include "bench_api.h"
 #include "client/client.h"
 
 #include <errno.h>
@@ -32,12 +37,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-typedef struct bench_opts {
-    long jobs, clients, reads;
-    const char *lathe;
-    bool keep;
-} bench_opts;
 
 /* What one phase measures: latencies of every request. */
 typedef struct phase {
@@ -65,155 +64,6 @@ typedef struct worker {
     char first_error[512];
 } worker;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* ---- the server ---- */
-
-static const char bench_cluster[] =
-    "apiVersion: lathe/v1\n"
-    "kind: Cluster\n"
-    "metadata:\n"
-    "  name: bench\n"
-    "spec:\n"
-    "  gpuTypes:\n"
-    "    - name: A100-80GB\n"
-    "      memory: 80Gi\n"
-    "      pricePerHour: 1.79\n"
-    "  nodes:\n"
-    "    - name: draining-1\n"
-    "      gpuType: A100-80GB\n"
-    "      gpus: 8\n"
-    "      state: draining\n"
-    "  teams:\n"
-    "    - name: bench\n"
-    "      quota: {A100-80GB: 8}\n";
-
-static const char bench_server[] =
-    "apiVersion: lathe/v1\n"
-    "kind: ServerConfig\n"
-    "metadata:\n"
-    "  name: bench\n"
-    "spec:\n"
-    "  listen: 127.0.0.1:0\n"
-    "  dataDir: data\n"
-    "  cluster:\n"
-    "    file: cluster.yaml\n"
-    "  limits:\n"
-    "    maxConnections: 1024\n";
-
-/* The job of index k, as a user would write it. */
-static char *bench_job(long k)
-{
-    return xasprintf("apiVersion: lathe/v1\n"
-                     "kind: LoRATrainingJob\n"
-                     "metadata:\n"
-                     "  name: bench-%ld\n"
-                     "spec:\n"
-                     "  team: bench\n"
-                     "  baseModel:\n"
-                     "    name: Qwen2.5-0.5B\n"
-                     "  lora:\n"
-                     "    rank: %d\n"
-                     "  trainingData:\n"
-                     "    datasetPath: /data/bench/train.jsonl\n"
-                     "    samples: 10000\n"
-                     "  hyperparams:\n"
-                     "    maxSteps: 1000\n",
-                     k, 8 << (k % 3));
-}
-
-typedef struct server_proc {
-    char *dir;
-    pid_t pid;
-    char *addr, *token;
-} server_proc;
-
-static char *read_line_file(const char *path)
-{
-    char err[256];
-    size_t len;
-    char *t = file_read_all(path, 4096, &len, err, sizeof err);
-    if (!t) return NULL;
-    t[strcspn(t, "\r\n")] = '\0';
-    if (!*t) {
-        free(t);
-        return NULL;
-    }
-    return t;
-}
-
-static bool write_file(const char *dir, const char *name, const char *text)
-{
-    char *p = path_join(dir, name);
-    int e = file_write_atomic(p, text, strlen(text));
-    if (e) fprintf(stderr, "bench_api: cannot write %s: %s\n", p, strerror(e));
-    free(p);
-    return e == 0;
-}
-
-static bool server_start(const bench_opts *o, server_proc *s)
-{
-    char tmpl[] = "/tmp/lathe-bench-api-XXXXXX";
-    if (!mkdtemp(tmpl)) return false;
-    s->dir = xstrdup(tmpl);
-    if (!write_file(s->dir, "cluster.yaml", bench_cluster) ||
-        !write_file(s->dir, "server.yaml", bench_server))
-        return false;
-    char *cfg = path_join(s->dir, "server.yaml"), *log = path_join(s->dir, "server.log");
-    s->pid = fork();
-    if (s->pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
-        execl(o->lathe, o->lathe, "server", "--config", cfg, (char *)NULL);
-        _exit(127);
-    }
-    char *addr_file = xasprintf("%s/data/server.addr", s->dir);
-    char *tok_file = xasprintf("%s/data/admin-token", s->dir);
-    for (int i = 0; i < 600 && (!s->addr || !s->token); i++) {
-        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) break;
-        if (!s->addr) s->addr = read_line_file(addr_file);
-        if (s->addr && !s->token) s->token = read_line_file(tok_file);
-        usleep(50000);
-    }
-    if (!s->addr || !s->token) fprintf(stderr, "bench_api: the server did not start; see %s\n", log);
-    free(addr_file);
-    free(tok_file);
-    free(cfg);
-    free(log);
-    return s->addr && s->token;
-}
-
-static void remove_tree(const char *path)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        execlp("rm", "rm", "-rf", "--", path, (char *)NULL);
-        _exit(127);
-    }
-    if (pid > 0) waitpid(pid, NULL, 0);
-}
-
-static void server_stop(server_proc *s, bool keep)
-{
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        int st;
-        for (int i = 0; i < 200 && waitpid(s->pid, &st, WNOHANG) == 0; i++) usleep(50000);
-        kill(s->pid, SIGKILL);
-        waitpid(s->pid, &st, 0);
-    }
-    if (s->dir && !keep) remove_tree(s->dir);
-    else if (s->dir) printf("kept %s\n", s->dir);
-    free(s->dir);
-    free(s->addr);
-    free(s->token);
-}
-
 /* ---- workers ---- */
 
 static void record(worker *w, double t)
@@ -233,7 +83,7 @@ static void one_request(worker *w, client *c, long k)
     client_error err;
     client_error_init(&err);
     json_t *ans = NULL;
-    double t = now_s();
+    double t = bench_now();
     int rc;
     if (w->op == OP_HEALTHZ) {
         rc = client_healthz(c, &err);
@@ -251,7 +101,7 @@ static void one_request(worker *w, client *c, long k)
         client_job_filter f = {.limit = 100};
         rc = client_jobs_list(c, &f, &ans, &err);
     }
-    record(w, now_s() - t);
+    record(w, bench_now() - t);
     if (rc) note_error(w, &err);
     json_decref(ans);
     client_error_free(&err);
@@ -291,10 +141,10 @@ static void run_phase(const bench_opts *o, const client_config *cfg, op_kind op,
         w->lat = xmalloc(((size_t)w->count + 1) * sizeof *w->lat);
         if (op == OP_SUBMIT) w->acked = xmalloc(((size_t)w->count + 1) * sizeof *w->acked);
     }
-    double t0 = now_s();
+    double t0 = bench_now();
     for (long i = 0; i < nw; i++) pthread_create(&th[i], NULL, worker_main, &ws[i]);
     for (long i = 0; i < nw; i++) pthread_join(th[i], NULL);
-    ph->wall = now_s() - t0;
+    ph->wall = bench_now() - t0;
     for (long i = 0; i < nw; i++) {
         worker *w = &ws[i];
         ph->lat = xrealloc(ph->lat, (ph->n + w->n_lat + 1) * sizeof *ph->lat);
@@ -381,31 +231,42 @@ static bool parse(int argc, char **argv, bench_opts *o)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *slot = !strcmp(a, "--jobs") ? &o->jobs
                      : !strcmp(a, "--clients") ? &o->clients
-                     : !strcmp(a, "--reads") ? &o->reads : NULL;
+                     : !strcmp(a, "--reads") ? &o->reads
+                     : !strcmp(a, "--probes") ? &o->probes : NULL;
         if (slot && v) {
             *slot = strtol(v, NULL, 10);
             i++;
         } else if (!strcmp(a, "--lathe") && v) {
             o->lathe = v;
             i++;
+        } else if (!strcmp(a, "--queued") && v) {
+            o->queued = v;
+            i++;
         } else if (!strcmp(a, "--keep")) {
             o->keep = true;
         } else {
             fprintf(stderr, "usage: bench_api [--jobs N] [--clients N] [--reads N] [--lathe PATH] "
-                            "[--keep]\n");
+                            "[--keep]\n"
+                            "       bench_api --queued N[,N...] [--probes N] [--lathe PATH] [--keep]\n");
             return false;
         }
     }
-    return o->jobs > 0 && o->clients > 0 && o->reads > 0;
+    return o->jobs > 0 && o->clients > 0 && o->reads > 0 && o->probes > 0;
 }
 
 int main(int argc, char **argv)
 {
-    bench_opts o = {.jobs = 10000, .clients = 50, .reads = 20000};
+    bench_opts o = {.jobs = 10000, .clients = 50, .reads = 20000, .probes = 30};
     if (!parse(argc, argv, &o)) return LT_EXIT_USAGE;
     char *lathe = o.lathe ? NULL : default_lathe();
     if (lathe) o.lathe = lathe;
     if (!client_global_init()) return LT_EXIT_INTERNAL;
+    if (o.queued) {
+        int qrc = bench_queue(&o);
+        free(lathe);
+        client_global_cleanup();
+        return qrc;
+    }
     server_proc s = {0};
     int rc = LT_EXIT_UNAVAILABLE;
     if (server_start(&o, &s)) {

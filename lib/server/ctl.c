@@ -74,6 +74,22 @@ bool ctl_oom_shrink(int micro, int accum, bool ckpt, int *new_micro, int *new_ac
     return true;
 }
 
+void ctl_hist_add(ctl_hist *h, double seconds)
+{
+    int b = 0;
+    while (b < SRV_HIST_BUCKETS && seconds > ctl_hist_bounds[b]) b++;
+    h->bucket[b]++;
+    h->sum += seconds;
+    h->n++;
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 double ctl_now(void)
 {
     struct timespec ts;
@@ -177,9 +193,11 @@ static void advance_usage(ctl *c, double now)
     double dt = now - c->usage_at;
     if (dt <= 0) return;
     double *alloc = xcalloc((size_t)sc->n_teams + 1, sizeof *alloc);
-    for (size_t i = 0; i < c->n_jobs; i++) {
-        int t = sched_cluster_find_team(sc, c->jobs[i]->team);
-        if (t >= 0) alloc[t] += c->jobs[i]->n_gpus;
+    size_t np;
+    ctl_job **placed = ctl_placed(c, &np);
+    for (size_t i = 0; i < np; i++) {
+        int t = placed[i]->team_index;
+        if (t >= 0) alloc[t] += placed[i]->n_gpus;
     }
     for (int t = 0; t < sc->n_teams; t++)
         c->usage[t] = sched_usage_advance(c->usage[t], alloc[t], dt, c->s->cfg.sched.half_life);
@@ -209,22 +227,28 @@ static void view_free(ctl_view *v)
     free(v->queued);
     for (size_t i = 0; i < v->n_waits; i++) {
         free(v->waits[i].team);
-        free(v->waits[i].reason);
     }
     free(v->waits);
     free(v->free_by_type);
     free(v);
 }
 
-static void view_add_wait(ctl_view *v, const char *team, const char *reason)
+/* Counts a queued job under its team and reason code (a string constant:
+ * equal codes are almost always the same pointer). */
+static void view_add_wait(ctl_view *v, const ctl_job *j)
 {
-    for (size_t i = 0; i < v->n_waits; i++)
-        if (!strcmp(v->waits[i].team, team) && !strcmp(v->waits[i].reason, reason)) {
+    const char *reason = j->reason_code ? j->reason_code : "new";
+    for (size_t i = v->n_waits; i-- > 0;) {
+        const ctl_view_wait *w = &v->waits[i];
+        if (w->team_index == j->team_index &&
+            (w->reason == reason || !strcmp(w->reason, reason)) &&
+            (j->team_index >= 0 || !strcmp(w->team, j->team))) {
             v->waits[i].n++;
             return;
         }
+    }
     v->waits = xrealloc(v->waits, (v->n_waits + 1) * sizeof *v->waits);
-    v->waits[v->n_waits++] = (ctl_view_wait){xstrdup(team), xstrdup(reason), 1};
+    v->waits[v->n_waits++] = (ctl_view_wait){xstrdup(j->team), reason, j->team_index, 1};
 }
 
 static void view_add_run(ctl *c, ctl_view *v, const ctl_job *j, int team, double now)
@@ -244,6 +268,30 @@ static void view_add_run(ctl *c, ctl_view *v, const ctl_job *j, int team, double
         v->spent[team] += (now - j->run_started) / 3600.0 * j->n_gpus * j->price;
 }
 
+/* The queued jobs by team and reason: counted again only when they
+ * changed, else copied from the last view. */
+static void view_count_queued(ctl *c, ctl_view *v)
+{
+    const ctl_view *old = c->view; /* only this thread replaces it */
+    if (!c->waits_stale && old && old->n_teams == v->n_teams) {
+        memcpy(v->queued, old->queued, (size_t)v->n_teams * sizeof *v->queued);
+        v->waits = xcalloc(old->n_waits + 1, sizeof *v->waits);
+        for (size_t i = 0; i < old->n_waits; i++) {
+            v->waits[i] = old->waits[i];
+            v->waits[i].team = xstrdup(old->waits[i].team);
+        }
+        v->n_waits = old->n_waits;
+        return;
+    }
+    c->waits_stale = false;
+    for (size_t i = 0; i < c->n_jobs; i++) {
+        const ctl_job *j = c->jobs[i];
+        if (j->state != STORE_QUEUED) continue;
+        if (j->team_index >= 0) v->queued[j->team_index]++;
+        view_add_wait(v, j);
+    }
+}
+
 static ctl_view *view_build(ctl *c, double now)
 {
     const sched_cluster *sc = c->s->cluster.sched;
@@ -261,21 +309,20 @@ static ctl_view *view_build(ctl *c, double now)
     for (int n = 0; n < sc->n_nodes; n++)
         if (sc->nodes[n].state == SCHED_NODE_READY) v->free_by_type[sc->nodes[n].type] += sc->nodes[n].n_gpus;
     memcpy(v->spent, c->spent, (size_t)sc->n_teams * sizeof *v->spent);
-    for (size_t i = 0; i < c->n_jobs; i++) {
-        const ctl_job *j = c->jobs[i];
-        int team = sched_cluster_find_team(sc, j->team);
-        if (j->state == STORE_QUEUED) {
-            if (team >= 0) v->queued[team]++;
-            view_add_wait(v, j->team, j->reason_code ? j->reason_code : "new");
-        } else if (ctl_job_holds(j)) {
-            if (team >= 0) v->running[team]++;
-            view_add_run(c, v, j, team, now);
-        }
+    view_count_queued(c, v);
+    size_t n;
+    ctl_job **placed = ctl_placed(c, &n);
+    for (size_t i = 0; i < n; i++) {
+        const ctl_job *j = placed[i];
+        if (!ctl_job_holds(j)) continue;
+        if (j->team_index >= 0) v->running[j->team_index]++;
+        view_add_run(c, v, j, j->team_index, now);
     }
     v->frag = c->last_frag;
-    memcpy(v->hist, c->hist, sizeof v->hist);
-    v->hist_sum = c->hist_sum;
-    v->hist_n = c->hist_n;
+    v->pass_hist = c->pass_hist;
+    v->loop_hist = c->loop_hist;
+    v->reload_fixes = c->reload_fixes;
+    v->n_active = c->n_jobs;
     return v;
 }
 
@@ -301,23 +348,37 @@ void ctl_view_release(ctl *c)
 }
 
 /* ---- the loop ---- */
+
+/* How often the set of active jobs is checked against the store. */
+static double reload_every(const ctl *c)
+{
+    double t = 10 * c->s->cfg.spec->scheduler.interval;
+    return t < 5 ? 5 : t;
+}
+
 static void iterate(ctl *c)
 {
-    double now = ctl_now();
+    double t0 = mono(), now = ctl_now();
     load_spent(c, now);
-    if (!ctl_refresh(c)) {
-        ctl_log(c, "cannot read jobs from the store: %s", store_error(c->st));
-        return;
+    ctl_take_changes(c);
+    if (now >= c->next_reload) {
+        if (!ctl_reload(c, true))
+            ctl_log(c, "cannot read jobs from the store: %s", store_error(c->st));
+        c->next_reload = now + reload_every(c);
     }
     ctl_poll_all(c, now);
     ctl_reconcile(c, now);
+    ctl_prune(c);
     now = ctl_now();
+    if (c->backoff_at > 0 && now >= c->backoff_at) c->dirty = true; /* a retry may start */
     if (c->dirty || now >= c->next_pass) {
         c->dirty = false;
         c->next_pass = now + c->s->cfg.spec->scheduler.interval;
         ctl_pass(c, now);
+        ctl_prune(c);
     }
     advance_usage(c, now);
+    ctl_hist_add(&c->loop_hist, mono() - t0);
     publish(c, ctl_now());
 }
 
@@ -327,10 +388,7 @@ static double next_deadline(const ctl *c, double now)
 {
     double t = now + c->s->cfg.spec->poll_interval;
     if (c->next_pass < t) t = c->next_pass;
-    for (size_t i = 0; i < c->n_jobs; i++) {
-        const ctl_job *j = c->jobs[i];
-        if (j->state == STORE_QUEUED && j->not_before > now && j->not_before < t) t = j->not_before;
-    }
+    if (c->backoff_at > now && c->backoff_at < t) t = c->backoff_at;
     return t;
 }
 
@@ -364,6 +422,16 @@ void ctl_wake(ctl *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+void ctl_job_changed(ctl *c, int64_t id)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    ctl_ids_push(&c->changed, &c->n_changed, &c->cap_changed, id);
+    c->wake = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* ---- life ---- */
 ctl *ctl_new(srv *s, char *err, size_t errsz)
 {
@@ -390,9 +458,12 @@ ctl *ctl_new(srv *s, char *err, size_t errsz)
     double now = ctl_now();
     sim_rng_seed(&c->rng, (uint64_t)(now * 1e6) ^ ((uint64_t)getpid() << 32));
     if (!getcwd(c->cwd, sizeof c->cwd)) snprintf(c->cwd, sizeof c->cwd, "/");
+    if (!s->cluster.cpu_mode) c->sched = sched_state_new(s->cluster.sched, &s->cfg.sched);
     load_usage(c, now);
     load_spent(c, now);
     ctl_recover(c);
+    if (!ctl_reload(c, false)) ctl_log(c, "cannot read jobs from the store: %s", store_error(c->st));
+    c->next_reload = now + reload_every(c);
     c->dirty = true;
     publish(c, now);
     return c;
@@ -427,6 +498,12 @@ void ctl_free(ctl *c)
     ctl_stop(c);
     for (size_t i = 0; i < c->n_jobs; i++) ctl_job_free(c->jobs[i]);
     free(c->jobs);
+    free(c->ids);
+    free(c->placed);
+    free(c->changed);
+    free(c->touched);
+    free(c->held);
+    sched_state_free(c->sched);
     exec_backend_free(c->be);
     store_close(c->st);
     free(c->usage);

@@ -3,8 +3,12 @@
  * One reconcile loop (ctl.c), woken at once by ctl_wake (a submission, a
  * cancel) and otherwise every poll interval:
  *
- *   1. reads the active jobs from the store (ctl_jobs.c keeps a cache of
- *      what it parsed of each: spec, plan, scheduler shape);
+ *   1. brings its set of active jobs (queued, starting, running, stopping)
+ *      in step: it changes the set itself as it moves jobs, and reads again
+ *      only the jobs the HTTP side reports changed (ctl_job_changed: a
+ *      submission, a cancel); the whole set is read from the store only at
+ *      start and as a periodic consistency check (ctl_jobs.c, which also
+ *      keeps what it parsed of each job: spec, plan, scheduler shape);
  *   2. polls every running attempt through the executor (ctl_run.c):
  *      progress points and checkpoints go to the store in batches; an exit
  *      ends the attempt and moves the job (succeeded, retried with backoff,
@@ -13,8 +17,9 @@
  *   3. sends SIGTERM to jobs asked to stop (cancel, preemption, timeout) and
  *      SIGKILL when the grace period is over (the executor does, on poll);
  *   4. runs a scheduling pass (ctl_sched.c) when something changed or the
- *      scheduler's interval passed, with sched_decide (the policy code of
- *      `lathe simulate`), and applies it: START launches an attempt,
+ *      scheduler's interval passed, on the scheduler's incremental state
+ *      (sched_state, the policy code of `lathe simulate`), which it keeps
+ *      in step with the set, and applies it: START launches an attempt,
  *      PREEMPT asks a job to checkpoint and stop, WAIT records the reason;
  *   5. publishes a view (GPUs in use, waits, pass times) for the HTTP
  *      threads.
@@ -49,9 +54,18 @@ typedef struct ctl_view_gpu {
 
 /* Queued jobs of a team waiting for one reason. */
 typedef struct ctl_view_wait {
-    char *team, *reason;
+    char *team;
+    const char *reason; /* a string constant: "quota", "backoff", "new", ... */
+    int team_index;     /* in the sched cluster; -1 when unknown */
     int64_t n;
 } ctl_view_wait;
+
+/* A histogram of durations over ctl_hist_bounds. */
+typedef struct ctl_hist {
+    uint64_t bucket[SRV_HIST_BUCKETS + 1]; /* the last one: +Inf */
+    double sum;
+    uint64_t n;
+} ctl_hist;
 
 typedef struct ctl_view {
     double loop_at;          /* when the loop last ran (readyz) */
@@ -66,9 +80,10 @@ typedef struct ctl_view {
     int *free_by_type;       /* [n_types] whole GPUs free on ready nodes */
     int frag;                /* free GPUs no waiting job's shape can use */
     int cpu_in_use;          /* cpu mode: slots in use */
-    uint64_t hist[SRV_HIST_BUCKETS + 1]; /* pass durations: le 1ms .. 2s, +Inf */
-    double hist_sum;
-    uint64_t hist_n;
+    ctl_hist pass_hist;      /* scheduling pass durations */
+    ctl_hist loop_hist;      /* durations of the loop's turns */
+    uint64_t reload_fixes;   /* differences the consistency checks fixed */
+    size_t n_active;         /* jobs in the controller's set */
 } ctl_view;
 
 /* The histogram's upper bounds in seconds (SRV_HIST_BUCKETS of them). */
@@ -81,6 +96,10 @@ ctl *ctl_new(srv *s, char *err, size_t errsz);
 int ctl_run(ctl *c, char *err, size_t errsz);
 /* Something changed: run the loop now (and a scheduling pass). Any thread. */
 void ctl_wake(ctl *c);
+/* Job id was changed by someone else (submitted, cancelled, deleted): the
+ * controller reads it again at its next turn, which starts now. Call it
+ * after the change committed. Any thread. */
+void ctl_job_changed(ctl *c, int64_t id);
 /* Stops the loop and releases every handle (trainers keep running). */
 void ctl_stop(ctl *c);
 void ctl_free(ctl *c);

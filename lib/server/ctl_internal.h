@@ -2,8 +2,9 @@
  * controller does).
  *
  *   ctl.c          the thread, the loop, waking, the view, small rules
- *   ctl_jobs.c     the cache of active jobs: refresh from the store, load
- *                  a job's spec and plan once
+ *   ctl_jobs.c     the set of active jobs in memory: changes the HTTP side
+ *                  reports, the full reload (at start and as a periodic
+ *                  consistency check), loading a job's spec and plan once
  *   ctl_run.c      attempts: start, poll, stop, and the end of an attempt
  *                  (success, retry with backoff, OOM re-plan, failure,
  *                  preemption, cancel, timeout)
@@ -11,7 +12,7 @@
  *   ctl_recover.c  re-attaching after a restart
  *
  * Everything here runs on the controller's thread, except the few fields
- * under ctl.mu (wake, quit) and ctl.view_mu (the view).
+ * under ctl.mu (wake, quit, the changed ids) and ctl.view_mu (the view).
  */
 #ifndef LATHE_CTL_INTERNAL_H
 #define LATHE_CTL_INTERNAL_H
@@ -20,11 +21,15 @@
 
 #include "sim/sim.h"
 
+/* Where a job is in the scheduler's incremental state (ctl.sched). */
+typedef enum { CTL_SCHED_NONE, CTL_SCHED_PENDING, CTL_SCHED_RUNNING } ctl_sched_as;
+
 /* One active job (queued, starting, running or stopping) as the controller
  * knows it. */
 typedef struct ctl_job {
     int64_t id;
     char *team, *name, *experiment, *priority_class;
+    int team_index;           /* in the sched cluster; -1 when unknown */
     store_state state;
     double created_at, not_before, saved_work;
     double gpu_seconds, cost; /* totals stored so far */
@@ -42,9 +47,23 @@ typedef struct ctl_job {
     int failures;        /* attempts that failed (they count against maxRetries) */
     double prior_run;    /* run time of earlier attempts (for maxDuration) */
 
-    /* why it waits, as last written to the store */
-    char *reason, *reason_code;
-    double reason_at;
+    /* why it waits, as last written to the store (reason_at), and when the
+     * sentence was last found unchanged (reason_checked); the code is a
+     * string constant ("quota", "backoff", ...) */
+    char *reason;
+    const char *reason_code;
+    double reason_at, reason_checked;
+
+    /* the scheduler's view of it: built once it is loaded (base), and what
+     * the scheduler's state holds (ctl_sched.c keeps it in step; given: the
+     * pending job it was given) */
+    sched_job base;
+    bool has_base;
+    ctl_sched_as in_sched;
+    sched_job given;
+    bool touched;        /* in ctl.touched: to bring in step at the next pass */
+    bool held;           /* in ctl.held: queued, but its backoff or experiment holds it */
+    bool counted_holding; /* held GPUs when its experiment's jobs were last counted */
 
     /* the current attempt */
     spec_file spec_file; /* holds spec while the job runs (ctl_job_spec) */
@@ -60,7 +79,7 @@ typedef struct ctl_job {
     int64_t last_total;  /* total steps the trainer reported */
     ctl_stop_why stop;
     bool term_sent;
-    bool seen;           /* refresh: still active in the store */
+    bool seen;           /* reload: still active in the store */
 } ctl_job;
 
 struct ctl {
@@ -69,15 +88,34 @@ struct ctl {
     exec_backend *be;
     pthread_t thread;
     bool thread_started;
-    pthread_mutex_t mu; /* wake, quit */
+    pthread_mutex_t mu; /* wake, quit, changed */
     pthread_cond_t cv;
     bool wake, quit;
+    int64_t *changed;   /* jobs others changed (ctl_job_changed), to read again */
+    size_t n_changed, cap_changed;
 
-    ctl_job **jobs; /* sorted by id */
-    size_t n_jobs;
+    ctl_job **jobs; /* the active jobs, sorted by id */
+    int64_t *ids;   /* their ids, side by side (lookups touch nothing else) */
+    size_t n_jobs, cap_jobs;
+    bool prune;     /* some job of the set reached a final state: drop it */
+    ctl_job **placed; /* the jobs with an attempt under way (a handle) */
+    size_t n_placed;
+    bool placed_stale; /* a handle came or went: rebuild placed */
+    double backoff_at; /* the first end of a queued job's backoff after the last pass; 0 = none */
 
+    sched_state *sched; /* the scheduler's incremental state (GPU mode) */
+    int64_t *touched;  /* jobs changed since the last pass (ctl_job_touch) */
+    size_t n_touched, cap_touched;
+    int64_t *held;     /* queued jobs held back by a backoff or an experiment's
+                          limit: looked at again at every pass */
+    size_t n_held, cap_held;
+    bool exp_stale;    /* an experiment's job started or stopped holding GPUs */
+    bool sync_all;     /* look at every job at the next pass (after a reload) */
+    bool waits_stale;  /* the queued jobs' counts by reason changed (the view) */
     bool dirty;        /* run a scheduling pass now */
     double next_pass;
+    double next_reload;    /* the next consistency check against the store */
+    uint64_t reload_fixes; /* differences those checks found (should stay 0) */
     double *usage;     /* per sched team: decayed GPU-seconds */
     double usage_at, usage_saved_at;
     double *spent;     /* per sched team: money this month (ended attempts) */
@@ -87,9 +125,8 @@ struct ctl {
 
     /* the last pass, for the view */
     int last_free_total, last_frag;
-    uint64_t hist[SRV_HIST_BUCKETS + 1];
-    double hist_sum;
-    uint64_t hist_n;
+    ctl_hist pass_hist; /* scheduling passes */
+    ctl_hist loop_hist; /* turns of the loop */
 
     pthread_mutex_t view_mu;
     ctl_view *view;
@@ -109,12 +146,34 @@ char *ctl_job_dir(const ctl *c, int64_t id);
  * the caller's transaction). */
 void ctl_add_spent(ctl *c, const char *team, double amount, double now);
 
+/* Adds a duration to a histogram (ctl_hist_bounds). */
+void ctl_hist_add(ctl_hist *h, double seconds);
+
 /* ---- ctl_jobs.c ---- */
-/* Reads the active jobs from the store into the cache. */
-bool ctl_refresh(ctl *c);
+/* Reads every active job from the store and brings the set in step: at
+ * start (count_fixes false) and as the periodic consistency check, which
+ * counts and logs every difference it had to fix. False when the store
+ * cannot be read. */
+bool ctl_reload(ctl *c, bool count_fixes);
+/* Reads again the jobs others reported changed (ctl_job_changed), and
+ * those the controller's own writes found moved. */
+void ctl_take_changes(ctl *c);
+/* Asks for a job to be read again at the next turn (a change of the
+ * controller's that did not apply: someone moved the job first). */
+void ctl_job_stale(ctl *c, const ctl_job *j);
+/* Drops the jobs that reached a final state from the set. */
+void ctl_prune(ctl *c);
+/* The jobs with an attempt under way (rebuilt after a handle came or went:
+ * set placed_stale). */
+ctl_job **ctl_placed(ctl *c, size_t *n);
 ctl_job *ctl_find(ctl *c, int64_t id);
-/* Adds (or returns) the cache entry of a stored job. */
+/* Adds (or returns) the set's entry of a stored job. */
 ctl_job *ctl_adopt(ctl *c, const store_job *j);
+/* Something the scheduler sees of job j changed (its state, placement,
+ * checkpoint, or it is new): it is brought in step at the next pass. */
+void ctl_job_touch(ctl *c, ctl_job *j);
+/* Appends id to a growable list of ids. */
+void ctl_ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id);
 /* Loads the plan's shape, the spec's timeout and retry settings, the
  * experiment limit and the attempt history once. False when the job cannot
  * be run (it is then failed in the store). */
@@ -159,9 +218,17 @@ void ctl_fail_queued(ctl *c, ctl_job *j, const char *reason, const char *message
 
 /* ---- ctl_sched.c ---- */
 void ctl_pass(ctl *c, double now);
-/* Writes a queued job's wait reason when it changed (inside the caller's
- * transaction, if any). */
-void ctl_set_reason(ctl *c, ctl_job *j, const char *code, const char *text, double now);
+/* Takes a job out of the scheduler's state (before it leaves the set). */
+void ctl_sched_forget(ctl *c, ctl_job *j);
+/* Writes a queued job's wait reason when it changed: a new code at once,
+ * the same code with another sentence at most every 10 s. With tx, the
+ * first write opens a transaction (*tx becomes true) that the caller
+ * commits; without, each write is its own (or joins the caller's). */
+void ctl_set_reason(ctl *c, ctl_job *j, const char *code, const char *text, double now,
+                    bool *tx);
+/* True when the job's reason has this code and was written or found
+ * unchanged less than 10 s ago: no need to format the sentence again. */
+bool ctl_reason_recent(const ctl_job *j, const char *code, double now);
 
 /* ---- ctl_recover.c ---- */
 /* Re-attaches to every open attempt (at start, before the loop). */

@@ -1,9 +1,14 @@
-/* ctl_jobs.c: the controller's cache of active jobs. Each loop reads the
- * queued, starting, running and stopping jobs from the store (without
- * their large texts) and merges them into an array sorted by id; what is
- * costly to work out (the resolved spec, the plan's shape, the attempt
- * history, the experiment's limit) is loaded once per job. Jobs that are
- * no longer active leave the cache. */
+/* ctl_jobs.c: the controller's set of active jobs (queued, starting,
+ * running, stopping), in memory, sorted by id. It changes with the
+ * controller's own moves (ctl_run.c, ctl_sched.c set the fields they wrote)
+ * and with the jobs the HTTP side reports (ctl_job_changed: a submission,
+ * a cancel), which are read again one by one; a job the controller's own
+ * compare-and-set found moved is read again the same way. The whole set is
+ * read from the store only at start and every few scheduler intervals, as a
+ * consistency check that counts and logs what it had to fix. What is costly
+ * to work out (the resolved spec, the plan's shape, the attempt history,
+ * the experiment's limit) is loaded once per job. Jobs that reach a final
+ * state leave the set. */
 #include "ctl_internal.h"
 
 #include <stdio.h>
@@ -19,7 +24,6 @@ void ctl_job_free(ctl_job *j)
     free(j->priority_class);
     spec_file_free(&j->spec_file);
     free(j->reason);
-    free(j->reason_code);
     exec_release(j->h);
     free(j->gpus);
     free(j);
@@ -34,6 +38,7 @@ void ctl_job_sync(ctl_job *j, const store_job *s)
 {
     if (!j->team) {
         j->team = xstrdup(s->team);
+        j->team_index = -1;
         j->name = xstrdup(s->name);
         j->experiment = dup_or_null(s->experiment);
         j->priority_class = dup_or_null(s->priority_class);
@@ -56,55 +61,208 @@ ctl_job *ctl_find(ctl *c, int64_t id)
     size_t lo = 0, hi = c->n_jobs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (c->jobs[mid]->id < id) lo = mid + 1;
+        if (c->ids[mid] < id) lo = mid + 1;
         else hi = mid;
     }
-    return lo < c->n_jobs && c->jobs[lo]->id == id ? c->jobs[lo] : NULL;
+    return lo < c->n_jobs && c->ids[lo] == id ? c->jobs[lo] : NULL;
+}
+
+/* A new entry for a stored job, inserted in id order. */
+static ctl_job *insert(ctl *c, const store_job *s)
+{
+    ctl_job *j = xcalloc(1, sizeof *j);
+    j->id = s->id;
+    ctl_job_sync(j, s);
+    j->team_index = sched_cluster_find_team(c->s->cluster.sched, j->team);
+    if (c->n_jobs == c->cap_jobs) {
+        c->cap_jobs = c->cap_jobs ? 2 * c->cap_jobs : 64;
+        c->jobs = xrealloc(c->jobs, c->cap_jobs * sizeof *c->jobs);
+        c->ids = xrealloc(c->ids, c->cap_jobs * sizeof *c->ids);
+    }
+    size_t at = c->n_jobs; /* new jobs have the largest ids: at the end, as a rule */
+    while (at > 0 && c->ids[at - 1] > s->id) at--;
+    memmove(&c->jobs[at + 1], &c->jobs[at], (c->n_jobs - at) * sizeof *c->jobs);
+    memmove(&c->ids[at + 1], &c->ids[at], (c->n_jobs - at) * sizeof *c->ids);
+    c->jobs[at] = j;
+    c->ids[at] = j->id;
+    c->n_jobs++;
+    return j;
+}
+
+void ctl_ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id)
+{
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *ids = xrealloc(*ids, *cap * sizeof **ids);
+    }
+    (*ids)[(*n)++] = id;
+}
+
+void ctl_job_touch(ctl *c, ctl_job *j)
+{
+    c->waits_stale = true;
+    bool holding = ctl_job_holds(j);
+    if (j->experiment && holding != j->counted_holding) c->exp_stale = true;
+    j->counted_holding = holding;
+    if (!c->sched || j->touched) return; /* CPU mode: its pass looks at every job */
+    j->touched = true;
+    ctl_ids_push(&c->touched, &c->n_touched, &c->cap_touched, j->id);
 }
 
 ctl_job *ctl_adopt(ctl *c, const store_job *s)
 {
     ctl_job *j = ctl_find(c, s->id);
-    if (j) {
-        ctl_job_sync(j, s);
-        return j;
-    }
-    j = xcalloc(1, sizeof *j);
-    j->id = s->id;
-    ctl_job_sync(j, s);
-    size_t at = c->n_jobs;
-    while (at > 0 && c->jobs[at - 1]->id > s->id) at--;
-    c->jobs = xrealloc(c->jobs, (c->n_jobs + 1) * sizeof *c->jobs);
-    memmove(&c->jobs[at + 1], &c->jobs[at], (c->n_jobs - at) * sizeof *c->jobs);
-    c->jobs[at] = j;
-    c->n_jobs++;
+    if (j) ctl_job_sync(j, s);
+    else j = insert(c, s);
+    ctl_job_touch(c, j);
     return j;
 }
 
-bool ctl_refresh(ctl *c)
+/* A job leaves the set at the next ctl_prune. */
+static void leave(ctl *c, ctl_job *j)
+{
+    if (j->h) c->placed_stale = true;
+    j->seen = false;
+    j->state = STORE_FAILED; /* any final state: ctl_prune drops it */
+    c->prune = true;
+    ctl_job_touch(c, j);
+}
+
+void ctl_prune(ctl *c)
+{
+    if (!c->prune) return;
+    c->prune = false;
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_jobs; i++) {
+        ctl_job *j = c->jobs[i];
+        if (!store_state_final(j->state)) {
+            c->ids[n] = j->id;
+            c->jobs[n++] = j;
+            continue;
+        }
+        if (j->h) c->placed_stale = true;
+        ctl_sched_forget(c, j);
+        ctl_job_free(j);
+    }
+    c->n_jobs = n;
+}
+
+ctl_job **ctl_placed(ctl *c, size_t *n)
+{
+    if (c->placed_stale) {
+        c->placed_stale = false;
+        c->n_placed = 0;
+        c->placed = xrealloc(c->placed, (c->n_jobs + 1) * sizeof *c->placed);
+        for (size_t i = 0; i < c->n_jobs; i++)
+            if (c->jobs[i]->h) c->placed[c->n_placed++] = c->jobs[i];
+    }
+    *n = c->n_placed;
+    return c->placed;
+}
+
+/* Reads job id again and brings its entry in step (adds, updates or drops
+ * it). Returns false when the store cannot be read. */
+static bool read_again(ctl *c, int64_t id)
+{
+    store_job s;
+    store_rc rc = store_job_get(c->st, id, &s);
+    if (rc != STORE_OK && rc != STORE_NOT_FOUND) return false;
+    ctl_job *j = ctl_find(c, id);
+    if (rc == STORE_OK && !store_state_final(s.state)) {
+        ctl_adopt(c, &s);
+        c->dirty = true;
+    } else if (j) {
+        if (j->h) ctl_log(c, "job %s/%s left while its attempt %d runs (it is %s)", j->team,
+                          j->name, j->attempt, rc == STORE_OK ? store_state_name(s.state) : "gone");
+        leave(c, j);
+        c->dirty = true;
+    }
+    if (rc == STORE_OK) store_job_clear(&s);
+    return true;
+}
+
+void ctl_job_stale(ctl *c, const ctl_job *j)
+{
+    ctl_job_changed(c, j->id);
+}
+
+void ctl_take_changes(ctl *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int64_t *ids = c->changed;
+    size_t n = c->n_changed;
+    c->changed = NULL;
+    c->n_changed = c->cap_changed = 0;
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && ids[i] == ids[i - 1]) continue;
+        if (read_again(c, ids[i])) continue;
+        ctl_log(c, "cannot read job %lld again: %s", (long long)ids[i], store_error(c->st));
+        pthread_mutex_lock(&c->mu); /* the next turn tries again (no wake-up: no busy loop) */
+        ctl_ids_push(&c->changed, &c->n_changed, &c->cap_changed, ids[i]);
+        pthread_mutex_unlock(&c->mu);
+    }
+    free(ids);
+}
+
+/* Whether the stored job differs from its entry in what the controller
+ * follows. */
+static bool differs(const ctl_job *j, const store_job *s)
+{
+    return j->state != s->state || j->not_before != s->not_before ||
+           j->attempts != s->attempts || j->checkpoint_step != s->checkpoint_step ||
+           j->max_retries != s->max_retries || j->priority != s->priority;
+}
+
+/* A change the HTTP side committed this recently may still have its
+ * notification on the way (ctl_job_changed follows the commit): the check
+ * brings such a job in step without counting it as a fix. */
+#define CTL_NOTIFY_GRACE 2.0
+
+static void note_fix(ctl *c, bool count, const char *what, int64_t id, const char *name)
+{
+    if (!count) return;
+    c->reload_fixes++;
+    ctl_log(c, "consistency check: job %lld (%s) %s; fixed", (long long)id, name ? name : "?", what);
+}
+
+/* A job in the set the store no longer lists as active: changed lately
+ * (its notification may be on the way) or not. */
+static bool left_lately(ctl *c, int64_t id, double since)
+{
+    store_job s;
+    if (store_job_get(c->st, id, &s) != STORE_OK) return false;
+    bool lately = s.updated_at >= since;
+    store_job_clear(&s);
+    return lately;
+}
+
+bool ctl_reload(ctl *c, bool count_fixes)
 {
     store_job_filter f = {.states = STORE_STATES_ACTIVE, .summary = true};
     store_job_list l = {0};
+    double since = store_now(c->st) - CTL_NOTIFY_GRACE;
     if (store_jobs_list(c->st, &f, &l) != STORE_OK) return false;
     for (size_t i = 0; i < c->n_jobs; i++) c->jobs[i]->seen = false;
-    ctl_job **next = xcalloc(l.n + 1, sizeof *next);
-    size_t n = 0;
-    for (size_t i = l.n; i-- > 0;) { /* the list is newest first: ids ascend backwards */
-        ctl_job *j = ctl_find(c, l.items[i].id);
-        if (!j) {
-            j = xcalloc(1, sizeof *j);
-            j->id = l.items[i].id;
-        }
-        ctl_job_sync(j, &l.items[i]);
+    for (size_t i = l.n; i-- > 0;) { /* newest first: ids ascend backwards */
+        const store_job *s = &l.items[i];
+        ctl_job *j = ctl_find(c, s->id);
+        bool count = count_fixes && s->updated_at < since;
+        if (!j) note_fix(c, count, "was missing from the active set", s->id, s->name);
+        else if (differs(j, s)) note_fix(c, count, "differed from the store", s->id, s->name);
+        j = ctl_adopt(c, s);
         j->seen = true;
-        next[n++] = j;
     }
-    for (size_t i = 0; i < c->n_jobs; i++)
-        if (!c->jobs[i]->seen) ctl_job_free(c->jobs[i]);
-    free(c->jobs);
-    c->jobs = next;
-    c->n_jobs = n;
+    for (size_t i = 0; i < c->n_jobs; i++) {
+        ctl_job *j = c->jobs[i];
+        if (j->seen || store_state_final(j->state)) continue;
+        bool count = count_fixes && !left_lately(c, j->id, since);
+        note_fix(c, count, "is no longer active", j->id, j->name);
+        leave(c, j);
+    }
     store_job_list_free(&l);
+    c->dirty = true;
+    c->sync_all = true; /* the next pass checks the scheduler's state against every job */
     return true;
 }
 
@@ -189,6 +347,8 @@ bool ctl_job_load(ctl *c, ctl_job *j)
         }
     }
     if (ok) load_history(c, j);
+    j->has_base = ok && srv_sched_job(&c->s->cluster, &j->shape, (uint64_t)j->id, j->name, j->team,
+                                      j->priority, j->priority_class, &j->base);
     j->loaded = ok;
     j->load_failed = !ok;
     if (!ok && j->state == STORE_QUEUED) {

@@ -81,6 +81,7 @@ static void recover_attempt(ctl *c, const store_attempt *a, double now)
     j->base_cost = s.cost;
     char why[300];
     j->h = find_handle(c, a, why, sizeof why);
+    c->placed_stale = true;
     if (j->h) {
         if (j->h->started_at > 0) j->run_started = j->h->started_at;
         attached(c, j, a, &s);

@@ -63,9 +63,14 @@ void ctl_fail_queued(ctl *c, ctl_job *j, const char *reason, const char *message
     store_event ev = {.actor = "controller", .type = "failed", .message = message};
     store_job_update upd = {.set = STORE_SET_EXIT | STORE_SET_WAIT_REASON | STORE_SET_NOT_BEFORE,
                             .exit_code = -1, .exit_reason = reason};
-    if (store_job_transition(c->st, j->id, STORE_QUEUED, STORE_FAILED, &upd, &ev, NULL) == STORE_OK) {
+    store_rc rc = store_job_transition(c->st, j->id, STORE_QUEUED, STORE_FAILED, &upd, &ev, NULL);
+    if (rc == STORE_OK) {
         j->state = STORE_FAILED;
+        c->prune = true;
+        ctl_job_touch(c, j);
         ctl_log(c, "job %s/%s failed: %s", j->team, j->name, message);
+    } else {
+        ctl_job_stale(c, j); /* cancelled meanwhile, or the store failed: read it again */
     }
 }
 
@@ -230,9 +235,14 @@ void ctl_record_start(ctl *c, ctl_job *j, const char *pid_note)
     }
     store_attempt_set_handle(c->st, j->id, j->attempt, c->be->name, hj, j->h->work_dir,
                              j->h->log_path);
-    if (store_job_transition(c->st, j->id, STORE_STARTING, STORE_RUNNING, NULL, &ev, NULL) == STORE_OK)
+    bool moved = store_job_transition(c->st, j->id, STORE_STARTING, STORE_RUNNING, NULL, &ev,
+                                      NULL) == STORE_OK;
+    if (commit(c, "recording a start") && moved) {
         j->state = STORE_RUNNING;
-    commit(c, "recording a start");
+        ctl_job_touch(c, j); /* now it may be preempted */
+    } else {
+        ctl_job_stale(c, j); /* a cancel moved it to stopping first: read it again */
+    }
     free(hj);
 }
 
@@ -272,6 +282,7 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     exec_request q;
     fill_request(c, j, &l, &q);
     exec_rc rc = exec_start(c->be, &q, &j->h, err, sizeof err);
+    c->placed_stale = true;
     if (rc == EXEC_OK) {
         j->run_started = j->h->started_at > 0 ? j->h->started_at : now;
         ctl_record_start(c, j, "");
@@ -329,11 +340,15 @@ void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, const char *why)
     free(gpus_json);
     json_decref(pj);
     free(placement);
-    if (!ok) return; /* cancelled meanwhile, or the store failed: the next pass sees */
+    if (!ok) { /* cancelled meanwhile, or the store failed: read it again */
+        ctl_job_stale(c, j);
+        return;
+    }
     double now = ctl_now();
     j->state = STORE_STARTING;
     j->attempt = number;
     j->attempts = number;
+    j->not_before = 0;
     free(j->gpus);
     j->gpus = n ? xmalloc((size_t)n * sizeof *j->gpus) : NULL;
     if (n) memcpy(j->gpus, gpus, (size_t)n * sizeof *gpus);
@@ -346,9 +361,10 @@ void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, const char *why)
     j->stop = CTL_STOP_NONE;
     j->term_sent = false;
     free(j->reason);
-    free(j->reason_code);
-    j->reason = j->reason_code = NULL;
+    j->reason = NULL;
+    j->reason_code = NULL;
     c->dirty = true;
+    ctl_job_touch(c, j);
     launch_attempt(c, j, now);
 }
 
@@ -397,6 +413,7 @@ static void record_checkpoint(ctl *c, ctl_job *j, const exec_checkpoint *k, doub
     if (store_job_update_fields(c->st, j->id, states, &upd, &ev) == STORE_OK) {
         j->saved_work = upd.saved_work;
         j->checkpoint_step = k->step;
+        ctl_job_touch(c, j); /* the work a preemption would lose changed */
     }
     free(data);
 }
@@ -419,8 +436,10 @@ static void poll_one(ctl *c, ctl_job *j, double now)
 
 void ctl_poll_all(ctl *c, double now)
 {
-    for (size_t i = 0; i < c->n_jobs; i++)
-        if (c->jobs[i]->h) poll_one(c, c->jobs[i], now);
+    size_t n;
+    ctl_job **placed = ctl_placed(c, &n);
+    for (size_t i = 0; i < n; i++)
+        if (placed[i]->h) poll_one(c, placed[i], now); /* an end clears h: placed is rebuilt later */
 }
 
 /* ---- stop ---- */
@@ -435,12 +454,17 @@ void ctl_begin_stop(ctl *c, ctl_job *j, ctl_stop_why why, const char *message, d
     if (store_tx_begin(c->st) != STORE_OK) return;
     if (store_kv_set(c->st, key, ctl_stop_name(why)) != STORE_OK ||
         store_job_transition(c->st, j->id, j->state, STORE_STOPPING, NULL, &ev, NULL) != STORE_OK) {
-        store_tx_rollback(c->st); /* it moved meanwhile (a cancel): the next loop sees */
+        store_tx_rollback(c->st); /* it moved meanwhile (a cancel): read it again */
+        ctl_job_stale(c, j);
         return;
     }
-    if (!commit(c, "stopping a job")) return;
+    if (!commit(c, "stopping a job")) {
+        ctl_job_stale(c, j);
+        return;
+    }
     j->state = STORE_STOPPING;
     j->stop = why;
+    ctl_job_touch(c, j);
     char err[256];
     if (exec_cancel(j->h, now, grace_of(j), err, sizeof err) != EXEC_OK)
         ctl_log(c, "job %s/%s: SIGTERM: %s", j->team, j->name, err);
@@ -475,8 +499,10 @@ static void check_timeout(ctl *c, ctl_job *j, double now)
 
 void ctl_reconcile(ctl *c, double now)
 {
-    for (size_t i = 0; i < c->n_jobs; i++) {
-        ctl_job *j = c->jobs[i];
+    size_t n;
+    ctl_job **placed = ctl_placed(c, &n);
+    for (size_t i = 0; i < n; i++) {
+        ctl_job *j = placed[i];
         if (!j->h) continue;
         if (j->state == STORE_STOPPING && !j->term_sent) send_stop(c, j, now);
         else if (j->state == STORE_RUNNING && j->loaded) check_timeout(c, j, now);
@@ -665,9 +691,15 @@ static store_job_update end_update(const ctl_job *j, const ctl_end *e, const rep
     return upd;
 }
 
+/* What the end wrote into the job that the controller follows. */
+typedef struct end_written {
+    ctl_go go;
+    double not_before, gpu_seconds, cost;
+} end_written;
+
 /* Reads the state and stop reason, decides, writes. Inside a transaction. */
 static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, double now,
-                      ctl_go *go_out)
+                      end_written *out)
 {
     store_state state;
     ctl_stop_why why;
@@ -700,7 +732,10 @@ static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, do
     free(dj);
     sb_free(&msg);
     sb_free(&wait);
-    *go_out = go;
+    out->go = go;
+    out->not_before = upd.set & STORE_SET_NOT_BEFORE ? upd.not_before : j->not_before;
+    out->gpu_seconds = upd.gpu_seconds;
+    out->cost = upd.cost;
     return ok;
 }
 
@@ -709,29 +744,37 @@ void ctl_attempt_ended(ctl *c, ctl_job *j, const ctl_end *e, double now)
     replan rp;
     memset(&rp, 0, sizeof rp);
     if (e->st.end == EXEC_END_OOM && j->state != STORE_STOPPING && ctl_job_spec(c, j)) do_replan(c, j, &rp);
-    ctl_go go = GO_FAILED;
+    end_written w = {.go = GO_FAILED};
     bool ok = store_tx_begin(c->st) == STORE_OK;
-    if (ok && !write_end(c, j, e, &rp, now, &go)) {
+    if (ok && !write_end(c, j, e, &rp, now, &w)) {
         store_tx_rollback(c->st);
         ctl_log(c, "job %s/%s: the end of attempt %d is not recorded yet: %s", j->team, j->name,
                 j->attempt, store_error(c->st));
         ok = false;
     }
     ok = ok && commit(c, "ending an attempt");
+    if (!ok) ctl_job_stale(c, j); /* the next poll sees the end again */
+    ctl_go go = w.go;
     if (ok) {
         double ended = e->st.ended_at > 0 ? e->st.ended_at : now;
         if (!e->not_started) j->prior_run += ended - j->run_started;
         if (go == GO_RETRY || (go == GO_FAILED && e->st.retryable)) j->failures++;
         exec_release(j->h);
         j->h = NULL;
+        c->placed_stale = true;
         free(j->gpus);
         j->gpus = NULL;
         j->n_gpus = 0;
         j->cpu_slot = false;
         j->state = go_states[go];
+        j->not_before = w.not_before;
+        j->gpu_seconds = w.gpu_seconds;
+        j->cost = w.cost;
+        if (store_state_final(j->state)) c->prune = true;
         ctl_job_drop_spec(j); /* read again at the next start (a re-plan changed it) */
         if (go == GO_RETRY && e->st.end == EXEC_END_OOM && rp.ok) j->loaded = false; /* a new shape */
         c->dirty = true;
+        ctl_job_touch(c, j);
     }
     replan_free(&rp);
 }

@@ -1,8 +1,11 @@
-/* ctl_sched.c: the scheduling pass. The cached jobs become the scheduler's
- * input (queued jobs whose backoff is over and whose experiment is below
- * its maxConcurrent are pending; starting, running and stopping jobs hold
- * their GPUs), sched_decide runs the configured policy (the code `lathe
- * simulate` replays traces with), and the decisions are applied:
+/* ctl_sched.c: the scheduling pass. The scheduler's incremental state
+ * (sched_state, the policy code `lathe simulate` replays traces with) is
+ * kept in step with the controller's set of jobs: before each pass every
+ * job's entry is compared with what the state holds of it, and only the
+ * jobs that changed are added, removed or replaced (queued jobs whose
+ * backoff is over and whose experiment is below its maxConcurrent are
+ * pending; starting, running and stopping jobs hold their GPUs). The pass
+ * runs on that state, and its decisions are applied:
  *
  *   PREEMPT  the job checkpoints and stops, then returns to the queue
  *   START    an attempt is launched on the chosen GPUs; a start that needs
@@ -11,7 +14,8 @@
  *   REJECT   the job can never run here: failed
  *
  * Wait reasons are written only when they change (a sentence with numbers
- * at most every 10 s), all in one transaction. In CPU mode (no GPU) a
+ * at most every 10 s; a reason with the same code is not even formatted
+ * again within 10 s), all in one transaction. In CPU mode (no GPU) a
  * simple pass gives free CPU slots to queued jobs by priority, then age.
  */
 #include "ctl_internal.h"
@@ -38,21 +42,44 @@ static const char *why_code(sched_why w)
     }
 }
 
-void ctl_set_reason(ctl *c, ctl_job *j, const char *code, const char *text, double now)
+static bool same_code(const ctl_job *j, const char *code)
 {
-    bool same_code = j->reason_code && !strcmp(j->reason_code, code);
+    return j->reason_code && (j->reason_code == code || !strcmp(j->reason_code, code));
+}
+
+bool ctl_reason_recent(const ctl_job *j, const char *code, double now)
+{
+    if (!same_code(j, code)) return false;
+    double seen = j->reason_at > j->reason_checked ? j->reason_at : j->reason_checked;
+    return now - seen < 10;
+}
+
+void ctl_set_reason(ctl *c, ctl_job *j, const char *code, const char *text, double now,
+                    bool *tx)
+{
+    bool code_kept = same_code(j, code);
     bool same_text = j->reason && !strcmp(j->reason, text);
-    if (!same_code) {
-        free(j->reason_code);
-        j->reason_code = xstrdup(code);
-    }
-    if (same_text || (same_code && now - j->reason_at < 10)) return;
+    j->reason_code = code;
+    if (!code_kept) c->waits_stale = true; /* the view counts queued jobs by code */
+    if (same_text) j->reason_checked = now;
+    if (same_text || (code_kept && now - j->reason_at < 10)) return;
+    if (tx && !*tx) *tx = store_tx_begin(c->st) == STORE_OK;
     store_job_update upd = {.set = STORE_SET_WAIT_REASON, .wait_reason = text};
-    if (store_job_update_fields(c->st, j->id, STORE_STATE_BIT(STORE_QUEUED), &upd, NULL) != STORE_OK)
+    store_rc rc = store_job_update_fields(c->st, j->id, STORE_STATE_BIT(STORE_QUEUED), &upd, NULL);
+    if (rc != STORE_OK) {
+        if (rc == STORE_CONFLICT) ctl_job_stale(c, j); /* it moved meanwhile */
         return;
+    }
     free(j->reason);
     j->reason = xstrdup(text);
     j->reason_at = now;
+}
+
+/* Commits the transaction ctl_set_reason opened, if it did. */
+static void commit_reasons(ctl *c, bool tx)
+{
+    if (tx && store_tx_commit(c->st) != STORE_OK)
+        ctl_log(c, "writing wait reasons: %s", store_error(c->st));
 }
 
 /* ---- experiments' running jobs ---- */
@@ -76,21 +103,31 @@ static exp_count *exp_slot(exp_counts *e, const char *team, const char *exp, boo
     return &e->items[e->n++];
 }
 
-static void count_experiments(const ctl *c, exp_counts *e)
+/* Jobs that hold GPUs or a CPU slot have an attempt under way: the placed
+ * jobs are all there is to count. */
+static void count_experiments(ctl *c, exp_counts *e)
 {
     memset(e, 0, sizeof *e);
-    for (size_t i = 0; i < c->n_jobs; i++) {
-        const ctl_job *j = c->jobs[i];
+    size_t n;
+    ctl_job **placed = ctl_placed(c, &n);
+    for (size_t i = 0; i < n; i++) {
+        const ctl_job *j = placed[i];
         if (ctl_job_holds(j) && j->experiment) exp_slot(e, j->team, j->experiment, true)->n++;
     }
 }
 
-/* False (with the job's reason set) when the job may not start now. */
-static bool eligible(ctl *c, ctl_job *j, exp_counts *ec, double now)
+/* False (with the job's reason set) when the job may not start now; *held
+ * (may be NULL) says it is only held back for a while: a backoff, or its
+ * experiment's limit. */
+static bool eligible(ctl *c, ctl_job *j, exp_counts *ec, double now, bool *held)
 {
+    if (held) *held = false;
     if (j->state != STORE_QUEUED || !ctl_job_load(c, j) || j->state != STORE_QUEUED) return false;
+    if (held) *held = true;
     char msg[256];
     if (j->not_before > now) {
+        if (!(c->backoff_at > now) || j->not_before < c->backoff_at) c->backoff_at = j->not_before;
+        if (ctl_reason_recent(j, "backoff", now)) return false;
         char when[32];
         time_t t = (time_t)j->not_before;
         struct tm tm;
@@ -99,82 +136,167 @@ static bool eligible(ctl *c, ctl_job *j, exp_counts *ec, double now)
         snprintf(msg, sizeof msg, "retry %d of %d waits for its backoff: not before %s", j->failures,
                  j->max_retries, when);
         if (j->failures == 0) snprintf(msg, sizeof msg, "waits to start again: not before %s", when);
-        ctl_set_reason(c, j, "backoff", msg, now);
+        ctl_set_reason(c, j, "backoff", msg, now, NULL);
         return false;
     }
     exp_count *x = j->experiment && j->exp_max > 0 ? exp_slot(ec, j->team, j->experiment, false) : NULL;
     if (x && x->n >= j->exp_max) {
         snprintf(msg, sizeof msg, "experiment %s runs its maximum of %d jobs at once", j->experiment,
                  j->exp_max);
-        ctl_set_reason(c, j, "experiment", msg, now);
+        ctl_set_reason(c, j, "experiment", msg, now, NULL);
         return false;
+    }
+    if (held) *held = false;
+    return true;
+}
+
+/* ---- the scheduler's state, in step with the set ---- */
+
+/* What the scheduler should hold of job j now: nothing, or the pending or
+ * running job written into *out. */
+static ctl_sched_as wanted(ctl *c, ctl_job *j, exp_counts *ec, double now, bool *held,
+                           sched_job *out)
+{
+    *held = false;
+    if (j->state == STORE_QUEUED) {
+        if (!eligible(c, j, ec, now, held) || !j->has_base) return CTL_SCHED_NONE;
+        *out = j->base;
+        out->submit_time = j->created_at;
+        out->done = j->saved_work;
+        return CTL_SCHED_PENDING;
+    }
+    if (!ctl_job_holds(j) || j->n_gpus == 0) return CTL_SCHED_NONE;
+    if (!j->loaded) ctl_job_load(c, j);
+    if (j->loaded && j->has_base && j->base.replicas * j->base.gpus_per_replica == j->n_gpus) {
+        *out = j->base;
+    } else { /* a placement the plan does not explain (after a restart): its GPUs as they are */
+        srv_shape sh;
+        memset(&sh, 0, sizeof sh);
+        sh.replicas = 1;
+        sh.per_replica = j->n_gpus;
+        if (!srv_sched_job(&c->s->cluster, &sh, (uint64_t)j->id, j->name, j->team, j->priority,
+                           j->priority_class, out))
+            return CTL_SCHED_NONE;
+    }
+    out->start_time = j->run_started;
+    out->done = j->saved_work;
+    out->gpus = j->gpus;
+    out->no_preempt = j->state != STORE_RUNNING || !j->h;
+    out->submit_time = j->created_at;
+    return CTL_SCHED_RUNNING;
+}
+
+/* Every field the controller sets, the GPUs by value. */
+static bool same_job(const sched_job *a, const sched_job *b)
+{
+    int n = a->replicas * a->gpus_per_replica;
+    bool same_gpus = (!a->gpus && !b->gpus) ||
+                     (a->gpus && b->gpus && !memcmp(a->gpus, b->gpus, (size_t)n * sizeof *a->gpus));
+    return a->id == b->id && a->team == b->team && a->priority == b->priority &&
+           a->preempt_lower == b->preempt_lower && a->no_preempt == b->no_preempt &&
+           a->replicas == b->replicas && a->gpus_per_replica == b->gpus_per_replica &&
+           a->types == b->types && a->gpu_memory == b->gpu_memory && a->share == b->share &&
+           a->exclusive == b->exclusive && a->submit_time == b->submit_time &&
+           a->est_duration == b->est_duration && a->max_duration == b->max_duration &&
+           a->checkpoint_interval == b->checkpoint_interval && a->done == b->done &&
+           a->start_time == b->start_time && a->last_checkpoint == b->last_checkpoint &&
+           same_gpus;
+}
+
+void ctl_sched_forget(ctl *c, ctl_job *j)
+{
+    if (j->in_sched == CTL_SCHED_PENDING) sched_state_remove_pending(c->sched, (uint64_t)j->id);
+    else if (j->in_sched == CTL_SCHED_RUNNING) sched_state_remove_running(c->sched, (uint64_t)j->id);
+    j->in_sched = CTL_SCHED_NONE;
+}
+
+/* Brings the state's entry of job j in step; returns false when it
+ * already was. A job held back for a while joins ctl.held. */
+static bool sync_job(ctl *c, ctl_job *j, exp_counts *ec, double now)
+{
+    sched_job want;
+    bool held;
+    ctl_sched_as as = wanted(c, j, ec, now, &held, &want);
+    if (held && !j->held) {
+        j->held = true;
+        ctl_ids_push(&c->held, &c->n_held, &c->cap_held, j->id);
+    }
+    if (as == j->in_sched) {
+        if (as == CTL_SCHED_NONE) return false;
+        if (as == CTL_SCHED_PENDING && same_job(&j->given, &want)) return false;
+        if (as == CTL_SCHED_RUNNING && same_job(sched_state_job(c->sched, (uint64_t)j->id), &want))
+            return false;
+    }
+    ctl_sched_forget(c, j);
+    char err[256];
+    if (as == CTL_SCHED_PENDING && sched_state_add_pending(c->sched, &want) == 0) {
+        j->in_sched = CTL_SCHED_PENDING;
+        j->given = want;
+    } else if (as == CTL_SCHED_RUNNING &&
+               sched_state_add_running(c->sched, &want, err, sizeof err) == 0) {
+        j->in_sched = CTL_SCHED_RUNNING;
+    } else if (as == CTL_SCHED_RUNNING) {
+        ctl_log(c, "job %s/%s: the scheduler refused its placement: %s", j->team, j->name, err);
     }
     return true;
 }
 
-/* ---- the GPU pass ---- */
-typedef struct pass_input {
-    sched_job *pending, *running;
-    size_t n_pending, n_running;
-    double *spent;
-} pass_input;
-
-static void add_running(ctl *c, ctl_job *j, pass_input *in)
+/* Takes a list of ids (it becomes empty) and syncs the jobs still in the
+ * set: ctl.held (held is true) or ctl.touched. */
+static void sync_list(ctl *c, bool held, exp_counts *ec, double now)
 {
-    if (j->n_gpus == 0) return;
-    if (!j->loaded) ctl_job_load(c, j);
-    srv_shape sh = j->shape;
-    if (!j->loaded || sh.replicas * sh.per_replica != j->n_gpus) {
-        memset(&sh, 0, sizeof sh);
-        sh.replicas = 1;
-        sh.per_replica = j->n_gpus;
+    int64_t *list = held ? c->held : c->touched;
+    size_t count = held ? c->n_held : c->n_touched;
+    if (held) {
+        c->held = NULL;
+        c->n_held = c->cap_held = 0;
+    } else {
+        c->touched = NULL;
+        c->n_touched = c->cap_touched = 0;
     }
-    sched_job *s = &in->running[in->n_running];
-    if (!srv_sched_job(&c->s->cluster, &sh, (uint64_t)j->id, j->name, j->team, j->priority,
-                       j->priority_class, s))
-        return;
-    s->start_time = j->run_started;
-    s->done = j->saved_work;
-    s->gpus = j->gpus;
-    s->no_preempt = j->state != STORE_RUNNING || !j->h;
-    s->submit_time = j->created_at;
-    in->n_running++;
-    int t = s->team;
-    if (j->h) in->spent[t] += (ctl_now() - j->run_started) / 3600.0 * j->n_gpus * j->price;
+    for (size_t i = 0; i < count; i++) {
+        ctl_job *j = ctl_find(c, list[i]);
+        if (!j) continue; /* it left the set meanwhile */
+        if (held) j->held = false;
+        else j->touched = false;
+        sync_job(c, j, ec, now);
+    }
+    free(list);
 }
 
-static void build_input(ctl *c, exp_counts *ec, pass_input *in, double now)
+/* Brings the scheduler's state in step before a pass: the jobs touched
+ * since the last one, the jobs held back for a while, the queued jobs of an
+ * experiment whose running count changed, and after a reload every job (a
+ * job found out of step then, touched by no one, is a missed change: it
+ * counts as a fix). *spent gets this month's money with the running
+ * attempts' share so far. */
+static void sync_changed(ctl *c, exp_counts *ec, double now, double *spent)
 {
-    const sched_cluster *sc = c->s->cluster.sched;
-    in->pending = xcalloc(c->n_jobs + 1, sizeof *in->pending);
-    in->running = xcalloc(c->n_jobs + 1, sizeof *in->running);
-    in->spent = xcalloc((size_t)sc->n_teams + 1, sizeof *in->spent);
-    memcpy(in->spent, c->spent, (size_t)sc->n_teams * sizeof *in->spent);
-    in->n_pending = in->n_running = 0;
-    for (size_t i = 0; i < c->n_jobs; i++) {
-        ctl_job *j = c->jobs[i];
-        if (j->state != STORE_QUEUED) {
-            add_running(c, j, in);
-            continue;
+    if (c->exp_stale) {
+        c->exp_stale = false;
+        for (size_t i = 0; i < c->n_jobs; i++)
+            if (c->jobs[i]->experiment && c->jobs[i]->state == STORE_QUEUED)
+                ctl_job_touch(c, c->jobs[i]);
+    }
+    sync_list(c, true, ec, now);
+    sync_list(c, false, ec, now);
+    if (c->sync_all) {
+        c->sync_all = false;
+        for (size_t i = 0; i < c->n_jobs; i++) {
+            ctl_job *j = c->jobs[i];
+            if (j->held || !sync_job(c, j, ec, now)) continue;
+            c->reload_fixes++;
+            ctl_log(c, "consistency check: job %s/%s was out of step in the scheduler's state; "
+                       "fixed", j->team, j->name);
         }
-        if (!eligible(c, j, ec, now)) continue;
-        sched_job *s = &in->pending[in->n_pending];
-        if (!srv_sched_job(&c->s->cluster, &j->shape, (uint64_t)j->id, j->name, j->team,
-                           j->priority, j->priority_class, s))
-            continue;
-        s->submit_time = j->created_at;
-        s->done = j->saved_work;
-        in->n_pending++;
     }
-}
-
-static void observe(ctl *c, double seconds)
-{
-    int b = 0;
-    while (b < SRV_HIST_BUCKETS && seconds > ctl_hist_bounds[b]) b++;
-    c->hist[b]++;
-    c->hist_sum += seconds;
-    c->hist_n++;
+    size_t n;
+    ctl_job **placed = ctl_placed(c, &n);
+    for (size_t i = 0; i < n; i++) {
+        const ctl_job *j = placed[i];
+        if (j->in_sched == CTL_SCHED_RUNNING && j->h && j->team_index >= 0)
+            spent[j->team_index] += (now - j->run_started) / 3600.0 * j->n_gpus * j->price;
+    }
 }
 
 static double mono(void)
@@ -211,7 +333,7 @@ static void apply_starts(ctl *c, const sched_result *res, exp_counts *ec, double
         if (!j) continue;
         if (d->why.code == SCHED_WHY_AFTER_PREEMPT) {
             ctl_set_reason(c, j, "preempting", "GPUs are being freed for it: lower-priority jobs "
-                                               "checkpoint and stop", now);
+                                               "checkpoint and stop", now, NULL);
             continue;
         }
         exp_count *x = j->experiment && j->exp_max > 0 ? exp_slot(ec, j->team, j->experiment, true) : NULL;
@@ -228,50 +350,48 @@ static void apply_starts(ctl *c, const sched_result *res, exp_counts *ec, double
 static void apply_waits(ctl *c, const sched_result *res, double now)
 {
     const sched_cluster *sc = c->s->cluster.sched;
-    bool tx = store_tx_begin(c->st) == STORE_OK;
+    bool tx = false;
     for (size_t i = 0; i < res->n; i++) {
         const sched_decision *d = &res->d[i];
         if (d->action != SCHED_WAIT && d->action != SCHED_REJECT) continue;
         ctl_job *j = ctl_find(c, (int64_t)d->job);
         if (!j || j->state != STORE_QUEUED) continue;
+        const char *code = why_code(d->why.code);
+        if (d->action == SCHED_WAIT && ctl_reason_recent(j, code, now)) continue;
         sb msg;
         sb_init(&msg);
         sched_reason_format(sc, &d->why, now, &msg);
-        if (d->action == SCHED_WAIT) ctl_set_reason(c, j, why_code(d->why.code), sb_str(&msg), now);
-        else ctl_fail_queued(c, j, "rejected", sb_str(&msg));
+        if (d->action == SCHED_WAIT) {
+            ctl_set_reason(c, j, code, sb_str(&msg), now, &tx);
+        } else {
+            if (!tx) tx = store_tx_begin(c->st) == STORE_OK;
+            ctl_fail_queued(c, j, "rejected", sb_str(&msg));
+        }
         sb_free(&msg);
     }
-    if (tx && store_tx_commit(c->st) != STORE_OK)
-        ctl_log(c, "writing wait reasons: %s", store_error(c->st));
+    commit_reasons(c, tx);
 }
 
 static void gpu_pass(ctl *c, double now)
 {
+    const sched_cluster *sc = c->s->cluster.sched;
     exp_counts ec;
     count_experiments(c, &ec);
-    pass_input in;
-    build_input(c, &ec, &in, now);
-    sched_input si = {.pending = in.pending, .n_pending = in.n_pending, .running = in.running,
-                      .n_running = in.n_running, .usage = c->usage, .spent = in.spent, .now = now};
+    double *spent = xcalloc((size_t)sc->n_teams + 1, sizeof *spent);
+    memcpy(spent, c->spent, (size_t)sc->n_teams * sizeof *spent);
+    sync_changed(c, &ec, now, spent);
     sched_result res;
     sched_result_init(&res);
-    char err[256];
     double t0 = mono();
-    int rc = sched_decide(c->s->cluster.sched, &c->s->cfg.sched, &si, &res, err, sizeof err);
-    observe(c, mono() - t0);
-    if (rc != 0) {
-        ctl_log(c, "the scheduler refused its input: %s", err);
-    } else {
-        c->last_frag = res.frag_gpus;
-        c->last_free_total = res.free_gpus;
-        apply_preempts(c, &res, now);
-        apply_starts(c, &res, &ec, now);
-        apply_waits(c, &res, now);
-    }
+    sched_state_pass(c->sched, now, c->usage, spent, &res);
+    ctl_hist_add(&c->pass_hist, mono() - t0);
+    c->last_frag = res.frag_gpus;
+    c->last_free_total = res.free_gpus;
+    apply_preempts(c, &res, now);
+    apply_starts(c, &res, &ec, now);
+    apply_waits(c, &res, now);
     sched_result_free(&res);
-    free(in.pending);
-    free(in.running);
-    free(in.spent);
+    free(spent);
     free(ec.items);
 }
 
@@ -293,35 +413,40 @@ static void cpu_pass(ctl *c, double now)
     for (size_t i = 0; i < c->n_jobs; i++) {
         ctl_job *j = c->jobs[i];
         if (ctl_job_holds(j)) used++;
-        else if (eligible(c, j, &ec, now)) queue[nq++] = j;
+        else if (eligible(c, j, &ec, now, NULL)) queue[nq++] = j;
     }
     qsort(queue, nq, sizeof *queue, by_priority_then_id);
     double t0 = mono();
-    bool tx = false;
+    bool *waits = xcalloc(nq + 1, sizeof *waits);
     for (size_t i = 0; i < nq; i++) {
         ctl_job *j = queue[i];
         exp_count *x = j->experiment && j->exp_max > 0 ? exp_slot(&ec, j->team, j->experiment, true) : NULL;
-        if (used < slots && !(x && x->n >= j->exp_max)) {
-            ctl_start_job(c, j, NULL, 0, "a CPU slot is free");
-            if (!ctl_job_holds(j)) continue;
-            used++;
-            if (x) x->n++;
-            continue;
-        }
-        if (!tx) tx = store_tx_begin(c->st) == STORE_OK;
+        waits[i] = true;
+        if (used >= slots || (x && x->n >= j->exp_max)) continue;
+        ctl_start_job(c, j, NULL, 0, "a CPU slot is free");
+        if (!ctl_job_holds(j)) continue;
+        waits[i] = false;
+        used++;
+        if (x) x->n++;
+    }
+    bool tx = false; /* the reasons go in one transaction, after the starts */
+    for (size_t i = 0; i < nq; i++) {
+        if (!waits[i] || queue[i]->state != STORE_QUEUED) continue;
         char msg[160];
         snprintf(msg, sizeof msg, "all %d CPU slots are in use; %zu job%s ahead of it", slots, i,
                  i == 1 ? " is" : "s are");
-        ctl_set_reason(c, j, "cpu_slots", msg, now);
+        ctl_set_reason(c, queue[i], "cpu_slots", msg, now, &tx);
     }
-    if (tx && store_tx_commit(c->st) != STORE_OK) ctl_log(c, "writing wait reasons: %s", store_error(c->st));
-    observe(c, mono() - t0);
+    commit_reasons(c, tx);
+    ctl_hist_add(&c->pass_hist, mono() - t0);
+    free(waits);
     free(queue);
     free(ec.items);
 }
 
 void ctl_pass(ctl *c, double now)
 {
+    c->backoff_at = 0; /* eligible() finds the first backoff to end again */
     if (c->s->cluster.cpu_mode) cpu_pass(c, now);
     else gpu_pass(c, now);
 }

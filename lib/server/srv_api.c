@@ -172,7 +172,7 @@ void srv_api_job_cancel(srv_req *r, const char *name)
     cancel_write w = {.id = j.id, .actor = srv_req_actor(r), .found = j.state};
     store_rc rc = srv_write(r, write_cancel, &w);
     if (rc == STORE_OK) {
-        ctl_wake(srv_req_server(r)->ctl);
+        ctl_job_changed(srv_req_server(r)->ctl, w.id);
         store_job_clear(&j);
         if (store_job_get(st, w.id, &j) == STORE_OK)
             srv_reply_json(r, 202, srv_job_json(srv_req_server(r), st, &j, false));

@@ -9,6 +9,9 @@
  *   lathe_job_loss{job,team}                  latest loss of each running job
  *   lathe_job_tokens_per_second{job,team}
  *   lathe_scheduling_pass_seconds             histogram of pass durations
+ *   lathe_controller_loop_seconds             histogram of the controller's turns
+ *   lathe_controller_active_jobs              jobs in the controller's set
+ *   lathe_controller_reload_fixes_total       what its consistency checks had to fix
  *   lathe_http_requests_total{method,code}
  *   lathe_http_write_commits_total            transactions of the HTTP writes (group commit)
  *   lathe_http_writes_total                   writes in them (the ratio: writes per flush)
@@ -111,6 +114,20 @@ static void running_jobs(store *st, sb *out)
     store_job_list_free(&l);
 }
 
+static void histogram(sb *out, const char *name, const char *help, const ctl_hist *h)
+{
+    head(out, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int b = 0; b < SRV_HIST_BUCKETS; b++) {
+        cum += h ? h->bucket[b] : 0;
+        sb_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name, ctl_hist_bounds[b], (unsigned long long)cum);
+    }
+    cum += h ? h->bucket[SRV_HIST_BUCKETS] : 0;
+    sb_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    sb_printf(out, "%s_sum %.9g\n%s_count %llu\n", name, h ? h->sum : 0.0, name,
+              (unsigned long long)(h ? h->n : 0));
+}
+
 static void view_metrics(const srv *s, const ctl_view *v, sb *out)
 {
     const sched_cluster *c = s->cluster.sched;
@@ -139,17 +156,19 @@ static void view_metrics(const srv *s, const ctl_view *v, sb *out)
         sb_printf(out, "lathe_cpu_slots{state=\"in_use\"} %d\nlathe_cpu_slots{state=\"free\"} %d\n",
                   used, s->cluster.cpu_slots - used);
     }
-    head(out, "lathe_scheduling_pass_seconds", "histogram", "Duration of scheduling passes.");
-    uint64_t cum = 0;
-    for (int b = 0; b < SRV_HIST_BUCKETS; b++) {
-        cum += v ? v->hist[b] : 0;
-        sb_printf(out, "lathe_scheduling_pass_seconds_bucket{le=\"%g\"} %llu\n", ctl_hist_bounds[b],
-                  (unsigned long long)cum);
-    }
-    cum += v ? v->hist[SRV_HIST_BUCKETS] : 0;
-    sb_printf(out, "lathe_scheduling_pass_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    sb_printf(out, "lathe_scheduling_pass_seconds_sum %.9g\nlathe_scheduling_pass_seconds_count %llu\n",
-              v ? v->hist_sum : 0.0, (unsigned long long)(v ? v->hist_n : 0));
+    histogram(out, "lathe_scheduling_pass_seconds", "Duration of scheduling passes.",
+              v ? &v->pass_hist : NULL);
+    histogram(out, "lathe_controller_loop_seconds",
+              "Duration of the controller's turns (changes, polls, pass, view).",
+              v ? &v->loop_hist : NULL);
+    head(out, "lathe_controller_active_jobs", "gauge",
+         "Queued, starting, running and stopping jobs in the controller's set.");
+    sb_printf(out, "lathe_controller_active_jobs %zu\n", v ? v->n_active : 0);
+    head(out, "lathe_controller_reload_fixes_total", "counter",
+              "Differences between the controller's set and the store that its periodic "
+              "check fixed.");
+    sb_printf(out, "lathe_controller_reload_fixes_total %llu\n",
+              (unsigned long long)(v ? v->reload_fixes : 0));
 }
 
 static void http_counters(srv *s, sb *out)

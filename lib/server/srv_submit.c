@@ -20,7 +20,8 @@
  *      first copy is in the same batch), 409 when the name holds another
  *      spec.
  *
- * Only then is the request acknowledged and the controller woken.
+ * Only then is the request acknowledged and the controller told which jobs
+ * are new (ctl_job_changed: it reads them, not the whole queue).
  */
 #include "ctl.h"
 
@@ -317,7 +318,7 @@ static void store_lone(submission *m)
     store_rc rc = srv_write(m->r, write_lone, &w);
     free(msg);
     if (rc == STORE_OK || rc == STORE_EXISTS) {
-        if (rc == STORE_OK) ctl_wake(m->s->ctl);
+        if (rc == STORE_OK) ctl_job_changed(m->s->ctl, w.id);
         reply_job(m, rc == STORE_OK ? 201 : 200, w.id);
     } else if (rc == STORE_CONFLICT) {
         srv_reply_error(m->r, 409, "conflict",
@@ -370,7 +371,7 @@ static void store_whole_experiment(submission *m)
     store_rc rc = store_expansion(m, ids, &bad);
     store *st = srv_req_store(m->r);
     if (rc == STORE_OK || rc == STORE_EXISTS) {
-        if (rc == STORE_OK) ctl_wake(m->s->ctl);
+        for (size_t i = 0; rc == STORE_OK && i < m->n; i++) ctl_job_changed(m->s->ctl, ids[i]);
         json_t *jobs = json_array();
         for (size_t i = 0; i < m->n; i++) {
             store_job j;

@@ -38,19 +38,6 @@ static char *true_job(const hs *h, const char *name, int rank)
                      name, rank, h->dir);
 }
 
-/* A number from /metrics ("NAME VALUE" line); -1 when absent. */
-static long long metric(const hs *h, const char *name)
-{
-    hs_resp r = hs_http(h, "GET", "/metrics", NULL, NULL);
-    long long v = -1;
-    char *key = xasprintf("\n%s ", name);
-    const char *p = r.body ? strstr(r.body, key) : NULL;
-    if (p) v = atoll(p + strlen(key));
-    free(key);
-    hs_resp_free(&r);
-    return v;
-}
-
 /* How many listed jobs of team-a have each name (all pages). */
 static json_t *listed_names(const hs *h)
 {
@@ -165,14 +152,14 @@ static void test_burst_rules(void **state)
     /* Bursts until two writes shared a transaction (the first burst, as a
      * rule): the rules are checked in every burst, batched or not. */
     int rounds = 0;
-    long long most = 0;
+    double most = 0;
     while (rounds < 10 && most < 2) {
         burst(&h, rounds++);
-        most = metric(&h, "lathe_http_write_batch_max");
+        most = hs_metric(&h, "lathe_http_write_batch_max");
     }
-    long long commits = metric(&h, "lathe_http_write_commits_total");
-    long long writes = metric(&h, "lathe_http_writes_total");
-    fprintf(stderr, "%d bursts: %lld writes in %lld transactions, at most %lld in one\n", rounds,
+    double commits = hs_metric(&h, "lathe_http_write_commits_total");
+    double writes = hs_metric(&h, "lathe_http_writes_total");
+    fprintf(stderr, "%d bursts: %.0f writes in %.0f transactions, at most %.0f in one\n", rounds,
             writes, commits, most);
     assert_true(most >= 2);
     assert_true(commits < writes);
@@ -257,11 +244,11 @@ static void test_kill9_during_batches(void **state)
         args[t] = (client_arg){&k, t};
         pthread_create(&th[t], NULL, client_main, &args[t]);
     }
-    long long most = 0;
+    double most = 0;
     for (int i = 0; i < KILLS; i++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         hs_sleep((0.2 + (double)(rng % 1000) / 1000.0 * 0.4) * hs_slow());
-        long long m = metric(&h, "lathe_http_write_batch_max");
+        double m = hs_metric(&h, "lathe_http_write_batch_max");
         if (m > most) most = m;
         pthread_mutex_lock(&k.mu);
         hs_kill(&h, SIGKILL);
@@ -280,7 +267,7 @@ static void test_kill9_during_batches(void **state)
     int total = 0;
     for (int t = 0; t < CLIENTS; t++) total += k.acked[t];
     fprintf(stderr, "%d kills; %d submissions acknowledged (%d answered 200 on a retry); up to "
-                    "%lld writes in one transaction\n", KILLS, total, k.repeated, most);
+                    "%.0f writes in one transaction\n", KILLS, total, k.repeated, most);
     assert_true(total >= CLIENTS);
     assert_true(most >= 2); /* the kills met batches */
     /* Acknowledged: listed once. The name each client sent last without an

@@ -267,6 +267,8 @@ static void test_torture(void **state)
     }
     check_listed_once(&h, t.acked);
     check_runs(&h, t.acked);
+    /* the last server's set of active jobs never needed a fix */
+    assert_true(hs_metric(&h, "lathe_controller_reload_fixes_total") == 0);
     pthread_mutex_destroy(&t.mu);
     finish(&h);
 }
