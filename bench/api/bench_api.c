@@ -207,6 +207,34 @@ static bool verify(const client_config *cfg, char **acked, size_t n_acked, size_
     return ok;
 }
 
+/* How the server grouped the submissions' writes (a server without group
+ * commit reports nothing). */
+static void print_grouping(const client_config *cfg)
+{
+    client *c = client_new(cfg);
+    sb out;
+    sb_init(&out);
+    long status = 0;
+    client_error err;
+    client_error_init(&err);
+    if (client_request(c, "GET", "/metrics", NULL, NULL, 0, &status, &out, &err) == 0 &&
+        status == 200) {
+        const char *w = strstr(sb_str(&out), "\nlathe_http_writes_total ");
+        const char *t = strstr(sb_str(&out), "\nlathe_http_write_commits_total ");
+        const char *m = strstr(sb_str(&out), "\nlathe_http_write_batch_max ");
+        if (w && t && m) {
+            double writes = strtod(strchr(w + 1, ' ') + 1, NULL);
+            double commits = strtod(strchr(t + 1, ' ') + 1, NULL);
+            printf("group commit: %.0f writes in %.0f transactions (%.1f per flush, at most %.0f)\n",
+                   writes, commits, commits > 0 ? writes / commits : 0,
+                   strtod(strchr(m + 1, ' ') + 1, NULL));
+        }
+    }
+    client_error_free(&err);
+    sb_free(&out);
+    client_free(c);
+}
+
 static void print_row(const char *name, const phase *ph, double base_rate)
 {
     double rate = (double)ph->n / ph->wall;
@@ -281,6 +309,7 @@ int main(int argc, char **argv)
         run_phase(&o, &cfg, OP_HEALTHZ, o.reads, &base, NULL, NULL);
         run_phase(&o, &cfg, OP_SUBMIT, o.jobs, &sub, &acked, &n_acked);
         bool ok = verify(&cfg, acked, n_acked, &listed);
+        print_grouping(&cfg);
         run_phase(&o, &cfg, OP_GET, o.reads, &get, NULL, NULL);
         run_phase(&o, &cfg, OP_LIST, o.reads / 10, &list, NULL, NULL);
         double base_rate = (double)base.n / base.wall;

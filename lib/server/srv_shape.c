@@ -14,7 +14,13 @@
 char *srv_plan_json(const plan_result *r, bool gpu_type_fixed)
 {
     if (!r->found) return NULL;
-    char *text = plan_to_json(r);
+    /* Only the chosen configuration is kept: a view of the result without
+     * the alternatives spares writing (and parsing back) each of them with
+     * its memory breakdown, most of a submission's work otherwise. */
+    plan_result chosen_only = *r;
+    chosen_only.n_options = 0;
+    chosen_only.has_requested = false;
+    char *text = plan_to_json(&chosen_only);
     json_t *all = text ? json_loads(text, 0, NULL) : NULL;
     free(text);
     json_t *chosen = all ? json_object_get(all, "chosen") : NULL;
