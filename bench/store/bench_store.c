@@ -16,6 +16,10 @@
  *   progress     N points written one per transaction, then N points in
  *                batches of 50 (store_progress_add)
  *   read         N store_job_get and N/100 pages of 100 jobs (store_jobs_list)
+ *   threads      8 threads with a handle each submit N jobs in all: one
+ *                transaction per submission (writers wait for each other in
+ *                SQLite's busy handler), then through one store_batcher
+ *                (group commit: the submissions that meet share a commit)
  *
  * Prints operations per second and the ratio to the baseline. DIR (default
  * /tmp) should be on the disk the server will use: tmpfs flushes nothing.
@@ -24,6 +28,7 @@
 #include "store/store.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +146,58 @@ static void reads(store *st, int n, const int64_t *ids, double *gets, double *pa
     *pages = n_pages / (now_s() - t0);
 }
 
+/* ---- threads ---- */
+#define BENCH_THREADS 8
+
+typedef struct th_arg {
+    const char *path;
+    store_batcher *g; /* NULL: a transaction per submission */
+    int t, n;
+    bool failed;
+} th_arg;
+
+static store_rc write_submit(store *st, void *arg)
+{
+    return store_submit(st, arg, NULL);
+}
+
+static void *th_submit(void *p)
+{
+    th_arg *a = p;
+    char err[512];
+    store *st = store_open(a->path, NULL, err, sizeof err);
+    if (!st) die("open", err);
+    for (int k = 0; k < a->n && !a->failed; k++) {
+        char name[48], hash[48];
+        snprintf(name, sizeof name, "%s-%d-%d", a->g ? "g" : "t", a->t, k);
+        snprintf(hash, sizeof hash, "h%d-%d", a->t, k);
+        store_submit_req r = {.team = "team-c", .name = name, .spec_text = spec_text,
+                              .spec_hash = hash, .max_retries = 3};
+        store_rc rc = a->g ? store_batcher_write(a->g, st, write_submit, &r)
+                           : store_submit(st, &r, NULL);
+        a->failed = rc != STORE_OK;
+    }
+    store_close(st);
+    return NULL;
+}
+
+/* Submissions per second from BENCH_THREADS threads, n in all. */
+static double threaded(const char *path, int n, store_batcher *g)
+{
+    th_arg args[BENCH_THREADS];
+    pthread_t th[BENCH_THREADS];
+    double t0 = now_s();
+    for (int t = 0; t < BENCH_THREADS; t++) {
+        args[t] = (th_arg){path, g, t, n / BENCH_THREADS, false};
+        pthread_create(&th[t], NULL, th_submit, &args[t]);
+    }
+    for (int t = 0; t < BENCH_THREADS; t++) pthread_join(th[t], NULL);
+    double rate = (double)(n / BENCH_THREADS * BENCH_THREADS) / (now_s() - t0);
+    for (int t = 0; t < BENCH_THREADS; t++)
+        if (args[t].failed) die("threads", "a submission failed");
+    return rate;
+}
+
 int main(int argc, char **argv)
 {
     int n = 2000;
@@ -169,6 +226,12 @@ int main(int argc, char **argv)
     double gets, pages;
     reads(st, n, ids, &gets, &pages);
     store_close(st);
+    double alone = threaded(path, n, NULL);
+    store_batcher *g = store_batcher_new(0);
+    double grouped = threaded(path, n, g);
+    store_batcher_stats gs;
+    store_batcher_stats_get(g, &gs);
+    store_batcher_free(g);
 
     printf("bench_store: %d operations each, in %s (WAL, synchronous=FULL)\n", n, dir);
     printf("  %-34s %10.0f /s   1.00x\n", "baseline: plain INSERT, no events", b);
@@ -179,6 +242,11 @@ int main(int argc, char **argv)
            "progress, 50 points per transaction", p50, p50 / b, p50 / p1);
     printf("  %-34s %10.0f /s\n", "store_job_get", gets);
     printf("  %-34s %10.0f /s\n", "store_jobs_list, pages of 100", pages);
+    printf("  %d threads, a transaction per submission %6.0f /s   %.2fx\n", BENCH_THREADS, alone,
+           alone / b);
+    printf("  %d threads, group commit (store_batcher) %6.0f /s   %.2fx  (%.1f per transaction)\n",
+           BENCH_THREADS, grouped, grouped / b,
+           gs.commits ? (double)gs.writes / (double)gs.commits : 0.0);
 
     char *cmd = xasprintf("rm -rf '%s'", dir);
     int rc = system(cmd);
