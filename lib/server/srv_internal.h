@@ -17,8 +17,9 @@
  *   ctl*.c         the controller (ctl.h)
  *
  * Threads: the cluster and config are read-only after srv_start; the
- * controller publishes a ctl_view under a mutex; every other shared thing
- * (store pool, HTTP counters) has its own mutex.
+ * controller publishes a ctl_view under a mutex and takes the ids of the
+ * jobs the HTTP threads changed under another; every other shared thing
+ * (store pool, HTTP counters, the queue of HTTP writes) has its own mutex.
  */
 #ifndef LATHE_SRV_INTERNAL_H
 #define LATHE_SRV_INTERNAL_H
