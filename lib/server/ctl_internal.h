@@ -45,6 +45,8 @@ typedef struct ctl_job {
     double backoff, max_backoff; /* retryPolicy */
     int exp_max;         /* the experiment's max concurrent jobs; 0 = none */
     int failures;        /* attempts that failed (they count against maxRetries) */
+    int preemptions;     /* times the scheduler preempted it since this server started
+                            (the scheduler's reclaim backoff grows with it) */
     double prior_run;    /* run time of earlier attempts (for maxDuration) */
 
     /* why it waits, as last written to the store (reason_at), and when the

@@ -163,6 +163,7 @@ static ctl_sched_as wanted(ctl *c, ctl_job *j, exp_counts *ec, double now, bool 
         *out = j->base;
         out->submit_time = j->created_at;
         out->done = j->saved_work;
+        out->preemptions = j->preemptions;
         return CTL_SCHED_PENDING;
     }
     if (!ctl_job_holds(j) || j->n_gpus == 0) return CTL_SCHED_NONE;
@@ -180,6 +181,7 @@ static ctl_sched_as wanted(ctl *c, ctl_job *j, exp_counts *ec, double now, bool 
     }
     out->start_time = j->run_started;
     out->done = j->saved_work;
+    out->preemptions = j->preemptions;
     out->gpus = j->gpus;
     out->no_preempt = j->state != STORE_RUNNING || !j->h;
     out->submit_time = j->created_at;
@@ -200,7 +202,7 @@ static bool same_job(const sched_job *a, const sched_job *b)
            a->est_duration == b->est_duration && a->max_duration == b->max_duration &&
            a->checkpoint_interval == b->checkpoint_interval && a->done == b->done &&
            a->start_time == b->start_time && a->last_checkpoint == b->last_checkpoint &&
-           same_gpus;
+           a->preemptions == b->preemptions && same_gpus;
 }
 
 void ctl_sched_forget(ctl *c, ctl_job *j)
@@ -319,6 +321,7 @@ static void apply_preempts(ctl *c, const sched_result *res, double now)
         sb_puts(&msg, "preempted: ");
         sched_reason_format(sc, &d->why, now, &msg);
         sb_puts(&msg, "; it checkpoints, stops and returns to the queue");
+        j->preemptions++;
         ctl_begin_stop(c, j, CTL_STOP_PREEMPT, sb_str(&msg), now);
         sb_free(&msg);
     }
