@@ -486,6 +486,32 @@ static inline char *hs_events(const hs *h, const char *token, const char *name)
     return sb_take(&out);
 }
 
+/* How many of team-a's listed jobs have each name, walking every page of
+ * `limit` jobs: a JSON object name -> count (caller decrefs). */
+static inline json_t *hs_listed_names(const hs *h, int limit)
+{
+    json_t *count = json_object();
+    char *token = NULL;
+    do {
+        char *path = token ? xasprintf("/v1/jobs?limit=%d&page_token=%s", limit, token)
+                           : xasprintf("/v1/jobs?limit=%d", limit);
+        hs_resp r = hs_http(h, "GET", path, "token-a", NULL);
+        free(path);
+        assert_int_equal(r.status, 200);
+        json_t *items = json_object_get(r.json, "items");
+        for (size_t i = 0; i < json_array_size(items); i++) {
+            const char *name = json_string_value(json_object_get(json_array_get(items, i), "name"));
+            json_int_t k = json_integer_value(json_object_get(count, name));
+            json_object_set_new(count, name, json_integer(k + 1));
+        }
+        free(token);
+        const char *next = json_string_value(json_object_get(r.json, "next_page_token"));
+        token = next ? xstrdup(next) : NULL;
+        hs_resp_free(&r);
+    } while (token);
+    return count;
+}
+
 /* A test group's server: `gpus` virtual GPUs, started before the group's
  * tests (cmocka group setup) and stopped with SIGTERM after them; a server
  * whose consistency checks had to fix its set of active jobs, or that does

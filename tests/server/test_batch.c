@@ -38,31 +38,6 @@ static char *true_job(const hs *h, const char *name, int rank)
                      name, rank, h->dir);
 }
 
-/* How many listed jobs of team-a have each name (all pages). */
-static json_t *listed_names(const hs *h)
-{
-    json_t *count = json_object();
-    char *token = NULL;
-    do {
-        char *path = token ? xasprintf("/v1/jobs?limit=200&page_token=%s", token)
-                           : xstrdup("/v1/jobs?limit=200");
-        hs_resp r = hs_http(h, "GET", path, "token-a", NULL);
-        free(path);
-        assert_int_equal(r.status, 200);
-        json_t *items = json_object_get(r.json, "items");
-        for (size_t i = 0; i < json_array_size(items); i++) {
-            const char *name = json_string_value(json_object_get(json_array_get(items, i), "name"));
-            json_int_t k = json_integer_value(json_object_get(count, name));
-            json_object_set_new(count, name, json_integer(k + 1));
-        }
-        free(token);
-        const char *next = json_string_value(json_object_get(r.json, "next_page_token"));
-        token = next ? xstrdup(next) : NULL;
-        hs_resp_free(&r);
-    } while (token);
-    return count;
-}
-
 /* ---- a burst: every request released at the same instant ---- */
 typedef struct shot {
     const hs *h;
@@ -163,7 +138,7 @@ static void test_burst_rules(void **state)
             writes, commits, most);
     assert_true(most >= 2);
     assert_true(commits < writes);
-    json_t *names = listed_names(&h);
+    json_t *names = hs_listed_names(&h, 200);
     const char *key;
     json_t *v;
     json_object_foreach(names, key, v) assert_int_equal(json_integer_value(v), 1);
@@ -272,7 +247,7 @@ static void test_kill9_during_batches(void **state)
     assert_true(most >= 2); /* the kills met batches */
     /* Acknowledged: listed once. The name each client sent last without an
      * answer may be there (stored, answer lost). Nothing else. */
-    json_t *names = listed_names(&h);
+    json_t *names = hs_listed_names(&h, 200);
     size_t found = 0;
     for (int t = 0; t < CLIENTS; t++)
         for (int n = 0; n <= k.acked[t] + 1; n++) {
