@@ -301,6 +301,11 @@ size_t sim_trace_parse(const char *name, const char *text, size_t len, sim_trace
         size_t blank = 0;
         while (blank < l && (line[blank] == ' ' || line[blank] == '\t')) blank++;
         if (blank == l || line[blank] == '#') continue;
+        if (memchr(line, '\0', l)) {
+            diag *x = err(&c, 0, -1, "a NUL byte: this is binary data, not CSV text");
+            diag_set_suggestion(x, "check that the file is the trace (UTF-8 or ASCII text)");
+            continue;
+        }
         const char *bad = split(line, l, &r, &tmp);
         if (bad) {
             err(&c, 0, -1, bad);
@@ -367,7 +372,9 @@ size_t sim_trace_load(const char *path, sim_trace *t, diag_list *d)
 static void put_text(sb *o, const char *s)
 {
     if (!s) return;
-    if (!strpbrk(s, ",\"\n")) {
+    /* quoted when it holds what would split or end the field or line, or
+     * starts with '#' (an unquoted one would read as a comment line) */
+    if (!strpbrk(s, ",\"\n\r") && s[0] != '#') {
         sb_puts(o, s);
         return;
     }

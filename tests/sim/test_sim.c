@@ -140,6 +140,41 @@ static void test_trace_bad(void **state)
     diag_list_free(&d);
 }
 
+/* Found by fuzz_trace: a NUL byte inside a field cut the id short (and
+ * the cut id lost its trailing blank when read back), and an id that starts
+ * with '#' was written unquoted, so the line read back as a comment. */
+static void test_trace_fuzz_regressions(void **state)
+{
+    (void)state;
+    sim_trace t;
+    sim_trace_init(&t);
+    diag_list d;
+    diag_list_init(&d);
+    static const char nul[] = "job_id,submit_time_s,duration_s,num_gpus\nab \0cd,0,10,1\nok,0,10,1\n";
+    assert_int_equal(sim_trace_parse("nul.csv", nul, sizeof nul - 1, &t, &d), 1);
+    assert_true(has_diag(&d, 2, NULL, "a NUL byte: this is binary data, not CSV text"));
+    assert_int_equal(t.n, 1);
+    assert_string_equal(t.jobs[0].id, "ok");
+    sim_trace_free(&t);
+    diag_list_free(&d);
+
+    sim_trace_init(&t);
+    diag_list_init(&d);
+    const char *hash = "job_id,submit_time_s,duration_s,num_gpus,team\n\"#1\",0,10,1,\"ab\r\"\n";
+    assert_int_equal(sim_trace_parse("hash.csv", hash, strlen(hash), &t, &d), 0);
+    char *csv = sim_trace_to_csv(&t);
+    sim_trace u;
+    sim_trace_init(&u);
+    assert_int_equal(sim_trace_parse("again", csv, strlen(csv), &u, &d), 0);
+    assert_int_equal(u.n, 1);
+    assert_string_equal(u.jobs[0].id, "#1");
+    assert_string_equal(u.jobs[0].team, "ab\r");
+    free(csv);
+    sim_trace_free(&u);
+    sim_trace_free(&t);
+    diag_list_free(&d);
+}
+
 /* ---- trace-gen ---- */
 
 static void test_gen_reproducible(void **state)
@@ -485,6 +520,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_good),
         cmocka_unit_test(test_trace_bad),
+        cmocka_unit_test(test_trace_fuzz_regressions),
         cmocka_unit_test(test_gen_reproducible),
         cmocka_unit_test(test_sim_by_hand),
         cmocka_unit_test(test_sim_preemption_checkpoint),
