@@ -208,6 +208,9 @@ exec_line_kind exec_parse_train_line(const char *line, size_t len, exec_progress
  * false with a message in err when the file cannot be read or parsed. */
 bool exec_read_hf_state(const char *path, int64_t after_step, exec_progress **pts, size_t *n,
                         char *err, size_t errsz);
+/* The same from the file's text (len bytes); name is used in messages. */
+bool exec_parse_hf_state(const char *text, size_t len, const char *name, int64_t after_step,
+                         exec_progress **pts, size_t *n, char *err, size_t errsz);
 
 /* Incremental reader of ms-swift's logging.jsonl: call again with the same
  * state to get the lines added since. Keeps the offset and never re-reads

@@ -47,14 +47,21 @@ static bool parse_double(const char *s, size_t n, double *out)
     return true;
 }
 
+/* A step count: a whole number from 0 to 2^53 (what a double holds
+ * exactly); anything else (a fraction, "inf", 1e300) leaves *out alone. */
+static void parse_count(const char *s, size_t n, int64_t *out)
+{
+    double d;
+    if (parse_double(s, n, &d) && d >= 0 && d <= 9007199254740992.0 && d == floor(d))
+        *out = (int64_t)d;
+}
+
 /* "N" or "N/TOTAL". */
 static void parse_step(const char *v, size_t n, exec_progress *p)
 {
     const char *slash = memchr(v, '/', n);
-    double a, b;
-    if (parse_double(v, slash ? (size_t)(slash - v) : n, &a) && a >= 0) p->step = (int64_t)a;
-    if (slash && parse_double(slash + 1, n - (size_t)(slash - v) - 1, &b) && b >= 0)
-        p->total_steps = (int64_t)b;
+    parse_count(v, slash ? (size_t)(slash - v) : n, &p->step);
+    if (slash) parse_count(slash + 1, n - (size_t)(slash - v) - 1, &p->total_steps);
 }
 
 static void copy_value(const char *v, size_t n, char *out, size_t outsz)
@@ -121,32 +128,30 @@ exec_line_kind exec_parse_train_line(const char *line, size_t len, exec_progress
 
 /* ---- Hugging Face trainer_state.json ---- */
 
-bool exec_read_hf_state(const char *path, int64_t after_step, exec_progress **pts, size_t *n,
-                        char *err, size_t errsz)
+bool exec_parse_hf_state(const char *text, size_t len, const char *name, int64_t after_step,
+                         exec_progress **pts, size_t *n, char *err, size_t errsz)
 {
     *pts = NULL;
     *n = 0;
-    size_t len;
-    char *text = file_read_all(path, 256u << 20, &len, err, errsz);
-    if (!text) return false;
     json_error_t je;
     json_t *o = json_loadb(text, len, 0, &je);
-    free(text);
     json_t *hist = json_object_get(o, "log_history");
     if (!json_is_object(o) || !json_is_array(hist)) {
-        snprintf(err, errsz, "%s: not a trainer_state.json (%s)", path,
+        snprintf(err, errsz, "%s: not a trainer_state.json (%s)", name,
                  o ? "no log_history list" : je.text);
         json_decref(o);
         return false;
     }
     json_t *max = json_object_get(o, "max_steps");
-    int64_t total = json_is_integer(max) ? (int64_t)json_integer_value(max) : -1;
+    int64_t total = json_is_integer(max) && json_integer_value(max) >= 0
+                        ? (int64_t)json_integer_value(max)
+                        : -1;
     *pts = xcalloc(json_array_size(hist) + 1, sizeof **pts);
     for (size_t i = 0; i < json_array_size(hist); i++) {
         json_t *e = json_array_get(hist, i);
         json_t *step = json_object_get(e, "step"), *loss = json_object_get(e, "loss");
         if (!json_is_integer(step) || !json_is_number(loss)) continue; /* eval / summary */
-        if (json_integer_value(step) <= after_step) continue;
+        if (json_integer_value(step) < 0 || json_integer_value(step) <= after_step) continue;
         exec_progress *p = &(*pts)[(*n)++];
         progress_unknown(p);
         p->step = (int64_t)json_integer_value(step);
@@ -157,6 +162,19 @@ bool exec_read_hf_state(const char *path, int64_t after_step, exec_progress **pt
     }
     json_decref(o);
     return true;
+}
+
+bool exec_read_hf_state(const char *path, int64_t after_step, exec_progress **pts, size_t *n,
+                        char *err, size_t errsz)
+{
+    *pts = NULL;
+    *n = 0;
+    size_t len;
+    char *text = file_read_all(path, 256u << 20, &len, err, errsz);
+    if (!text) return false;
+    bool ok = exec_parse_hf_state(text, len, path, after_step, pts, n, err, errsz);
+    free(text);
+    return ok;
 }
 
 /* ---- ms-swift logging.jsonl ---- */
@@ -185,7 +203,8 @@ bool exec_parse_swift_line(const char *line, size_t len, exec_progress *p)
         const char *gs = exec_json_str(o, "global_step/max_steps");
         json_t *g = json_object_get(o, "global_step");
         if (gs) parse_step(gs, strlen(gs), p);
-        else if (json_is_integer(g)) p->step = (int64_t)json_integer_value(g);
+        else if (json_is_integer(g) && json_integer_value(g) >= 0)
+            p->step = (int64_t)json_integer_value(g);
         ok = p->step >= 0;
         p->loss = json_number_value(loss);
         p->learning_rate = exec_json_num(o, "learning_rate", NAN);

@@ -75,6 +75,15 @@ static void test_train_lines(void **state)
     assert_int_equal(parse("[lathe-train] step=abc loss=1", &p, path), EXEC_LINE_OTHER);
     assert_int_equal(parse("[lathe-train] step=3/9 loss=nope", &p, path), EXEC_LINE_STEP);
     assert_true(isnan(p.loss));
+    /* Found by fuzz_progress: a step beyond what an integer holds was cast
+     * anyway (undefined behaviour); steps must be whole numbers in range. */
+    assert_int_equal(parse("[lathe-train] step=1e300/inf loss=1", &p, path), EXEC_LINE_OTHER);
+    assert_int_equal(p.step, -1);
+    assert_int_equal(p.total_steps, -1);
+    assert_int_equal(parse("[lathe-train] step=2.5/10 loss=1", &p, path), EXEC_LINE_OTHER);
+    assert_int_equal(parse("[lathe-train] step=7/1e99 loss=1", &p, path), EXEC_LINE_STEP);
+    assert_int_equal(p.step, 7);
+    assert_int_equal(p.total_steps, -1);
     /* A path longer than the buffer is cut, never overflowed. */
     char small[8];
     assert_int_equal(exec_parse_train_line("[lathe-train] checkpoint step=1 path=/a/very/long/path",
@@ -108,6 +117,16 @@ static void test_hf_state(void **state)
                                     sizeof err));
     assert_non_null(strstr(err, "logging.jsonl"));
     assert_false(exec_read_hf_state(LATHE_TEST_DATA "/nope.json", -1, &pts, &n, err, sizeof err));
+    /* Negative steps and totals are unknown, not points (fuzz_progress). */
+    const char *neg = "{\"max_steps\": -3, \"log_history\": [{\"step\": -1, \"loss\": 2}, "
+                      "{\"step\": 4, \"loss\": 1.5}]}";
+    assert_true(exec_parse_hf_state(neg, strlen(neg), "neg.json", -2, &pts, &n, err, sizeof err));
+    assert_int_equal(n, 1);
+    assert_int_equal(pts[0].step, 4);
+    assert_int_equal(pts[0].total_steps, -1);
+    free(pts);
+    assert_false(exec_parse_hf_state("[]", 2, "list.json", -1, &pts, &n, err, sizeof err));
+    assert_string_equal(err, "list.json: not a trainer_state.json (no log_history list)");
 }
 
 static void test_swift_lines(void **state)
@@ -131,6 +150,9 @@ static void test_swift_lines(void **state)
     assert_false(exec_parse_swift_line(eval, strlen(eval), &p));
     assert_false(exec_parse_swift_line("not json", 8, &p));
     assert_false(exec_parse_swift_line("[1,2]", 5, &p));
+    const char *neg = "{\"loss\": 2.0, \"global_step\": -4}";
+    assert_false(exec_parse_swift_line(neg, strlen(neg), &p));
+    assert_int_equal(p.step, -1);
 }
 
 /* The reader returns only new whole lines, across appends. */
