@@ -33,10 +33,57 @@ char *client_config_path(void)
 }
 
 /* True for a host name or address character (names, IPv4, [IPv6]). */
-static bool host_char(char c)
+static bool name_char(char c)
 {
-    return isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_' || c == '[' ||
-           c == ']' || c == ':';
+    return isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_';
+}
+
+static bool ipv6_char(char c)
+{
+    return isxdigit((unsigned char)c) || c == ':' || c == '.';
+}
+
+/* Checks HOST[:PORT] (n bytes at s): HOST a name or IPv4 address, or an
+ * IPv6 address in brackets; PORT 1 to 65535. */
+static bool check_host_port(const char *s, size_t n, char *why, size_t whysz)
+{
+    size_t i = 0;
+    if (s[0] == '[') {
+        for (i = 1; i < n && s[i] != ']'; i++)
+            if (!ipv6_char(s[i])) {
+                snprintf(why, whysz, "'%c' cannot appear in an IPv6 address", s[i]);
+                return false;
+            }
+        if (i == n || i == 1) {
+            snprintf(why, whysz, "an IPv6 address is written [ADDRESS]");
+            return false;
+        }
+        i++;
+    } else {
+        while (i < n && name_char(s[i])) i++;
+        if (i == 0 || (i < n && s[i] != ':')) {
+            snprintf(why, whysz, "'%c' cannot appear in HOST[:PORT]", i < n ? s[i] : ':');
+            return false;
+        }
+    }
+    if (i == n) return true;
+    if (s[i] != ':' || i + 1 == n || n - i - 1 > 5) {
+        snprintf(why, whysz, "after the host comes nothing or :PORT");
+        return false;
+    }
+    long port = 0;
+    for (size_t k = i + 1; k < n; k++) {
+        if (!isdigit((unsigned char)s[k])) {
+            snprintf(why, whysz, "the port must be a number");
+            return false;
+        }
+        port = port * 10 + (s[k] - '0');
+    }
+    if (port < 1 || port > 65535) {
+        snprintf(why, whysz, "the port must be from 1 to 65535");
+        return false;
+    }
+    return true;
 }
 
 char *client_normalise_server(const char *addr, char *why, size_t whysz)
@@ -57,11 +104,7 @@ char *client_normalise_server(const char *addr, char *why, size_t whysz)
         snprintf(why, whysz, "no host");
         return NULL;
     }
-    for (size_t i = 0; i < n; i++)
-        if (!host_char(rest[i])) {
-            snprintf(why, whysz, "'%c' cannot appear in HOST[:PORT]", rest[i]);
-            return NULL;
-        }
+    if (!check_host_port(rest, n, why, whysz)) return NULL;
     return xasprintf("%s%.*s", scheme, (int)n, rest);
 }
 

@@ -141,6 +141,28 @@ static void test_normalise(void **state)
     assert_null(client_normalise_server("http://", why, sizeof why));
     assert_null(client_normalise_server("host name", why, sizeof why));
     assert_null(client_normalise_server("unix:///tmp/s", why, sizeof why));
+    s = client_normalise_server("https://gpu-box.example.com", why, sizeof why);
+    assert_string_equal(s, "https://gpu-box.example.com");
+    free(s);
+    /* Found by fuzz_client_config: brackets and colons were taken anywhere. */
+    static const struct { const char *addr, *why; } bad[] = {
+        {"http://a]b[c", "']' cannot appear in HOST[:PORT]"},
+        {"host:80:90", "the port must be a number"},
+        {"host:", "after the host comes nothing or :PORT"},
+        {"host:0", "the port must be from 1 to 65535"},
+        {"host:65536", "the port must be from 1 to 65535"},
+        {"host:123456", "after the host comes nothing or :PORT"},
+        {"[::1", "an IPv6 address is written [ADDRESS]"},
+        {"[]:80", "an IPv6 address is written [ADDRESS]"},
+        {"[::g]", "'g' cannot appear in an IPv6 address"},
+        {"[::1]x", "after the host comes nothing or :PORT"},
+        {":80", "':' cannot appear in HOST[:PORT]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = '\0';
+        assert_null(client_normalise_server(bad[i].addr, why, sizeof why));
+        if (strcmp(why, bad[i].why) != 0) fail_msg("%s: %s", bad[i].addr, why);
+    }
 }
 
 /* Counts the scalar events of a YAML text and checks it parses. */
