@@ -192,7 +192,7 @@ static void get_experiments_table(const json_t *items, bool wide)
 
 /* ---- nodes ---- */
 
-/* "0:r8 1:r16,r32 2:- 3:-" */
+/* "0:r8 1:r16(25%),r32(10%) 2:- 3:-": jobs that share a GPU with their part */
 static void node_gpus_text(sb *s, const json_t *node)
 {
     size_t i, k;
@@ -202,7 +202,12 @@ static void node_gpus_text(sb *s, const json_t *node)
         sb_printf(s, "%lld:", client_int(g, "index", (long long)i));
         const json_t *jobs = json_object_get(g, "jobs");
         if (!json_array_size(jobs)) sb_putc(s, '-');
-        json_array_foreach(jobs, k, j) sb_printf(s, "%s%s", k ? "," : "", client_str(j, "name"));
+        json_array_foreach(jobs, k, j) {
+            const char *job = client_str(j, "name"); /* null: another team's */
+            sb_printf(s, "%s%s", k ? "," : "", job ? job : "-");
+            double share = json_number_value(json_object_get(j, "share"));
+            if (share > 0 && share < 1) sb_printf(s, "(%.0f%%)", share * 100);
+        }
     }
 }
 

@@ -60,9 +60,16 @@ static void top_gpus(sb *out, const json_t *nodes)
             if (!json_array_size(jobs))
                 client_table_row(&t, client_str(n, "name"), idx, client_str(n, "gpu_type"), "idle",
                                  NULL);
-            json_array_foreach(jobs, m, j)
-                client_table_row(&t, client_str(n, "name"), idx, client_str(n, "gpu_type"),
-                                 client_str(j, "name"), client_str(j, "team"));
+            json_array_foreach(jobs, m, j) {
+                char name[160];
+                const char *job = client_str(j, "name"); /* null: another team's */
+                double share = json_number_value(json_object_get(j, "share"));
+                snprintf(name, sizeof name, "%s", job ? job : "-");
+                if (share > 0 && share < 1)
+                    snprintf(name, sizeof name, "%s (%.0f%% of the GPU)", job ? job : "-", share * 100);
+                client_table_row(&t, client_str(n, "name"), idx, client_str(n, "gpu_type"), name,
+                                 client_str(j, "team"));
+            }
         }
     }
     sb_printf(out, "GPUs: %zu of %zu in use\n", used, total);

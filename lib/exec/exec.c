@@ -120,6 +120,8 @@ void exec_contract_env(const exec_contract *c, char ***env, size_t *n)
     /* Empty hides every GPU from a CPU job (CUDA reads "" as none). */
     env_str(env, n, "CUDA_VISIBLE_DEVICES", gpus);
     if (c->virtual_gpus) env_str(env, n, "LATHE_VIRTUAL_GPUS", "1");
+    if (c->gpu_share > 0 && c->gpu_share < 1)
+        env_push(env, n, xasprintf("LATHE_GPU_SHARE=%.2f", c->gpu_share));
     if (c->nnodes > 0) {
         env_int(env, n, "NNODES", c->nnodes);
         env_int(env, n, "NODE_RANK", c->node_rank >= 0 ? c->node_rank : 0);

@@ -73,6 +73,9 @@ typedef struct exec_contract {
                                      the trainer sees no GPU */
     bool virtual_gpus;            /* LATHE_VIRTUAL_GPUS=1: ids from a Cluster
                                      spec, the work runs on the CPU */
+    double gpu_share;             /* LATHE_GPU_SHARE: the part of its GPU a
+                                     job that shares one may use ("0.25"; set
+                                     when above 0 and below 1) */
     int nnodes, node_rank, nproc_per_node; /* NNODES, NODE_RANK (set when
                                      nnodes > 0, node_rank >= 0), NPROC_PER_NODE */
     const char *master_addr;      /* MASTER_ADDR */

@@ -197,7 +197,7 @@ static void advance_usage(ctl *c, double now)
     ctl_job **placed = ctl_placed(c, &np);
     for (size_t i = 0; i < np; i++) {
         int t = placed[i]->team_index;
-        if (t >= 0) alloc[t] += placed[i]->n_gpus;
+        if (t >= 0) alloc[t] += ctl_job_gpus_held(placed[i]);
     }
     for (int t = 0; t < sc->n_teams; t++)
         c->usage[t] = sched_usage_advance(c->usage[t], alloc[t], dt, c->s->cfg.sched.half_life);
@@ -230,6 +230,7 @@ static void view_free(ctl_view *v)
     }
     free(v->waits);
     free(v->free_by_type);
+    free(v->alloc_by_type);
     free(v);
 }
 
@@ -258,14 +259,20 @@ static void view_add_run(ctl *c, ctl_view *v, const ctl_job *j, int team, double
     for (int k = 0; k < j->n_gpus; k++) {
         int g = j->gpus[k];
         ctl_view_gpu *vg = &v->gpus[g];
+        /* a shared GPU is allocated (and no longer free) once, and in use
+         * once by each team with a job on it */
+        bool first = vg->n == 0, team_new = true;
+        for (size_t i = 0; i < vg->n; i++)
+            if (!strcmp(vg->jobs[i].team, j->team)) team_new = false;
         vg->jobs = xrealloc(vg->jobs, (vg->n + 1) * sizeof *vg->jobs);
-        vg->jobs[vg->n++] = (ctl_view_job){xstrdup(j->name), xstrdup(j->team), SCHED_SHARE_WHOLE};
+        vg->jobs[vg->n++] = (ctl_view_job){xstrdup(j->name), xstrdup(j->team), j->share};
         const sched_node *node = &sc->nodes[sc->gpu_node[g]];
-        if (node->state == SCHED_NODE_READY) v->free_by_type[node->type]--;
-        if (team >= 0) v->in_use[team * v->n_types + sc->nodes[sc->gpu_node[g]].type]++;
+        if (first && node->state == SCHED_NODE_READY) v->free_by_type[node->type]--;
+        if (first) v->alloc_by_type[node->type]++;
+        if (team >= 0 && team_new) v->in_use[team * v->n_types + node->type]++;
     }
     if (team >= 0 && j->h && j->n_gpus > 0)
-        v->spent[team] += (now - j->run_started) / 3600.0 * j->n_gpus * j->price;
+        v->spent[team] += (now - j->run_started) / 3600.0 * ctl_job_gpus_held(j) * j->price;
 }
 
 /* The queued jobs by team and reason: counted again only when they
@@ -306,6 +313,7 @@ static ctl_view *view_build(ctl *c, double now)
     v->running = xcalloc((size_t)sc->n_teams + 1, sizeof *v->running);
     v->queued = xcalloc((size_t)sc->n_teams + 1, sizeof *v->queued);
     v->free_by_type = xcalloc((size_t)sc->n_types + 1, sizeof *v->free_by_type);
+    v->alloc_by_type = xcalloc((size_t)sc->n_types + 1, sizeof *v->alloc_by_type);
     for (int n = 0; n < sc->n_nodes; n++)
         if (sc->nodes[n].state == SCHED_NODE_READY) v->free_by_type[sc->nodes[n].type] += sc->nodes[n].n_gpus;
     memcpy(v->spent, c->spent, (size_t)sc->n_teams * sizeof *v->spent);

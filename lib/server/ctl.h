@@ -78,6 +78,8 @@ typedef struct ctl_view {
     ctl_view_wait *waits;
     size_t n_waits;
     int *free_by_type;       /* [n_types] whole GPUs free on ready nodes */
+    int *alloc_by_type;      /* [n_types] GPUs with at least one job (a shared
+                                GPU once; in_use counts it for each team) */
     int frag;                /* free GPUs no waiting job's shape can use */
     int cpu_in_use;          /* cpu mode: slots in use */
     ctl_hist pass_hist;      /* scheduling pass durations */
@@ -88,6 +90,10 @@ typedef struct ctl_view {
 
 /* The histogram's upper bounds in seconds (SRV_HIST_BUCKETS of them). */
 extern const double ctl_hist_bounds[SRV_HIST_BUCKETS];
+
+/* The share of each GPU a stored placement holds, in hundredths: its
+ * "share" (a fraction, present when the job shares its GPU), else 100. */
+int ctl_placement_share(const char *placement_json);
 
 /* Creates the controller: its store handle, the local executor, and the
  * re-attachment to open attempts. Returns NULL with a message in err. */

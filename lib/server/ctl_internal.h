@@ -75,6 +75,8 @@ typedef struct ctl_job {
     double run_started;
     int *gpus;           /* sched GPU indices; NULL for a CPU slot */
     int n_gpus;
+    int share;           /* hundredths of each of its GPUs it holds: 100 = whole
+                            GPUs, less for a job that shares its GPU */
     bool cpu_slot;
     double price;        /* per GPU-hour of its GPUs */
     double base_gpu_seconds, base_cost; /* the job's totals before this attempt */
@@ -189,10 +191,13 @@ void ctl_job_free(ctl_job *j);
 void ctl_job_sync(ctl_job *j, const store_job *s);
 /* GPU indices from a placement JSON; false when it names no known GPU. */
 bool ctl_placement_gpus(const ctl *c, const char *placement_json, int **gpus, int *n);
+/* GPUs a placed job holds, a shared GPU counting as its part of it (for
+ * GPU-hours, cost and fair-share usage). */
+double ctl_job_gpus_held(const ctl_job *j);
 
 /* ---- ctl_run.c ---- */
 /* Starts an attempt on the given GPUs (n = 0: a CPU slot). */
-void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, const char *why);
+void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, int share, const char *why);
 /* Stores the executor's handle of the current attempt and moves starting ->
  * running (a job asked to stop meanwhile keeps stopping). */
 void ctl_record_start(ctl *c, ctl_job *j, const char *note);

@@ -72,6 +72,7 @@ static ctl_job *insert(ctl *c, const store_job *s)
 {
     ctl_job *j = xcalloc(1, sizeof *j);
     j->id = s->id;
+    j->share = SCHED_SHARE_WHOLE;
     ctl_job_sync(j, s);
     j->team_index = sched_cluster_find_team(c->s->cluster.sched, j->team);
     if (c->n_jobs == c->cap_jobs) {
@@ -395,4 +396,22 @@ bool ctl_placement_gpus(const ctl *c, const char *placement_json, int **gpus, in
         return false;
     }
     return true;
+}
+
+int ctl_placement_share(const char *placement_json)
+{
+    json_t *p = placement_json ? json_loads(placement_json, 0, NULL) : NULL;
+    json_t *share = json_object_get(p, "share");
+    int units = SCHED_SHARE_WHOLE;
+    if (json_is_number(share)) {
+        double v = json_number_value(share) * SCHED_SHARE_WHOLE;
+        if (v >= 1 && v < SCHED_SHARE_WHOLE) units = (int)(v + 0.5);
+    }
+    json_decref(p);
+    return units;
+}
+
+double ctl_job_gpus_held(const ctl_job *j)
+{
+    return (double)j->n_gpus * j->share / SCHED_SHARE_WHOLE;
 }

@@ -75,6 +75,7 @@ static void recover_attempt(ctl *c, const store_attempt *a, double now)
     j->attempt = a->number;
     j->run_started = a->started_at;
     ctl_placement_gpus(c, s.placement_json, &j->gpus, &j->n_gpus);
+    j->share = ctl_placement_share(s.placement_json);
     j->cpu_slot = j->n_gpus == 0;
     j->price = j->n_gpus ? srv_cluster_price(&c->s->cluster, j->gpus[0]) : 0;
     j->base_gpu_seconds = s.gpu_seconds;

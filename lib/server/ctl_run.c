@@ -77,7 +77,7 @@ void ctl_fail_queued(ctl *c, ctl_job *j, const char *reason, const char *message
 /* ---- start ---- */
 
 /* {"node": N, "gpu_type": T, "gpus": [local...]} (+ "nodes" over several). */
-static char *placement_json(const ctl *c, const int *gpus, int n)
+static char *placement_json(const ctl *c, const int *gpus, int n, int share)
 {
     const sched_cluster *sc = c->s->cluster.sched;
     if (n == 0) return xstrdup("{\"node\":\"cpu\",\"gpu_type\":null,\"gpus\":[]}");
@@ -99,6 +99,7 @@ static char *placement_json(const ctl *c, const int *gpus, int n)
                           sc->types[sc->nodes[sc->gpu_node[gpus[0]]].type].name, "gpus",
                           json_object_get(first, "gpus"));
     if (json_array_size(nodes) > 1) json_object_set(p, "nodes", nodes);
+    if (share < SCHED_SHARE_WHOLE) json_object_set_new(p, "share", json_real(share / 100.0));
     json_decref(nodes);
     char *text = json_dumps(p, JSON_COMPACT);
     json_decref(p);
@@ -216,6 +217,7 @@ static void fill_request(ctl *c, ctl_job *j, launch *l, exec_request *q)
     k->checkpoint_interval = s->checkpoint.enabled ? s->checkpoint.interval_steps : 0;
     k->gpus = l->gpus;
     k->virtual_gpus = virt;
+    k->gpu_share = j->n_gpus > 0 ? (double)j->share / SCHED_SHARE_WHOLE : 0;
     k->nnodes = j->shape.replicas > 0 ? j->shape.replicas : 1;
     k->node_rank = 0;
     k->nproc_per_node = j->shape.per_replica > 0 ? j->shape.per_replica : 1;
@@ -307,7 +309,7 @@ static bool dataset_present(ctl *c, ctl_job *j, char *why, size_t whysz)
     return ok;
 }
 
-void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, const char *why)
+void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, int share, const char *why)
 {
     if (!ctl_job_load(c, j) || j->state != STORE_QUEUED) return;
     char msg[512];
@@ -319,12 +321,15 @@ void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, const char *why)
         ctl_fail_queued(c, j, "invalid", msg);
         return;
     }
-    char *placement = placement_json(c, gpus, n);
+    if (n == 0 || share < 1 || share > SCHED_SHARE_WHOLE) share = SCHED_SHARE_WHOLE;
+    char *placement = placement_json(c, gpus, n, share);
     json_t *pj = json_loads(placement, 0, NULL);
     char *gpus_json = json_dumps(json_object_get(pj, "gpus"), JSON_COMPACT);
     const char *node = json_string_value(json_object_get(pj, "node"));
-    snprintf(msg, sizeof msg, "placed on %s%s%s: %s", n ? node : "a CPU slot", n ? " GPUs " : "",
-             n ? gpus_json : "", why);
+    char part[48] = "";
+    if (share < SCHED_SHARE_WHOLE) snprintf(part, sizeof part, " (%d%% of it, shared)", share);
+    snprintf(msg, sizeof msg, "placed on %s%s%s%s: %s", n ? node : "a CPU slot", n ? " GPUs " : "",
+             n ? gpus_json : "", part, why);
     store_event ev = {.actor = "scheduler", .type = "scheduled", .message = msg,
                       .data_json = placement};
     store_job_update upd = {.set = STORE_SET_PLACEMENT | STORE_SET_WAIT_REASON | STORE_SET_NOT_BEFORE,
@@ -353,6 +358,7 @@ void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, const char *why)
     j->gpus = n ? xmalloc((size_t)n * sizeof *j->gpus) : NULL;
     if (n) memcpy(j->gpus, gpus, (size_t)n * sizeof *gpus);
     j->n_gpus = n;
+    j->share = share;
     j->cpu_slot = n == 0;
     j->price = n ? srv_cluster_price(&c->s->cluster, gpus[0]) : 0;
     j->base_gpu_seconds = j->gpu_seconds;
@@ -708,7 +714,7 @@ static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, do
     ctl_go go = decide(j, e, state, why, rp->ok);
     double backoff = end_backoff(c, j, e, go);
     double ended = e->st.ended_at > 0 ? e->st.ended_at : now;
-    double gs = e->not_started ? 0 : (ended - j->run_started) * j->n_gpus;
+    double gs = e->not_started ? 0 : (ended - j->run_started) * ctl_job_gpus_held(j);
     sb msg, wait;
     sb_init(&msg);
     sb_init(&wait);
@@ -765,6 +771,7 @@ void ctl_attempt_ended(ctl *c, ctl_job *j, const ctl_end *e, double now)
         free(j->gpus);
         j->gpus = NULL;
         j->n_gpus = 0;
+        j->share = SCHED_SHARE_WHOLE;
         j->cpu_slot = false;
         j->state = go_states[go];
         j->not_before = w.not_before;

@@ -297,7 +297,7 @@ static void sync_changed(ctl *c, exp_counts *ec, double now, double *spent)
     for (size_t i = 0; i < n; i++) {
         const ctl_job *j = placed[i];
         if (j->in_sched == CTL_SCHED_RUNNING && j->h && j->team_index >= 0)
-            spent[j->team_index] += (now - j->run_started) / 3600.0 * j->n_gpus * j->price;
+            spent[j->team_index] += (now - j->run_started) / 3600.0 * ctl_job_gpus_held(j) * j->price;
     }
 }
 
@@ -344,7 +344,7 @@ static void apply_starts(ctl *c, const sched_result *res, exp_counts *ec, double
         sb why;
         sb_init(&why);
         sched_reason_format(sc, &d->why, now, &why);
-        ctl_start_job(c, j, sched_decision_gpus(res, d), d->n_gpus, sb_str(&why));
+        ctl_start_job(c, j, sched_decision_gpus(res, d), d->n_gpus, d->share, sb_str(&why));
         sb_free(&why);
         if (x && ctl_job_holds(j)) x->n++;
     }
@@ -426,7 +426,7 @@ static void cpu_pass(ctl *c, double now)
         exp_count *x = j->experiment && j->exp_max > 0 ? exp_slot(&ec, j->team, j->experiment, true) : NULL;
         waits[i] = true;
         if (used >= slots || (x && x->n >= j->exp_max)) continue;
-        ctl_start_job(c, j, NULL, 0, "a CPU slot is free");
+        ctl_start_job(c, j, NULL, 0, SCHED_SHARE_WHOLE, "a CPU slot is free");
         if (!ctl_job_holds(j)) continue;
         waits[i] = false;
         used++;

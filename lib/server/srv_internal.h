@@ -122,6 +122,7 @@ typedef struct srv_shape {
     int64_t steps;             /* optimizer steps of the run; 0 = unknown */
     double checkpoint_every;   /* seconds between checkpoints; 0 = none */
     double max_duration;       /* timeout.maxDuration; 0 = none */
+    bool shared;               /* resources.gpu.shared: may share its GPU */
 } srv_shape;
 
 /* The stored plan (plan_json: the planner's chosen configuration plus

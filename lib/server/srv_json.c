@@ -5,6 +5,8 @@
  * among the teams its token may see. */
 #include "srv_internal.h"
 
+#include "ctl.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,12 +125,13 @@ static void live_usage(const srv *s, store *st, const store_job *j, double *gs, 
     int t = type ? sched_cluster_find_type(s->cluster.sched, type) : -1;
     double price = t >= 0 ? s->cluster.sched->types[t].price_per_hour : 0;
     json_decref(p);
+    double held = (double)n * ctl_placement_share(j->placement_json) / SCHED_SHARE_WHOLE;
     store_attempt a;
     if (n == 0 || store_attempt_get(st, j->id, j->attempts, &a) != STORE_OK) return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-    if (a.started_at > 0 && now > a.started_at) *gs = (now - a.started_at) * (double)n;
+    if (a.started_at > 0 && now > a.started_at) *gs = (now - a.started_at) * held;
     *cost = *gs / 3600.0 * price;
     store_attempt_clear(&a);
 }

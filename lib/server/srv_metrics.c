@@ -141,8 +141,8 @@ static void view_metrics(const srv *s, const ctl_view *v, sb *out)
     }
     head(out, "lathe_gpus", "gauge", "GPUs allocated, free, and free but fragmented.");
     for (int t = 0; t < c->n_types; t++) {
-        int used = 0, free_ = v ? v->free_by_type[t] : c->type_gpus[t];
-        for (int k = 0; v && k < v->n_teams && t < v->n_types; k++) used += v->in_use[k * v->n_types + t];
+        int used = v && t < v->n_types ? v->alloc_by_type[t] : 0;
+        int free_ = v ? v->free_by_type[t] : c->type_gpus[t];
         sb_puts(out, "lathe_gpus{state=\"allocated\",gpu_type=\"");
         label(out, c->types[t].name);
         sb_printf(out, "\"} %d\nlathe_gpus{state=\"free\",gpu_type=\"", used);

@@ -59,6 +59,7 @@ bool srv_shape_of(const srv_cluster *c, const char *plan_json, const spec_job *j
 {
     memset(out, 0, sizeof *out);
     out->max_duration = job->timeout.max_duration;
+    out->shared = job->resources.gpu_shared;
     if (c->cpu_mode) return true;
     json_t *p = plan_json ? json_loads(plan_json, 0, NULL) : NULL;
     const char *type = p ? json_string_value(json_object_get(p, "gpu_type")) : NULL;
@@ -113,7 +114,10 @@ bool srv_sched_job(const srv_cluster *c, const srv_shape *sh, uint64_t id, const
     out->gpus_per_replica = sh->per_replica;
     out->types = sh->types;
     out->gpu_memory = sh->gpu_memory;
-    out->exclusive = true; /* two trainers never share a GPU: nothing isolates them */
+    /* Nothing isolates two trainers on one GPU (time-slicing or MPS), so a
+     * job shares only when its spec says it may; the scheduler then gives
+     * it the part of a GPU its planned memory needs. */
+    out->exclusive = !sh->shared;
     out->est_duration = sh->est_duration;
     out->max_duration = sh->max_duration;
     out->checkpoint_interval = sh->checkpoint_every;

@@ -139,6 +139,8 @@ typedef struct spec_job {
         int gpu_count;       /* GPUs per node (as a Kubernetes pod asks); 0 = not given */
         char *gpu_type;      /* NULL = not given */
         double gpu_memory_estimate; /* bytes; 0 = not given */
+        bool gpu_shared;     /* may share its GPU with other shared jobs when its
+                                plan needs less than a whole one (default false) */
         double cpu;          /* cores; 0 = not given */
         double memory;       /* bytes; 0 = not given */
         int nodes;           /* 0 = not given; GPUs in all = gpu_count x max(nodes, 1) */

@@ -205,12 +205,14 @@ static void emit_resources(sink *s, const spec_job *j)
 {
     if (!j->resources.given) return;
     s->map_begin(s, "resources");
-    if (j->resources.gpu_count || j->resources.gpu_type || j->resources.gpu_memory_estimate > 0) {
+    if (j->resources.gpu_count || j->resources.gpu_type || j->resources.gpu_memory_estimate > 0 ||
+        j->resources.gpu_shared) {
         s->map_begin(s, "gpu");
         if (j->resources.gpu_count) put_int(s, "count", j->resources.gpu_count);
         put_str(s, "type", j->resources.gpu_type);
         if (j->resources.gpu_memory_estimate > 0)
             s->num(s, "memoryEstimate", j->resources.gpu_memory_estimate, NUM_BYTES);
+        if (j->resources.gpu_shared) s->boolean(s, "shared", true);
         s->map_end(s);
     }
     if (j->resources.cpu > 0) s->num(s, "cpu", j->resources.cpu, NUM_PLAIN);

@@ -277,6 +277,7 @@ static const spec_field gpu_fields[] = {
     {.key = "memoryEstimate", .type = SF_BYTES, .off = J(resources.gpu_memory_estimate),
      .flags = SF_POS | SF_MIN | SF_MIN_EXCL, .min = 0,
      .off_pos = J(resources.pos_gpu_memory_estimate)},
+    {.key = "shared", .type = SF_BOOL, .off = J(resources.gpu_shared)},
 };
 static const spec_schema gpu_schema = SCHEMA(gpu_fields);
 
@@ -528,6 +529,13 @@ static void check_misc(spec_dctx *c, const spec_ynode *body, spec_job *j)
                             "warm-up lasts the whole run");
         diag_set_suggestion(x, "use fewer warm-up steps than maxSteps (%ld)",
                             j->hyperparams.max_steps);
+    }
+    int gpus = j->resources.gpu_count * (j->resources.nodes > 1 ? j->resources.nodes : 1);
+    if (j->resources.gpu_shared && gpus > 1) {
+        diag *x = report_at(c, DIAG_WARNING, body, "resources.gpu.shared",
+                            "only a job on one GPU shares it: the setting has no effect");
+        diag_set_found(x, "%d GPUs", gpus);
+        diag_set_suggestion(x, "drop shared, or ask for one GPU");
     }
     if (j->timeout.max_duration > 0 && j->timeout.grace_period >= j->timeout.max_duration) {
         diag *x = report_at(c, DIAG_WARNING, body, "timeout.gracePeriod",

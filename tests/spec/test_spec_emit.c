@@ -103,6 +103,7 @@ static bool job_equal(const spec_job *a, const spec_job *b)
     SAME(resources.gpu_count);
     SAME_STR(resources.gpu_type);
     SAME(resources.gpu_memory_estimate);
+    SAME(resources.gpu_shared);
     SAME(resources.cpu);
     SAME(resources.memory);
     SAME(resources.nodes);
