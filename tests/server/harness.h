@@ -512,6 +512,25 @@ static inline json_t *hs_listed_names(const hs *h, int limit)
     return count;
 }
 
+/* Removes the test folder and frees h's strings (no server may run). */
+static inline void hs_free(hs *h)
+{
+    hs_rmdir(h);
+    free(h->dir);
+    free(h->config);
+    free(h->record);
+}
+
+/* Stops the server with SIGTERM, which must end it cleanly (status 0: no
+ * sanitizer report; its log is printed otherwise), then hs_free. */
+static inline void hs_finish(hs *h)
+{
+    int status = hs_kill(h, SIGTERM);
+    if (status != 0) hs_print_log(h);
+    assert_int_equal(status, 0);
+    hs_free(h);
+}
+
 /* A test group's server: `gpus` virtual GPUs, started before the group's
  * tests (cmocka group setup) and stopped with SIGTERM after them; a server
  * whose consistency checks had to fix its set of active jobs, or that does
@@ -544,10 +563,7 @@ static inline int hs_group_teardown(hs *h)
         fprintf(stderr, "the server ended with status %d\n", status);
         return -1;
     }
-    hs_rmdir(h);
-    free(h->dir);
-    free(h->config);
-    free(h->record);
+    hs_free(h);
     curl_global_cleanup();
     return 0;
 }

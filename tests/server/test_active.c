@@ -45,16 +45,6 @@ static void start_fast(hs *h, int gpus)
     assert_true(h->pid > 0);
 }
 
-static void finish(hs *h)
-{
-    int status = hs_kill(h, SIGTERM);
-    if (status != 0) hs_print_log(h);
-    assert_int_equal(status, 0);
-    hs_rmdir(h);
-    free(h->dir);
-    free(h->config);
-    free(h->record);
-}
 
 /* The sum of every line of a metric family (all labels). */
 static double metric_sum(const hs *h, const char *family)
@@ -178,7 +168,7 @@ static void test_churn_in_step(void **state)
     double fixes = hs_metric(&h, "lathe_controller_reload_fixes_total");
     if (fixes != 0) hs_print_log(&h);
     assert_true(fixes == 0);
-    finish(&h);
+    hs_finish(&h);
 }
 
 /* ---- changes behind the server's back ---- */
@@ -227,7 +217,7 @@ static void test_outside_changes_found(void **state)
     size_t n = hs_read_runs(&h, &runs);
     for (size_t i = 0; i < n; i++) assert_true(strcmp(runs[i].job, "team-a/queued") != 0);
     free(runs);
-    finish(&h);
+    hs_finish(&h);
 }
 
 int main(void)

@@ -144,13 +144,7 @@ static void test_burst_rules(void **state)
     json_object_foreach(names, key, v) assert_int_equal(json_integer_value(v), 1);
     assert_int_equal(json_object_size(names), 1 + (size_t)rounds * (VALID + PAIRS));
     json_decref(names);
-    int status = hs_kill(&h, SIGTERM);
-    if (status != 0) hs_print_log(&h);
-    assert_int_equal(status, 0);
-    hs_rmdir(&h);
-    free(h.dir);
-    free(h.config);
-    free(h.record);
+    hs_finish(&h);
 }
 
 /* ---- SIGKILL while batches commit ---- */
@@ -262,13 +256,7 @@ static void test_kill9_during_batches(void **state)
     assert_int_equal(json_object_size(names), found);
     json_decref(names);
     pthread_mutex_destroy(&k.mu);
-    int status = hs_kill(&h, SIGTERM);
-    if (status != 0) hs_print_log(&h);
-    assert_int_equal(status, 0);
-    hs_rmdir(&h);
-    free(h.dir);
-    free(h.config);
-    free(h.record);
+    hs_finish(&h);
 }
 
 int main(void)

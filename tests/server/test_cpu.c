@@ -106,11 +106,7 @@ static void test_cpu_slots(void **state)
     free(log);
     free(lathe);
     free(admin);
-    assert_int_equal(hs_kill(&h, SIGTERM), 0);
-    hs_rmdir(&h);
-    free(h.dir);
-    free(h.config);
-    free(h.record);
+    hs_finish(&h);
 }
 
 static void test_bad_config(void **state)
@@ -135,10 +131,7 @@ static void test_bad_config(void **state)
     free(text);
     free(log);
     free(lathe);
-    hs_rmdir(&h);
-    free(h.dir);
-    free(h.config);
-    free(h.record);
+    hs_free(&h);
 }
 
 int main(void)

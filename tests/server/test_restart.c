@@ -30,16 +30,6 @@ static void submit_ok(hs *h, const char *name, const char *env)
     free(job);
 }
 
-static void finish(hs *h)
-{
-    int status = hs_kill(h, SIGTERM);
-    if (status != 0) hs_print_log(h);
-    assert_int_equal(status, 0);
-    hs_rmdir(h);
-    free(h->dir);
-    free(h->config);
-    free(h->record);
-}
 
 static int count_runs(const hs_run *runs, size_t n, const char *job)
 {
@@ -112,7 +102,7 @@ static void test_restart_running(void **state)
         assert_int_equal(count_runs(runs, n, job), 1);
     }
     free(runs);
-    finish(&h);
+    hs_finish(&h);
 }
 
 /* ---- torture ---- */
@@ -255,7 +245,7 @@ static void test_torture(void **state)
     /* the last server's set of active jobs never needed a fix */
     assert_true(hs_metric(&h, "lathe_controller_reload_fixes_total") == 0);
     pthread_mutex_destroy(&t.mu);
-    finish(&h);
+    hs_finish(&h);
 }
 
 int main(void)
