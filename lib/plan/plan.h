@@ -302,6 +302,7 @@ typedef struct plan_result {
     bool fixed_steps;            /* the spec's maxSteps: the count does not follow the batch */
     double tokens;               /* tokens of the run (upper bound: samples x seq) */
     double deadline;             /* timeout.maxDuration in seconds; 0 = none */
+    bool shared;                 /* resources.gpu.shared: may share its GPU */
 
     bool found;
     plan_config chosen;

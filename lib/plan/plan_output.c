@@ -61,6 +61,14 @@ static void text_summary(const plan_result *r, sb *out)
     units_format_bytes(use, sizeof use, c->usable);
     units_format_bytes(mem, sizeof mem, c->gpu->memory);
     sb_printf(out, "  %-9s %s per GPU, %s usable of %s\n", "memory", gib, use, mem);
+    if (r->shared && c->gpus == 1 && c->mem.peak < c->gpu->memory) {
+        /* what the server's scheduler gives it: ceil(100 x memory / GPU memory) hundredths */
+        int part = (int)ceil(100.0 * c->mem.peak / c->gpu->memory);
+        sb_printf(out, "  %-9s %d%% of the GPU, beside other shared jobs (%d such jobs fit by memory)\n",
+                  "share", part, 100 / part);
+    } else if (r->shared) {
+        sb_printf(out, "  %-9s none: only a job that needs less than one GPU shares it\n", "share");
+    }
     if (r->steps > 0) {
         char t[32];
         units_format_duration(t, sizeof t, c->seconds);

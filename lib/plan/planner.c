@@ -657,6 +657,7 @@ int plan_job(const spec_job *job, const plan_options *opt_in, plan_result *out, 
     memset(out, 0, sizeof *out);
     out->job_name = xstrdup(job->name ? job->name : "job");
     out->file = job->file ? xstrdup(job->file) : NULL;
+    out->shared = job->resources.gpu_shared;
     plan_options opt = *opt_in;
     plan_catalog builtin = {0};
     if (!opt.catalog) {

@@ -41,6 +41,11 @@ P
 "$LATHE" plan "$seed" --emit lathe 2>/dev/null > "$tmp/resolved.yaml" || fail "emit lathe"
 "$LATHE" validate "$tmp/resolved.yaml" > /dev/null 2>&1 || fail "the resolved spec does not validate"
 
+# a job that may share its GPU: its part of the GPU, from its planned memory
+"$LATHE" plan "$LATHE_SOURCE_DIR/examples/jobs/qwen2.5-0.5b-shared.yaml" 2>/dev/null > "$tmp/shared.txt" || fail "plan of the shared example"
+grep -Eq "^  share +[0-9]+% of the GPU, beside other shared jobs" "$tmp/shared.txt" || { cat "$tmp/shared.txt"; fail "no share line"; }
+"$LATHE" plan "$seed" 2>/dev/null | grep -q "^  share " && fail "a share line for a job that does not share"
+
 # usage errors
 "$LATHE" plan > /dev/null 2>&1; [ $? -eq 1 ] || fail "plan without a file should exit 1"
 "$LATHE" plan "$seed" --emit nope > /dev/null 2>&1; [ $? -eq 1 ] || fail "bad --emit should exit 1"
