@@ -91,6 +91,8 @@ static void describe_placement(const json_t *job)
     const json_t *g;
     json_array_foreach(json_object_get(p, "gpus"), i, g)
         sb_printf(&s, "%s%lld", i ? "," : "", (long long)json_integer_value(g));
+    double share = client_num(p, "share", 1);
+    if (share > 0 && share < 1) sb_printf(&s, " (%.0f%% of it, shared)", share * 100);
     field("Placement:", sb_str(&s));
     sb_free(&s);
 }

@@ -96,7 +96,8 @@ static void num_text(char *out, size_t outsz, const json_t *o, const char *key, 
 
 /* ---- jobs ---- */
 
-/* "node-1:0,1" from the placement. */
+/* "node-1:0,1" from the placement; "node-1:0(18%)" for a job that shares
+ * its GPU. */
 static void placement_text(char *out, size_t outsz, const json_t *job)
 {
     const json_t *p = json_object_get(job, "placement");
@@ -111,6 +112,8 @@ static void placement_text(char *out, size_t outsz, const json_t *job)
     const json_t *g;
     json_array_foreach(json_object_get(p, "gpus"), i, g)
         sb_printf(&s, "%s%lld", i ? "," : "", (long long)json_integer_value(g));
+    double share = client_num(p, "share", 1);
+    if (share > 0 && share < 1) sb_printf(&s, "(%.0f%%)", share * 100);
     snprintf(out, outsz, "%s", sb_str(&s));
     sb_free(&s);
 }

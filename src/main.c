@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void print_overview(FILE *f)
@@ -75,6 +76,39 @@ static int help_for(const char *name)
     return LT_EXIT_OK;
 }
 
+/* Every command reads "--name VALUE"; "--name=VALUE" and "-o=VALUE" (as
+ * kubectl and GNU tools take them) become those two arguments here, before
+ * the command sees them, so all commands accept both. Arguments after a
+ * bare "--" are left alone. Returns the new vector (argc in *out_argc);
+ * *owned lists the strings made here, for split_free. */
+static char **split_inline_values(int argc, char **argv, int *out_argc, char ***owned,
+                                  size_t *n_owned)
+{
+    char **v = xcalloc((size_t)argc * 2 + 1, sizeof *v);
+    *owned = xcalloc((size_t)argc * 2 + 1, sizeof **owned);
+    *n_owned = 0;
+    int n = 0;
+    bool rest = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        bool option = i > 0 && !rest && a[0] == '-' && eq &&
+                      ((a[1] == '-' && eq > a + 2) || (a[1] != '-' && eq == a + 2));
+        if (i > 0 && strcmp(a, "--") == 0) rest = true;
+        if (!option) {
+            v[n++] = argv[i];
+            continue;
+        }
+        char *name = xstrndup(a, (size_t)(eq - a)), *value = xstrdup(eq + 1);
+        (*owned)[(*n_owned)++] = name;
+        (*owned)[(*n_owned)++] = value;
+        v[n++] = name;
+        v[n++] = value;
+    }
+    *out_argc = n;
+    return v;
+}
+
 /* True when ARGS hold --help / -h before any "--". */
 static bool wants_help(int argc, char **argv)
 {
@@ -114,5 +148,14 @@ int main(int argc, char **argv)
     const cli_command *c = cli_find(cmd);
     if (!c) return unknown_command(cmd);
     if (wants_help(argc - 1, argv + 1)) return help_for(cmd);
-    return c->run(argc - 1, argv + 1);
+    if (strcmp(cmd, "exec-shim") == 0) return c->run(argc - 1, argv + 1); /* internal */
+    int n;
+    char **owned;
+    size_t n_owned;
+    char **args = split_inline_values(argc - 1, argv + 1, &n, &owned, &n_owned);
+    int rc = c->run(n, args);
+    for (size_t i = 0; i < n_owned; i++) free(owned[i]);
+    free(owned);
+    free(args);
+    return rc;
 }

@@ -60,6 +60,29 @@ static json_t *gpu0_jobs(void)
     return jobs;
 }
 
+/* The output of `lathe ARGS --server ADDR --token token-a` (caller frees). */
+static char *lathe_out(const char *a1, const char *a2, const char *a3)
+{
+    char *lathe = xasprintf("%s/lathe", LATHE_BINARY_DIR), *out = path_join(H.dir, "cli.out");
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) _exit(127);
+        dup2(fd, 1);
+        close(fd);
+        execl(lathe, "lathe", a1, a2, a3, "--server", H.addr, "--token", "token-a", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char err[128], *text = file_read_all(out, 1 << 20, NULL, err, sizeof err);
+    assert_non_null(text);
+    free(lathe);
+    free(out);
+    return text;
+}
+
 static double run_seconds(const char *job)
 {
     hs_run *runs;
@@ -97,6 +120,13 @@ static void test_two_share_one_waits(void **state)
     assert_true(hs_metric(&H, "lathe_gpus{state=\"allocated\",gpu_type=\"A100-80GB\"}") == 1);
     assert_true(hs_wait_body(&H, "/v1/jobs/shared-1/logs", "token-a", "cuda 0 attempt 1 share 0.", 10));
     assert_true(hs_wait_body(&H, "/v1/jobs/shared-1/events", "token-a", "% of it, shared)", 10));
+    /* the client shows each job's part */
+    char *text = lathe_out("get", "nodes", "--output=wide");
+    if (!strstr(text, "0:shared-1(") || !strstr(text, "%),shared-2(")) fail_msg("get nodes:\n%s", text);
+    free(text);
+    text = lathe_out("describe", "job", "shared-1");
+    if (!strstr(text, "% of it, shared)")) fail_msg("describe:\n%s", text);
+    free(text);
 
     /* a server killed now finds both again, on the same GPU */
     hs_kill(&H, SIGKILL);

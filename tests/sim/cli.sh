@@ -19,6 +19,9 @@ cmp -s "$tmp/a.csv" "$tmp/b.csv"; check "same seed, same trace (file and stdout)
 "$LATHE" trace-gen --jobs 500 --gpus 64 --seed 8 -o "$tmp/d.csv" 2>/dev/null
 ! cmp -s "$tmp/a.csv" "$tmp/d.csv"; check "another seed, another trace" $?
 [ "$(wc -l < "$tmp/a.csv")" -eq 501 ]; check "500 jobs and a header" $?
+# every option also takes its value after '=' (--name=VALUE, -o=VALUE)
+"$LATHE" trace-gen --jobs=500 --gpus=64 --seed=7 -o="$tmp/e.csv" 2>/dev/null
+cmp -s "$tmp/a.csv" "$tmp/e.csv"; check "--name=VALUE reads as --name VALUE" $?
 "$LATHE" validate "$tmp/c.yaml" >/dev/null; check "the generated cluster is valid" $?
 
 # simulate the generated trace on its cluster, as JSON and per job
