@@ -150,6 +150,10 @@ bool dir_exists(const char *path);
 /* Writes data to path atomically: a temp file beside it, fsync, rename,
  * fsync of the folder. Returns 0 or an errno value. */
 int file_write_atomic(const char *path, const void *data, size_t len);
+/* Removes a folder and everything in it, never following a symbolic link
+ * (a link is removed, not what it points to). A missing folder is no
+ * error. Returns 0, or an errno value with the path that failed in err. */
+int file_remove_tree(const char *path, char *err, size_t errsz);
 /* Joins a folder and a name with one '/'. Caller frees. */
 char *path_join(const char *dir, const char *name);
 

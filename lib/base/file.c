@@ -1,10 +1,11 @@
 /* file.c: whole-file reads with a size limit and atomic writes (temp file,
  * fsync, rename, fsync of the folder), so that a crash leaves either the old
- * file or the new one, never a torn one. */
+ * file or the new one, never a torn one; removing a folder tree. */
 #include "base.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,5 +116,65 @@ int file_write_atomic(const char *path, const void *data, size_t len)
     if (rc) unlink(tmp);
     else rc = fsync_parent(path);
     free(tmp);
+    return rc;
+}
+
+/* Empties the folder open as fd (the caller closes it); path is for
+ * messages. Depth is bounded by the file system's own path limit. */
+static int empty_dir(int fd, const char *path, char *err, size_t errsz)
+{
+    int dup_fd = dup(fd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (dup_fd >= 0) close(dup_fd);
+        snprintf(err, errsz, "cannot read %s: %s", path, strerror(e));
+        return e;
+    }
+    int rc = 0;
+    struct dirent *ent;
+    while (rc == 0 && (errno = 0, ent = readdir(d)) != NULL) {
+        const char *name = ent->d_name;
+        if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
+        char *sub = path_join(path, name);
+        int child = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (child >= 0) { /* a folder (not a link to one): empty it, then remove it */
+            rc = empty_dir(child, sub, err, errsz);
+            close(child);
+            if (rc == 0 && unlinkat(fd, name, AT_REMOVEDIR) != 0) rc = errno;
+        } else if (unlinkat(fd, name, 0) != 0) {
+            rc = errno;
+        }
+        if (rc && !err[0]) snprintf(err, errsz, "cannot remove %s: %s", sub, strerror(rc));
+        free(sub);
+    }
+    if (rc == 0 && errno != 0) {
+        rc = errno;
+        snprintf(err, errsz, "cannot read %s: %s", path, strerror(rc));
+    }
+    closedir(d);
+    return rc;
+}
+
+int file_remove_tree(const char *path, char *err, size_t errsz)
+{
+    if (errsz) err[0] = '\0';
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT) return 0;
+        if (e == ENOTDIR || e == ELOOP) { /* a file or a link: remove it alone */
+            if (unlink(path) == 0) return 0;
+            e = errno;
+        }
+        snprintf(err, errsz, "cannot remove %s: %s", path, strerror(e));
+        return e;
+    }
+    int rc = empty_dir(fd, path, err, errsz);
+    close(fd);
+    if (rc == 0 && rmdir(path) != 0) {
+        rc = errno;
+        snprintf(err, errsz, "cannot remove %s: %s", path, strerror(rc));
+    }
     return rc;
 }

@@ -150,8 +150,10 @@ int client_jobs_list_all(client *c, const client_job_filter *f, size_t max, json
 /* POST /v1/jobs/NAME/cancel: the job as it now is (stopping or cancelled). */
 int client_job_cancel(client *c, const char *name, const char *team, json_t **out,
                       client_error *err);
-/* DELETE /v1/jobs/NAME (a final job). */
-int client_job_delete(client *c, const char *name, const char *team, client_error *err);
+/* DELETE /v1/jobs/NAME (a final job); purge: its folder on the server too
+ * (logs, checkpoints, adapters). */
+int client_job_delete(client *c, const char *name, const char *team, bool purge,
+                      client_error *err);
 /* GET /v1/jobs/NAME/events: {"items": [...]}. */
 int client_job_events(client *c, const char *name, const char *team, json_t **out,
                       client_error *err);

@@ -55,9 +55,14 @@ static int get_json(client *c, const char *path, const char *what, json_t **out,
 
 /* A call on one job: method, suffix after /v1/jobs/NAME. */
 static int job_call(client *c, const char *method, const char *name, const char *suffix,
-                    const char *team, json_t **out, client_error *err)
+                    const char *team, const char *query, json_t **out, client_error *err)
 {
     char *path = job_path(name, suffix, team);
+    if (query) {
+        char *with = xasprintf("%s%c%s", path, strchr(path, '?') ? '&' : '?', query);
+        free(path);
+        path = with;
+    }
     char *what = xasprintf("job %s", name);
     int rc = client_call_json(c, method, path, NULL, NULL, 0, what, NULL, out, err);
     free(what);
@@ -68,24 +73,25 @@ static int job_call(client *c, const char *method, const char *name, const char 
 int client_job_get(client *c, const char *name, const char *team, json_t **out,
                    client_error *err)
 {
-    return job_call(c, "GET", name, "", team, out, err);
+    return job_call(c, "GET", name, "", team, NULL, out, err);
 }
 
 int client_job_cancel(client *c, const char *name, const char *team, json_t **out,
                       client_error *err)
 {
-    return job_call(c, "POST", name, "/cancel", team, out, err);
+    return job_call(c, "POST", name, "/cancel", team, NULL, out, err);
 }
 
-int client_job_delete(client *c, const char *name, const char *team, client_error *err)
+int client_job_delete(client *c, const char *name, const char *team, bool purge,
+                      client_error *err)
 {
-    return job_call(c, "DELETE", name, "", team, NULL, err);
+    return job_call(c, "DELETE", name, "", team, purge ? "purge=1" : NULL, NULL, err);
 }
 
 int client_job_events(client *c, const char *name, const char *team, json_t **out,
                       client_error *err)
 {
-    return job_call(c, "GET", name, "/events", team, out, err);
+    return job_call(c, "GET", name, "/events", team, NULL, out, err);
 }
 
 int client_job_progress(client *c, const char *name, const char *team, int limit, json_t **out,

@@ -110,7 +110,7 @@ void ctl_log(ctl *c, const char *fmt, ...)
 
 char *ctl_job_dir(const ctl *c, int64_t id)
 {
-    return xasprintf("%s/%lld", c->s->cfg.jobs_dir, (long long)id);
+    return srv_job_dir(&c->s->cfg, id);
 }
 
 /* ---- fair-share usage and spending (kv) ---- */

@@ -101,12 +101,29 @@ static store_rc write_delete(store *st, void *arg)
     return rc == STORE_NOT_FOUND ? STORE_OK : rc;
 }
 
+/* ?purge=1 (or true): also remove the job's folder (logs, checkpoints,
+ * adapters), after the job left the store. */
+static bool query_purge(srv_req *r, bool *out)
+{
+    const char *v = srv_req_query(r, "purge");
+    *out = v && (!strcmp(v, "1") || !strcmp(v, "true"));
+    if (!v || *out || !strcmp(v, "0") || !strcmp(v, "false")) return true;
+    srv_reply_error(r, 400, "bad_request", "purge=%s: expected 1, true, 0 or false", v);
+    return false;
+}
+
 void srv_api_job_delete(srv_req *r, const char *name)
 {
+    bool purge;
+    if (!query_purge(r, &purge)) return;
     store_job j;
     if (!srv_find_job(r, name, &j)) return;
     store_rc rc = srv_write(r, write_delete, &j.id);
-    if (rc == STORE_OK) {
+    char err[512];
+    char *dir = purge ? srv_job_dir(&srv_req_server(r)->cfg, j.id) : NULL;
+    if (rc == STORE_OK && dir && file_remove_tree(dir, err, sizeof err) != 0) {
+        srv_reply_error(r, 500, "internal", "job %s was deleted, but its folder stays: %s", name, err);
+    } else if (rc == STORE_OK) {
         srv_reply_empty(r, 204);
     } else if (rc == STORE_CONFLICT) {
         srv_reply_error(r, 409, "conflict", "job %s is %s: cancel it first", name,
@@ -116,6 +133,7 @@ void srv_api_job_delete(srv_req *r, const char *name)
     } else {
         srv_reply_store_error(r, "deleting the job");
     }
+    free(dir);
     store_job_clear(&j);
 }
 

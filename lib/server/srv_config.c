@@ -221,3 +221,8 @@ void srv_config_free(srv_config *cfg)
     free(cfg->admin_token_file);
     memset(cfg, 0, sizeof *cfg);
 }
+
+char *srv_job_dir(const srv_config *cfg, int64_t id)
+{
+    return xasprintf("%s/%lld", cfg->jobs_dir, (long long)id);
+}

@@ -70,6 +70,8 @@ int srv_config_load(const srv_options *o, srv_config *cfg, diag_list *d, char *e
  * random admin token in DATA/admin-token and adds its hash. */
 int srv_config_prepare_data(srv_config *cfg, char *err, size_t errsz);
 void srv_config_free(srv_config *cfg);
+/* A job's folder, DATA/jobs/ID (caller frees). */
+char *srv_job_dir(const srv_config *cfg, int64_t id);
 
 /* ---- auth (srv_auth.c) ---- */
 void srv_sha256(const void *data, size_t len, unsigned char out[32]);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void test_bytes(void **state)
@@ -181,13 +182,51 @@ static void test_files(void **state)
     rmdir(dir);
 }
 
+/* A tree with files, empty and nested folders and links goes entirely; what
+ * a link points to outside the tree stays; a missing folder is no error. */
+static void test_remove_tree(void **state)
+{
+    (void)state;
+    char top[] = "/tmp/lathe-test-XXXXXX";
+    assert_non_null(mkdtemp(top));
+    char *tree = path_join(top, "tree"), *outside = path_join(top, "outside");
+    char *deep = xasprintf("%s/a/b/c", tree), *empty = xasprintf("%s/empty", tree);
+    char *mid = xasprintf("%s/a", tree), *mid2 = xasprintf("%s/a/b", tree);
+    assert_int_equal(mkdir(tree, 0755), 0);
+    assert_int_equal(mkdir(mid, 0755), 0);
+    assert_int_equal(mkdir(mid2, 0755), 0);
+    assert_int_equal(mkdir(deep, 0755), 0);
+    assert_int_equal(mkdir(empty, 0755), 0);
+    assert_int_equal(mkdir(outside, 0755), 0);
+    char *keep = path_join(outside, "keep.txt"), *f1 = path_join(deep, "x.bin"), *f2 = path_join(tree, "top.txt");
+    assert_int_equal(file_write_atomic(keep, "keep", 4), 0);
+    assert_int_equal(file_write_atomic(f1, "x", 1), 0);
+    assert_int_equal(file_write_atomic(f2, "y", 1), 0);
+    char *l1 = path_join(mid, "to-outside"), *l2 = path_join(tree, "dangling");
+    assert_int_equal(symlink(outside, l1), 0);
+    assert_int_equal(symlink("/nonexistent/target", l2), 0);
+    char err[256];
+    assert_int_equal(file_remove_tree(tree, err, sizeof err), 0);
+    assert_false(dir_exists(tree));
+    assert_true(file_exists(keep)); /* the link went, not what it pointed to */
+    assert_int_equal(file_remove_tree(tree, err, sizeof err), 0); /* gone already */
+    /* a file or a link given as the tree is removed alone */
+    assert_int_equal(symlink(outside, tree), 0);
+    assert_int_equal(file_remove_tree(tree, err, sizeof err), 0);
+    assert_true(file_exists(keep));
+    assert_int_equal(file_remove_tree(outside, err, sizeof err), 0);
+    assert_int_equal(rmdir(top), 0);
+    char *paths[] = {tree, outside, deep, empty, mid, mid2, keep, f1, f2, l1, l2};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) free(paths[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes),       cmocka_unit_test(test_counts),
         cmocka_unit_test(test_durations),   cmocka_unit_test(test_suggest),
         cmocka_unit_test(test_sb_and_split), cmocka_unit_test(test_diag),
-        cmocka_unit_test(test_files),
+        cmocka_unit_test(test_files),       cmocka_unit_test(test_remove_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -742,9 +742,12 @@ static void test_describe(void **state)
     EXPECT_CODE(r, LT_EXIT_INVALID);
     result_free(&r);
     /* an ended job can be deleted; then it is gone */
-    r = LATHE_ALPHA(f, "cancel", "--delete", "desc");
+    r = LATHE_ALPHA(f, "cancel", "--purge", "desc");
+    EXPECT_CODE(r, LT_EXIT_USAGE); /* --purge goes with --delete */
+    result_free(&r);
+    r = LATHE_ALPHA(f, "cancel", "--delete", "--purge", "desc");
     EXPECT_CODE(r, 0);
-    EXPECT_IN(r.out, "job/desc deleted");
+    EXPECT_IN(r.out, "job/desc deleted, with its folder");
     result_free(&r);
     r = LATHE_ALPHA(f, "get", "job", "desc");
     EXPECT_CODE(r, LT_EXIT_INVALID);

@@ -328,6 +328,25 @@ static void test_cancel_delete_list(void **state)
     assert_non_null(strstr(r.body, "(SIGTERM): checkpoint saved"));
     hs_resp_free(&r);
     assert_true(hs_wait_state(&H, "token-a", "long-1", "cancelled", 20));
+
+    /* delete with ?purge=1: the job's folder (DATA/jobs/ID) goes too */
+    r = hs_http(&H, "GET", "/v1/jobs/long-1", "token-a", NULL);
+    const char *ck = json_string_value(json_object_get(json_array_get(json_object_get(r.json, "checkpoints"), 0), "path"));
+    assert_non_null(ck);
+    const char *at = strstr(ck, "/data/jobs/");
+    assert_non_null(at);
+    char *folder = xstrndup(ck, (size_t)(at - ck) + strlen("/data/jobs/") + strcspn(at + strlen("/data/jobs/"), "/"));
+    hs_resp_free(&r);
+    assert_true(dir_exists(folder));
+    r = hs_http(&H, "DELETE", "/v1/jobs/long-1?purge=maybe", "token-a", NULL);
+    assert_int_equal(r.status, 400);
+    hs_resp_free(&r);
+    assert_true(dir_exists(folder));
+    r = hs_http(&H, "DELETE", "/v1/jobs/long-1?purge=1", "token-a", NULL);
+    assert_int_equal(r.status, 204);
+    hs_resp_free(&r);
+    assert_false(dir_exists(folder));
+    free(folder);
 }
 
 static void test_experiment(void **state)
