@@ -3,8 +3,9 @@
  * skip_bad, a small max_seq_len and line limit); the rest is the JSONL
  * file. A tiny byte-level tokenizer with ChatML specials, built here, keeps
  * runs fast. A load must succeed or fail with an error naming a line; a
- * loaded set must have consistent statistics, masks of 0/1 and sequences
- * within max_seq_len; its iterator must hand out every sequence once per
+ * loaded set must have consistent statistics, masks of 0/1, sequences
+ * within max_seq_len and record positions that count up from 0 and restart
+ * only in packed sequences; its iterator must hand out every sequence once per
  * epoch and resume exactly from a saved (and re-parsed) position. */
 #include "base/base.h"
 #include "train/chat.h"
@@ -92,6 +93,17 @@ static void fz_check_set(const data_set *ds, const data_options *o)
             targets += mask[k];
         }
         tokens += len;
+        /* positions count up from 0 and restart only where a record begins */
+        int32_t *pos = xmalloc((len + 1) * sizeof *pos);
+        bool several = data_positions(ds, i, pos);
+        bool reset = false;
+        if (pos[0] != 0 || (!o->pack && several)) abort();
+        for (size_t k = 1; k < len; k++) {
+            if (pos[k] != 0 && pos[k] != pos[k - 1] + 1) abort();
+            reset |= pos[k] == 0;
+        }
+        if (reset != several) abort();
+        free(pos);
     }
     if (tokens != st->tokens || targets != st->targets || st->sequences != data_count(ds)) abort();
     if (st->records + st->skipped > st->lines) abort();

@@ -593,6 +593,33 @@ void data_get(const data_set *d, size_t i, const int32_t **ids, const uint8_t **
     if (line) *line = d->line[i];
 }
 
+bool data_positions(const data_set *d, size_t i, int32_t *pos)
+{
+    size_t s = d->start[i], n = d->len[i];
+    if (d->nrec == 0) { /* not packed: one record */
+        for (size_t t = 0; t < n; t++) pos[t] = (int32_t)t;
+        return false;
+    }
+    /* the last record that begins at or before s (rec_start is sorted) */
+    size_t lo = 0, hi = d->nrec;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->rec_start[mid] <= s) lo = mid;
+        else hi = mid;
+    }
+    size_t r = lo, begin = s;
+    bool several = false;
+    for (size_t t = 0; t < n; t++) {
+        size_t k = s + t;
+        while (r + 1 < d->nrec && d->rec_start[r + 1] <= k) {
+            begin = d->rec_start[++r];
+            several = several || begin > s;
+        }
+        pos[t] = (int32_t)(k - begin);
+    }
+    return several;
+}
+
 uint64_t data_fingerprint(const data_set *d)
 {
     return d->fingerprint;

@@ -105,6 +105,14 @@ size_t data_count(const data_set *d);
 void data_get(const data_set *d, size_t i, const int32_t **ids, const uint8_t **mask, size_t *len,
               size_t *line);
 
+/* Each token's position in its record, into pos[len] for sequence i:
+ * 0, 1, 2, ... for an unpacked sequence; for a packed one the count starts
+ * again at 0 where each record begins (and at the sequence's first token,
+ * for a record cut by the sequence boundary), so the trainer can keep
+ * packed records from attending to each other. Returns true when the
+ * sequence holds more than one record. */
+bool data_positions(const data_set *d, size_t i, int32_t *pos);
+
 /* The id padding fills batches with: pad_token, else eos_token, else 0. */
 int32_t data_pad_id(const data_set *d);
 

@@ -20,6 +20,7 @@ typedef struct jsonl_src {
     data_set *set;
     data_iter *it;
     data_batch batch;
+    int32_t *pos; /* [max_seq_len]: positions of the current packed sequence */
 } jsonl_src;
 
 static size_t jsonl_epoch_size(void *ctx)
@@ -36,6 +37,7 @@ static bool jsonl_next(void *ctx, tr_example *ex, char *err, size_t errsz)
     ex->ids = s->batch.ids;
     ex->mask = s->batch.mask;
     ex->len = (int)s->batch.lens[0];
+    ex->pos = data_positions(s->set, s->batch.seq[0], s->pos) ? s->pos : NULL;
     return true;
 }
 
@@ -58,6 +60,7 @@ static void jsonl_destroy(void *ctx)
 {
     jsonl_src *s = ctx;
     data_batch_free(&s->batch);
+    free(s->pos);
     if (s->it) data_iter_free(s->it);
     if (s->set) data_free(s->set);
     if (s->have_tmpl) chat_template_free(&s->tmpl);
@@ -111,6 +114,7 @@ bool tr_jsonl_source_open(tr_data *d, const tr_jsonl_opts *o, char **summary, ch
         ok = s->set != NULL;
     }
     if (ok) {
+        s->pos = xcalloc(data_max_seq_len(s->set) + 1, sizeof *s->pos);
         data_iter_options io = {.batch_size = 1, .shuffle = true, .seed = o->seed};
         s->it = data_iter_new(s->set, &io, err, errsz);
         ok = s->it != NULL;

@@ -244,6 +244,7 @@ static uint64_t proj_seed(uint64_t seed, int layer, int p)
 
 typedef struct lctx {
     int T, start;
+    const int32_t *pos; /* positions in packed records (start 0), or NULL */
     float *kc, *vc;   /* key / value rows for positions 0..start+T-1 */
     const float *cosv, *sinv;
     uint64_t seed;
@@ -279,7 +280,7 @@ static void layer_forward(tr_model *m, int l, acts *a, const float *x, float *xo
     }
     rope_forward(a->qr, c->cosv, c->sinv, T, Hq, hd);
     rope_forward(kc, c->cosv, c->sinv, T, Hkv, hd);
-    attention_forward(m->be, a->ao, a->att, a->qr, c->kc, c->vc, T, c->start, Hq, Hkv, hd,
+    attention_forward(m->be, a->ao, a->att, a->qr, c->kc, c->vc, T, c->start, c->pos, Hq, Hkv, hd,
                       k->sliding_window);
     LIN(TR_O, a->x2, a->ao);
     add_inplace(a->x2, x, (size_t)T * D);
@@ -335,17 +336,18 @@ static void layer_backward(tr_model *m, int l, const acts *a, const float *x, co
 
 /* ---------------------------------------------------------------- whole model */
 
-/* Embedding and every layer; returns the final hidden states [T,D] (resid[L]). */
-static float *forward_layers(tr_model *m, struct tr_ws *w, const int32_t *ids, int T,
-                             uint64_t seed, bool train)
+/* Embedding and every layer; returns the final hidden states [T,D] (resid[L]).
+ * pos: positions in packed records, or NULL for one record. */
+static float *forward_layers(tr_model *m, struct tr_ws *w, const int32_t *ids, const int32_t *pos,
+                             int T, uint64_t seed, bool train)
 {
     const tr_config *k = &m->cfg;
     size_t TD = (size_t)T * k->dim;
     embedding_forward(w->resid, ids, T, m->embed.data, m->embed.dtype, k->dim);
-    rope_tables(w->cosv, w->sinv, k, 0, T);
+    rope_tables(w->cosv, w->sinv, k, 0, pos, T);
     for (int l = 0; l < k->n_layers; l++) {
         acts *a = &w->la[w->nsets > 1 ? l : 0];
-        lctx c = {T, 0, a->kr, a->v, w->cosv, w->sinv, seed, train};
+        lctx c = {T, 0, pos, a->kr, a->v, w->cosv, w->sinv, seed, train};
         layer_forward(m, l, a, w->resid + l * TD, w->resid + (l + 1) * TD, &c);
     }
     return w->resid + k->n_layers * TD;
@@ -391,8 +393,8 @@ static double loss_head(tr_model *m, struct tr_ws *w, const int32_t *ids, const 
     return total;
 }
 
-static void backward_layers(tr_model *m, struct tr_ws *w, const int32_t *ids, int T,
-                            uint64_t seed)
+static void backward_layers(tr_model *m, struct tr_ws *w, const int32_t *ids, const int32_t *pos,
+                            int T, uint64_t seed)
 {
     const tr_config *k = &m->cfg;
     size_t TD = (size_t)T * k->dim;
@@ -402,39 +404,52 @@ static void backward_layers(tr_model *m, struct tr_ws *w, const int32_t *ids, in
                      w->rstdf, T, k->dim);
     for (int l = k->n_layers - 1; l >= 0; l--) {
         acts *a = &w->la[w->nsets > 1 ? l : 0];
-        lctx c = {T, 0, a->kr, a->v, w->cosv, w->sinv, seed, true};
+        lctx c = {T, 0, pos, a->kr, a->v, w->cosv, w->sinv, seed, true};
         if (w->nsets == 1) layer_forward(m, l, a, w->resid + l * TD, w->xtmp, &c); /* recompute */
         layer_backward(m, l, a, w->resid + l * TD, &c, g);
     }
     if (m->embed.grad) embedding_backward(m->embed.grad, g->dres, ids, T, k->dim);
 }
 
+double tr_model_loss_backward_packed(tr_model *m, const int32_t *ids, const int32_t *pos,
+                                     const uint8_t *mask, int T, float scale,
+                                     uint64_t dropout_seed, int *n_targets)
+{
+    struct tr_ws *w = ws_get(m, T, T, true);
+    float *xL = forward_layers(m, w, ids, pos, T, dropout_seed, true);
+    rmsnorm_forward(w->xf, w->rstdf, xL, m->final_norm, T, m->cfg.dim, (float)m->cfg.rms_eps);
+    double loss = loss_head(m, w, ids, mask, T, scale, true, n_targets);
+    if (*n_targets > 0) backward_layers(m, w, ids, pos, T, dropout_seed);
+    return loss;
+}
+
 double tr_model_loss_backward(tr_model *m, const int32_t *ids, const uint8_t *mask, int T,
                               float scale, uint64_t dropout_seed, int *n_targets)
 {
-    struct tr_ws *w = ws_get(m, T, T, true);
-    float *xL = forward_layers(m, w, ids, T, dropout_seed, true);
-    rmsnorm_forward(w->xf, w->rstdf, xL, m->final_norm, T, m->cfg.dim, (float)m->cfg.rms_eps);
-    double loss = loss_head(m, w, ids, mask, T, scale, true, n_targets);
-    if (*n_targets > 0) backward_layers(m, w, ids, T, dropout_seed);
-    return loss;
+    return tr_model_loss_backward_packed(m, ids, NULL, mask, T, scale, dropout_seed, n_targets);
 }
 
 double tr_model_loss(tr_model *m, const int32_t *ids, const uint8_t *mask, int T, int *n_targets)
 {
     struct tr_ws *w = ws_get(m, T, T, false);
-    float *xL = forward_layers(m, w, ids, T, 0, false);
+    float *xL = forward_layers(m, w, ids, NULL, T, 0, false);
     rmsnorm_forward(w->xf, w->rstdf, xL, m->final_norm, T, m->cfg.dim, (float)m->cfg.rms_eps);
     return loss_head(m, w, ids, mask, T, 1.0f, false, n_targets);
 }
 
-void tr_model_logits(tr_model *m, const int32_t *ids, int T, float *logits)
+void tr_model_logits_packed(tr_model *m, const int32_t *ids, const int32_t *pos, int T,
+                            float *logits)
 {
     struct tr_ws *w = ws_get(m, T, T, false);
-    float *xL = forward_layers(m, w, ids, T, 0, false);
+    float *xL = forward_layers(m, w, ids, pos, T, 0, false);
     rmsnorm_forward(w->xf, w->rstdf, xL, m->final_norm, T, m->cfg.dim, (float)m->cfg.rms_eps);
     m->be->linear_fwd(m->be, logits, w->xf, m->lm_head.data, m->lm_head.dtype, NULL, T,
                       m->cfg.dim, m->cfg.vocab, 0.0f);
+}
+
+void tr_model_logits(tr_model *m, const int32_t *ids, int T, float *logits)
+{
+    tr_model_logits_packed(m, ids, NULL, T, logits);
 }
 
 /* ---------------------------------------------------------------- decoding */
@@ -462,9 +477,9 @@ bool tr_model_decode(tr_model *m, tr_kv_cache *c, const int32_t *ids, int T, flo
     struct tr_ws *w = ws_get(m, T, c->max_len, false);
     size_t TD = (size_t)T * k->dim, kvd = (size_t)k->n_kv_heads * k->head_dim;
     embedding_forward(w->resid, ids, T, m->embed.data, m->embed.dtype, k->dim);
-    rope_tables(w->cosv, w->sinv, k, c->len, T);
+    rope_tables(w->cosv, w->sinv, k, c->len, NULL, T);
     for (int l = 0; l < k->n_layers; l++) {
-        lctx lc = {T, c->len, c->k + (size_t)l * c->max_len * kvd,
+        lctx lc = {T, c->len, NULL, c->k + (size_t)l * c->max_len * kvd,
                    c->v + (size_t)l * c->max_len * kvd, w->cosv, w->sinv, 0, false};
         layer_forward(m, l, &w->la[0], w->resid + l * TD, w->resid + (l + 1) * TD, &lc);
     }

@@ -88,13 +88,14 @@ static double rope_inv_freq(const tr_config *c, int i)
     return (1.0 - smooth) * inv / c->rope_factor + smooth * inv;
 }
 
-void rope_tables(float *cosv, float *sinv, const tr_config *c, int start, int T)
+void rope_tables(float *cosv, float *sinv, const tr_config *c, int start, const int32_t *pos,
+                 int T)
 {
     int half = c->head_dim / 2;
     for (int i = 0; i < half; i++) {
         double inv = rope_inv_freq(c, i);
         for (int t = 0; t < T; t++) {
-            double a = (double)(start + t) * inv;
+            double a = (double)(pos ? pos[t] : start + t) * inv;
             cosv[(size_t)t * half + i] = (float)cos(a);
             sinv[(size_t)t * half + i] = (float)sin(a);
         }
@@ -133,10 +134,12 @@ void rope_backward(float *dx, const float *cosv, const float *sinv, int T, int H
 /* ---- attention ---- */
 
 /* Softmax of row i of scores[T, L] in place, masking keys j outside
- * (pos - window, pos] where pos = start + i. */
-static void softmax_causal_row(float *row, int L, int pos, int window)
+ * (pos - window, pos] where pos = start + i, and keys before first (the
+ * first key of its record). */
+static void softmax_causal_row(float *row, int L, int pos, int window, int first)
 {
     int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    if (first > lo) lo = first;
     float mx = -FLT_MAX;
     for (int j = lo; j <= pos; j++) mx = row[j] > mx ? row[j] : mx;
     double sum = 0;
@@ -154,7 +157,8 @@ static void softmax_causal_row(float *row, int L, int pos, int window)
 #define ATT_BLOCK 128
 
 void attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
-                       const float *v, int T, int start, int Hq, int Hkv, int hd, int window)
+                       const float *v, int T, int start, const int32_t *pos, int Hq, int Hkv,
+                       int hd, int window)
 {
     int L = start + T, qd = Hq * hd, kvd = Hkv * hd, group = Hq / Hkv;
     float scale = 1.0f / sqrtf((float)hd);
@@ -168,7 +172,11 @@ void attention_forward(tr_backend *be, float *out, float *att, const float *q, c
         }
     }
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < Hq * T; r++) softmax_causal_row(att + (size_t)r * L, L, start + r % T, window);
+    for (int r = 0; r < Hq * T; r++) {
+        int i = r % T, first = pos ? start + i - pos[i] : 0;
+        if (first < 0 || first > start + i) first = 0; /* not a position of its row: no record */
+        softmax_causal_row(att + (size_t)r * L, L, start + i, window, first);
+    }
     for (int h = 0; h < Hq; h++) {
         const float *vh = v + (size_t)(h / group) * hd;
         for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {

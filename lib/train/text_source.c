@@ -58,6 +58,7 @@ static bool text_next(void *ctx, tr_example *ex, char *err, size_t errsz)
         t->mask[i] = 1;
     }
     ex->ids = t->ids;
+    ex->pos = NULL;
     ex->mask = t->mask;
     ex->len = t->seq_len;
     return true;

@@ -236,17 +236,24 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, in
 /* dx[T,D] += ..., dw[D] += ... (dw may be NULL) */
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                       const float *rstd, int T, int D);
-/* RoPE tables: cos/sin[T, hd/2] for positions start..start+T-1 */
-void rope_tables(float *cosv, float *sinv, const tr_config *c, int start, int T);
+/* RoPE tables: cos/sin[T, hd/2] for positions start..start+T-1, or for
+ * positions pos[T] when pos is not NULL (packed records restart at 0) */
+void rope_tables(float *cosv, float *sinv, const tr_config *c, int start, const int32_t *pos,
+                 int T);
 /* x[T,H,hd] rotated in place (rotate_half layout, as Hugging Face) */
 void rope_forward(float *x, const float *cosv, const float *sinv, int T, int H, int hd);
 /* dx[T,H,hd] rotated back in place */
 void rope_backward(float *dx, const float *cosv, const float *sinv, int T, int H, int hd);
 /* Causal attention with grouped-query heads. q[T,Hq*hd] for positions
  * start..start+T-1, k/v[start+T, Hkv*hd] (the whole context), out[T,Hq*hd],
- * att[Hq,T,start+T] the probabilities (kept for backward). window 0 = none. */
+ * att[Hq,T,start+T] the probabilities (kept for backward). window 0 = none.
+ * pos (start 0 only; NULL = one record): pos[i] is row i's position in its
+ * record, so row i sees keys i - pos[i] .. i only (packed records never
+ * attend to each other). The backward needs no pos: masked
+ * probabilities are 0. */
 void attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
-                       const float *v, int T, int start, int Hq, int Hkv, int hd, int window);
+                       const float *v, int T, int start, const int32_t *pos, int Hq, int Hkv,
+                       int hd, int window);
 /* dq[T,Hq*hd], dk/dv[T,Hkv*hd] += ... (start 0, training); scratch[T*T] */
 void attention_backward(tr_backend *be, float *dq, float *dk, float *dv, float *datt,
                         const float *dout, const float *att, const float *q, const float *k,
@@ -388,12 +395,22 @@ bool tr_model_load_adapter(tr_model *m, const char *dir, char *err, size_t errsz
 /* Logits of a whole sequence: logits[T, vocab]. */
 void tr_model_logits(tr_model *m, const int32_t *ids, int T, float *logits);
 
+/* Logits of a sequence of packed records: pos[T] is each token's position
+ * in its record (0 where a record begins); records do not see each other. */
+void tr_model_logits_packed(tr_model *m, const int32_t *ids, const int32_t *pos, int T,
+                            float *logits);
+
 /* Loss and gradients of one sequence. The loss is the sum over targets j
  * (mask[j] != 0, j >= 1) of -log p(ids[j] | ids[<j]); gradients of
  * loss * scale are added to grad_data. dropout_seed picks the dropout masks.
  * Returns the summed loss; *n_targets gets the count. */
 double tr_model_loss_backward(tr_model *m, const int32_t *ids, const uint8_t *mask, int T,
                               float scale, uint64_t dropout_seed, int *n_targets);
+/* The same for a sequence of packed records (pos as for
+ * tr_model_logits_packed; NULL = one record). */
+double tr_model_loss_backward_packed(tr_model *m, const int32_t *ids, const int32_t *pos,
+                                     const uint8_t *mask, int T, float scale,
+                                     uint64_t dropout_seed, int *n_targets);
 /* The same loss without gradients (evaluation). */
 double tr_model_loss(tr_model *m, const int32_t *ids, const uint8_t *mask, int T,
                      int *n_targets);
@@ -442,6 +459,8 @@ void tr_adamw_step(const tr_optim_opts *o, const tr_param *params, size_t n_para
 typedef struct tr_example {
     const int32_t *ids;
     const uint8_t *mask; /* 1 = predict this token */
+    const int32_t *pos;  /* packed records: each token's position in its
+                            record (0 where one begins); NULL = one record */
     int len;
 } tr_example;
 

@@ -48,6 +48,7 @@ static double now_s(void)
 typedef struct step_batch {
     int n;
     int32_t **ids;
+    int32_t **pos; /* NULL entries: one record */
     uint8_t **mask;
     int *len;
     long targets;
@@ -58,9 +59,11 @@ static void batch_free(step_batch *b)
 {
     for (int i = 0; i < b->n; i++) {
         free(b->ids[i]);
+        free(b->pos[i]);
         free(b->mask[i]);
     }
     free(b->ids);
+    free(b->pos);
     free(b->mask);
     free(b->len);
     memset(b, 0, sizeof *b);
@@ -70,6 +73,7 @@ static bool batch_fill(step_batch *b, int n, tr_data *d, int vocab, char *err, s
 {
     b->n = 0;
     b->ids = xcalloc((size_t)n, sizeof *b->ids);
+    b->pos = xcalloc((size_t)n, sizeof *b->pos);
     b->mask = xcalloc((size_t)n, sizeof *b->mask);
     b->len = xcalloc((size_t)n, sizeof *b->len);
     b->targets = b->tokens = 0;
@@ -87,6 +91,10 @@ static bool batch_fill(step_batch *b, int n, tr_data *d, int vocab, char *err, s
         b->mask[i] = xmalloc((size_t)ex.len + 1);
         memcpy(b->ids[i], ex.ids, (size_t)ex.len * sizeof(int32_t));
         memcpy(b->mask[i], ex.mask, (size_t)ex.len);
+        if (ex.pos) {
+            b->pos[i] = xmalloc((size_t)(ex.len + 1) * sizeof(int32_t));
+            memcpy(b->pos[i], ex.pos, (size_t)ex.len * sizeof(int32_t));
+        }
         b->len[i] = ex.len;
         b->n++;
         b->tokens += ex.len;
@@ -158,7 +166,8 @@ static step_result train_step(run *r)
         }
         int nt;
         uint64_t dseed = tr_rng_next(&r->st.rng);
-        loss += tr_model_loss_backward(m, b.ids[i], b.mask[i], b.len[i], scale, dseed, &nt);
+        loss += tr_model_loss_backward_packed(m, b.ids[i], b.pos[i], b.mask[i], b.len[i], scale,
+                                              dseed, &nt);
     }
     double norm = tr_grad_norm(m->grad_data, m->n_floats);
     if (!isfinite(norm) || !isfinite(loss)) {

@@ -102,6 +102,17 @@ grep -q '"r": 2' "$WORK/ck-env/final/adapter_config.json" || fail "LORA_RANK did
 grep -q "resume step=2" "$WORK/yaml2.out" || fail "JSONL run did not resume from step 2"
 cmp "$WORK/ck-yaml/final/adapter_model.safetensors" "$WORK/ck-yaml2/final/adapter_model.safetensors" \
     || fail "JSONL run: resumed adapter differs"
+# packed records (attention kept inside each record): trains and resumes exactly too
+"$LATHE" train "$WORK/job.yaml" --packing --threads 2 --checkpoint-dir "$WORK/ck-pack" >"$WORK/pack.out" 2>&1 \
+    || fail "train --packing: $(tail -3 "$WORK/pack.out")"
+( "$LATHE" train "$WORK/job.yaml" --packing --threads 2 --checkpoint-dir "$WORK/ck-pack2" --fault-kill 3:1 >/dev/null 2>&1 ) 2>/dev/null
+"$LATHE" train "$WORK/job.yaml" --packing --threads 2 --checkpoint-dir "$WORK/ck-pack2" >"$WORK/pack2.out" 2>&1 \
+    || fail "resume of a packed run"
+grep -q "resume step=2" "$WORK/pack2.out" || fail "packed run did not resume from step 2"
+cmp "$WORK/ck-pack/final/adapter_model.safetensors" "$WORK/ck-pack2/final/adapter_model.safetensors" \
+    || fail "packed run: resumed adapter differs"
+cmp -s "$WORK/ck-yaml/final/adapter_model.safetensors" "$WORK/ck-pack/final/adapter_model.safetensors" \
+    && fail "packing changed nothing"
 out=$("$LATHE" generate --model "$WORK/q3" --adapter "$WORK/ck-yaml/final" --prompt "Hello" --chat --max-new 4) \
     || fail "generate --prompt --chat"
 [ -n "$out" ] || fail "generate printed nothing"

@@ -203,6 +203,30 @@ static void test_truncate_and_pack(void **state)
     data_get(full, 0, &a, &ma, &la, NULL);
     data_get(p, 0, &b, &ma, &la, NULL);
     assert_memory_equal(a, b, 16 * sizeof *a);
+    /* positions restart where each record begins: walking the unpacked
+     * records' lengths gives the same boundaries */
+    int32_t pos[256];
+    assert_true(data_positions(p, 0, pos));
+    size_t k = 0, at = 0;
+    for (size_t r = 0; r < data_count(full) && at < 256; r++) {
+        const int32_t *ri;
+        const uint8_t *rm;
+        size_t rl;
+        data_get(full, r, &ri, &rm, &rl, NULL);
+        for (size_t t = 0; t < rl && at < 256; t++, at++) assert_int_equal(pos[at], (int32_t)t);
+        k++;
+    }
+    assert_true(k >= 2);
+    /* a later sequence starts mid-record: its count starts at 0 there */
+    assert_true(data_positions(p, 1, pos) || pos[255] == 255);
+    assert_int_equal(pos[0], 0);
+    for (size_t t = 1; t < 256; t++) assert_true(pos[t] == 0 || pos[t] == pos[t - 1] + 1);
+    /* an unpacked sequence is one record */
+    data_get(full, 0, &a, &ma, &la, NULL);
+    int32_t *one = xmalloc((la + 1) * sizeof *one);
+    assert_false(data_positions(full, 0, one));
+    for (size_t t = 0; t < la; t++) assert_int_equal(one[t], (int32_t)t);
+    free(one);
     data_free(full);
     data_free(cut);
     data_free(p);

@@ -90,7 +90,7 @@ static void test_rope(void **state)
     tr_config cfg = tu_tiny_config(TR_ARCH_LLAMA); /* llama3 scaling */
     int T = 5, H = 2, hd = cfg.head_dim, n = T * H * hd;
     float *cs = xmalloc(T * hd / 2 * 4), *sn = xmalloc(T * hd / 2 * 4);
-    rope_tables(cs, sn, &cfg, 3, T);
+    rope_tables(cs, sn, &cfg, 3, NULL, T);
     float *x = xmalloc(n * 4), *y = xmalloc(n * 4), *R = xmalloc(n * 4), *dx = xmalloc(n * 4);
     fill(x, n, &r, 1);
     fill(R, n, &r, 1);
@@ -118,7 +118,7 @@ static void test_rope(void **state)
 static double att_loss(tr_backend *be, float *out, float *att, const float *q, const float *k,
                        const float *v, const float *R, int T, int Hq, int Hkv, int hd, int win)
 {
-    attention_forward(be, out, att, q, k, v, T, 0, Hq, Hkv, hd, win);
+    attention_forward(be, out, att, q, k, v, T, 0, NULL, Hq, Hkv, hd, win);
     return dot(out, R, (size_t)T * Hq * hd);
 }
 
@@ -167,7 +167,7 @@ static void test_attention(void **state)
 /* Naive attention in double: out and, given dout, dq/dk/dv (start 0). */
 static void naive_attention(const float *q, const float *k, const float *v, const float *dout,
                             double *out, double *dq, double *dk, double *dv, int T, int Hq,
-                            int Hkv, int hd, int window)
+                            int Hkv, int hd, int window, const int32_t *pos)
 {
     int qd = Hq * hd, kvd = Hkv * hd, g = Hq / Hkv;
     double sc = 1.0 / sqrt(hd);
@@ -179,6 +179,7 @@ static void naive_attention(const float *q, const float *k, const float *v, cons
         for (int i = 0; i < T; i++) {
             const float *qi = q + (size_t)i * qd + h * hd;
             int lo = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+            if (pos && i - pos[i] > lo) lo = i - pos[i]; /* its record's first token */
             double mx = -1e300, sum = 0;
             for (int j = lo; j <= i; j++) {
                 const float *kj = k + (size_t)j * kvd + (h / g) * hd;
@@ -227,7 +228,9 @@ static double max_rel(const float *a, const double *b, size_t n)
 }
 
 /* Sequences longer than one block of query rows (the blocked causal
- * products) against a naive double-precision attention. */
+ * products) against a naive double-precision attention: one record, with
+ * and without a sliding window, and three packed records (of 100, 37 and
+ * 163 tokens) that must not see each other. */
 static void test_attention_long(void **state)
 {
     (void)state;
@@ -243,22 +246,25 @@ static void test_attention_long(void **state)
     fill(k, nk, &r, 1);
     fill(v, nk, &r, 1);
     fill(dout, nq, &r, 1);
-    for (int wi = 0; wi < 2; wi++) {
-        int window = wi ? 50 : 0;
+    int32_t *pos = xmalloc((size_t)T * sizeof *pos);
+    for (int t = 0; t < T; t++) pos[t] = t < 100 ? t : t < 137 ? t - 100 : t - 137;
+    for (int wi = 0; wi < 4; wi++) {
+        int window = wi & 1 ? 50 : 0;
+        const int32_t *packed = wi >= 2 ? pos : NULL;
         for (size_t i = 0; i < (size_t)T * T; i++) datt[i] = NAN; /* stale scratch must not leak in */
-        attention_forward(be, out, att, q, k, v, T, 0, Hq, Hkv, hd, window);
+        attention_forward(be, out, att, q, k, v, T, 0, packed, Hq, Hkv, hd, window);
         memset(dq, 0, nq * 4);
         memset(dk, 0, nk * 4);
         memset(dv, 0, nk * 4);
         attention_backward(be, dq, dk, dv, datt, dout, att, q, k, v, T, Hq, Hkv, hd);
-        naive_attention(q, k, v, dout, o2, dq2, dk2, dv2, T, Hq, Hkv, hd, window);
+        naive_attention(q, k, v, dout, o2, dq2, dk2, dv2, T, Hq, Hkv, hd, window, packed);
         double e[4] = {max_rel(out, o2, nq), max_rel(dq, dq2, nq), max_rel(dk, dk2, nk), max_rel(dv, dv2, nk)};
-        printf("# attention T=%d window %d: relative max error out %.2g dq %.2g dk %.2g dv %.2g\n", T,
-               window, e[0], e[1], e[2], e[3]);
+        printf("# attention T=%d window %d%s: relative max error out %.2g dq %.2g dk %.2g dv %.2g\n", T,
+               window, packed ? " packed" : "", e[0], e[1], e[2], e[3]);
         for (int i = 0; i < 4; i++) assert_true(e[i] < 1e-4);
     }
     free(q); free(k); free(v); free(dout); free(out); free(att); free(datt);
-    free(dq); free(dk); free(dv); free(o2); free(dq2); free(dk2); free(dv2);
+    free(dq); free(dk); free(dv); free(o2); free(dq2); free(dk2); free(dv2); free(pos);
     be->destroy(be);
 }
 
@@ -403,6 +409,57 @@ static void test_model_full_each_arch(void **state)
     for (int a = TR_ARCH_LLAMA; a <= TR_ARCH_QWEN3; a++) model_case((tr_arch)a, TR_MODE_FULL, 0, a == TR_ARCH_QWEN3);
 }
 
+/* Two records packed into one sequence (positions restarting at the second)
+ * give the loss and the gradients of the two records trained one after the
+ * other: packed records neither see each other nor share positions. For
+ * every architecture, with LoRA on every projection (B made non-zero). */
+static void test_packed_records_independent(void **state)
+{
+    (void)state;
+    enum { NA = 11, NB = 14, NT = NA + NB };
+    for (int arch = TR_ARCH_LLAMA; arch <= TR_ARCH_QWEN3; arch++) {
+        char *dir = tu_tempdir();
+        tr_config c = tu_tiny_config((tr_arch)arch);
+        tu_make_model(dir, &c, 0.3f, TR_F32, 21);
+        tr_backend *be = tr_backend_cpu_create(0);
+        tr_model m;
+        tr_model_opts o = {.mode = TR_MODE_LORA, .seed = 5,
+                           .lora = {.rank = 2, .alpha = 4, .targets = (1u << TR_NPROJ) - 1}};
+        char err[512];
+        assert_true(tr_model_load(&m, dir, &o, be, err, sizeof err));
+        tr_rng r;
+        tr_rng_seed(&r, 9);
+        for (size_t i = 0; i < m.n_params; i++)
+            if (strstr(m.params[i].name, "lora_B"))
+                fill(m.param_data + m.params[i].offset, m.params[i].numel, &r, 0.3f);
+        int32_t ids[NT], pos[NT];
+        uint8_t mask[NT];
+        for (int t = 0; t < NT; t++) {
+            ids[t] = (int32_t)((t * 5 + 2) % m.cfg.vocab);
+            mask[t] = t != 0 && t != NA; /* a record's first token has nothing to predict it */
+            pos[t] = t < NA ? t : t - NA;
+        }
+        int nt, na, nb;
+        memset(m.grad_data, 0, m.n_floats * sizeof(float));
+        double packed = tr_model_loss_backward_packed(&m, ids, pos, mask, NT, 1.0f, 0, &nt);
+        float *g = xmalloc(m.n_floats * sizeof(float));
+        memcpy(g, m.grad_data, m.n_floats * sizeof(float));
+        memset(m.grad_data, 0, m.n_floats * sizeof(float));
+        double apart = tr_model_loss_backward(&m, ids, mask, NA, 1.0f, 0, &na) +
+                       tr_model_loss_backward(&m, ids + NA, mask + NA, NB, 1.0f, 0, &nb);
+        assert_int_equal(nt, na + nb);
+        if (fabs(packed - apart) > 1e-4 * fabs(apart))
+            fail_msg("arch %d: packed loss %.8g, apart %.8g", arch, packed, apart);
+        for (size_t i = 0; i < m.n_floats; i++)
+            if (fabsf(g[i] - m.grad_data[i]) > 1e-4f * (1 + fabsf(g[i])))
+                fail_msg("arch %d: gradient %zu packed %g, apart %g", arch, i, g[i], m.grad_data[i]);
+        free(g);
+        tr_model_free(&m);
+        be->destroy(be);
+        tu_rmdir(dir);
+    }
+}
+
 /* Gradient checkpointing recomputes the same activations: same gradients. */
 static void test_checkpointing_identical(void **state)
 {
@@ -450,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_model_lora_dropout_checkpointing),
         cmocka_unit_test(test_model_full_each_arch),
         cmocka_unit_test(test_checkpointing_identical),
+        cmocka_unit_test(test_packed_records_independent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
