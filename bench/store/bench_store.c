@@ -248,9 +248,8 @@ int main(int argc, char **argv)
            BENCH_THREADS, grouped, grouped / b,
            gs.commits ? (double)gs.writes / (double)gs.commits : 0.0);
 
-    char *cmd = xasprintf("rm -rf '%s'", dir);
-    int rc = system(cmd);
-    free(cmd);
+    int rc = file_remove_tree(dir, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "bench_store: %s\n", err);
     free(ids);
     free(raw);
     free(path);

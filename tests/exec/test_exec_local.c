@@ -111,9 +111,8 @@ static int teardown(void **state)
     kill_leftovers(f);
     check_shim_logs(f->dir);
     exec_backend_free(f->be);
-    char *cmd = xasprintf("rm -rf '%s'", f->dir);
-    if (system(cmd) != 0) return -1;
-    free(cmd);
+    char err[512];
+    if (file_remove_tree(f->dir, err, sizeof err) != 0) return -1;
     free(f->dir);
     free(f);
     return 0;

@@ -165,9 +165,11 @@ static inline void hs_init(hs *h, int gpus, const char *extra)
 
 static inline void hs_rmdir(hs *h)
 {
-    char *cmd = xasprintf("rm -rf '%s'", h->dir);
-    if (system(cmd) != 0) abort();
-    free(cmd);
+    char err[512];
+    if (file_remove_tree(h->dir, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        abort();
+    }
 }
 
 /* ---- HTTP ---- */

@@ -33,9 +33,11 @@ static inline char *su_tempdir_fast(void)
 
 static inline void su_rmdir(char *dir)
 {
-    char *cmd = xasprintf("rm -rf '%s'", dir);
-    if (system(cmd) != 0) abort();
-    free(cmd);
+    char err[512];
+    if (file_remove_tree(dir, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        abort();
+    }
     free(dir);
 }
 

@@ -19,9 +19,11 @@ static inline char *tu_tempdir(void)
 
 static inline void tu_rmdir(char *dir)
 {
-    char *cmd = xasprintf("rm -rf '%s'", dir);
-    if (system(cmd) != 0) abort();
-    free(cmd);
+    char err[512];
+    if (file_remove_tree(dir, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        abort();
+    }
     free(dir);
 }
 
