@@ -280,23 +280,16 @@ static void row_from_json(est_row *r, json_t *row)
     }
 }
 
-bool est_rows_load(const char *path, est_row **rows, size_t *n, diag_list *d)
+bool est_rows_parse(const char *text, size_t len, const char *name, est_row **rows, size_t *n,
+                    diag_list *d)
 {
     *rows = NULL;
     *n = 0;
-    char err[256];
-    size_t len;
-    char *text = file_read_all(path, ROWS_MAX_BYTES, &len, err, sizeof err);
-    if (!text) {
-        diag *x = diag_add(d, DIAG_ERROR, path, 0, 0, NULL, "cannot read the measurements");
-        diag_set_found(x, "%s", err);
-        return false;
-    }
     size_t cap = 0;
     int line = 0;
     bool ok = true;
-    for (char *p = text, *next; ok && p < text + len; p = next) {
-        char *nl = memchr(p, '\n', (size_t)(text + len - p));
+    for (const char *p = text, *next; ok && p < text + len; p = next) {
+        const char *nl = memchr(p, '\n', (size_t)(text + len - p));
         next = nl ? nl + 1 : text + len;
         line++;
         size_t ll = (size_t)((nl ? nl : text + len) - p);
@@ -304,7 +297,7 @@ bool est_rows_load(const char *path, est_row **rows, size_t *n, diag_list *d)
         json_error_t je;
         json_t *obj = json_loadb(p, ll, 0, &je);
         if (!json_is_object(obj)) {
-            diag *x = diag_add(d, DIAG_ERROR, path, line, obj ? 1 : je.column, NULL,
+            diag *x = diag_add(d, DIAG_ERROR, name, line, obj ? 1 : je.column, NULL,
                                "each line must be one JSON object");
             diag_set_found(x, "%s", obj ? "another JSON value" : je.text);
             ok = false;
@@ -317,6 +310,22 @@ bool est_rows_load(const char *path, est_row **rows, size_t *n, diag_list *d)
         }
         json_decref(obj);
     }
+    return ok;
+}
+
+bool est_rows_load(const char *path, est_row **rows, size_t *n, diag_list *d)
+{
+    *rows = NULL;
+    *n = 0;
+    char err[256];
+    size_t len;
+    char *text = file_read_all(path, ROWS_MAX_BYTES, &len, err, sizeof err);
+    if (!text) {
+        diag *x = diag_add(d, DIAG_ERROR, path, 0, 0, NULL, "cannot read the measurements");
+        diag_set_found(x, "%s", err);
+        return false;
+    }
+    bool ok = est_rows_parse(text, len, path, rows, n, d);
     free(text);
     return ok;
 }

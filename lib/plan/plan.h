@@ -196,6 +196,9 @@ typedef struct est_row {
  * row; rows lathe cannot use carry skip_reason. Returns false (with a diag)
  * when the file cannot be read or a line is not a JSON object. */
 bool est_rows_load(const char *path, est_row **rows, size_t *n, diag_list *d);
+/* The same from text (len bytes); name is used in messages. */
+bool est_rows_parse(const char *text, size_t len, const char *name, est_row **rows, size_t *n,
+                    diag_list *d);
 void est_rows_free(est_row *rows, size_t n);
 
 typedef struct est_metrics {
