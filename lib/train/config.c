@@ -119,7 +119,13 @@ static void cfg_rope_scaling(cfg_ctx *x, tr_config *c)
         c->rope_kind = TR_ROPE_LLAMA3;
         c->rope_low_freq = cfg_num(x, rs, "low_freq_factor", 1.0);
         c->rope_high_freq = cfg_num(x, rs, "high_freq_factor", 4.0);
-        c->rope_orig_max = (int)cfg_num(x, rs, "original_max_position_embeddings", 8192);
+        double orig = cfg_num(x, rs, "original_max_position_embeddings", 8192);
+        if (orig > (1 << 30) || orig != floor(orig)) { /* found by fuzz_hfconfig: cast to int */
+            cfg_fail(x, "rope_scaling.original_max_position_embeddings",
+                     "a whole number of positions up to 1073741824", "another value");
+            orig = 8192;
+        }
+        c->rope_orig_max = (int)orig;
         if (c->rope_high_freq <= c->rope_low_freq)
             cfg_fail(x, "rope_scaling.high_freq_factor", "a value above low_freq_factor", NULL);
     } else {

@@ -248,6 +248,13 @@ static void test_config_families(void **state)
                        "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}";
     assert_false(tr_config_parse(&c, bad3, strlen(bad3), "bad3.json", err, sizeof err));
     assert_non_null(strstr(err, "rope_scaling"));
+    /* found by fuzz_hfconfig: a position count beyond an int was cast anyway */
+    const char *bad4 = "{\"model_type\":\"llama\",\"vocab_size\":10,\"hidden_size\":8,"
+                       "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                       "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,"
+                       "\"original_max_position_embeddings\":11111111116}}";
+    assert_false(tr_config_parse(&c, bad4, strlen(bad4), "bad4.json", err, sizeof err));
+    assert_non_null(strstr(err, "original_max_position_embeddings"));
     /* round trip through the writer */
     assert_true(tr_config_parse(&c, llama3, strlen(llama3), "l3.json", err, sizeof err));
     char *js = tr_config_to_json(&c);
