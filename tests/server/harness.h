@@ -570,4 +570,20 @@ static inline int hs_group_teardown(hs *h)
     return 0;
 }
 
+/* A test file whose tests share one server of `gpus` virtual GPUs: its
+ * `static hs H` and the cmocka group functions `setup` and `teardown` for
+ * cmocka_run_group_tests. */
+#define HS_GROUP_SERVER(gpus)                                                                      \
+    static hs H;                                                                                   \
+    static int setup(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return hs_group_setup(&H, gpus);                                                           \
+    }                                                                                              \
+    static int teardown(void **state)                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return hs_group_teardown(&H);                                                              \
+    }
+
 #endif

@@ -15,19 +15,7 @@
 
 #include "harness.h"
 
-static hs H;
-
-static int setup(void **state)
-{
-    (void)state;
-    return hs_group_setup(&H, 2);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return hs_group_teardown(&H);
-}
+HS_GROUP_SERVER(2)
 
 /* Submits a job as team-a; returns the status. */
 static long submit(const char *token, const char *body)

@@ -15,19 +15,7 @@
 #include "harness.h"
 #include "server/ctl.h"
 
-static hs H;
-
-static int setup(void **state)
-{
-    (void)state;
-    return hs_group_setup(&H, 2);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return hs_group_teardown(&H);
-}
+HS_GROUP_SERVER(2)
 
 static void submit_td(const char *name, const char *env, const char *more, const char *td)
 {

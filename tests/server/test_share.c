@@ -16,19 +16,7 @@
 
 #include "harness.h"
 
-static hs H;
-
-static int setup(void **state)
-{
-    (void)state;
-    return hs_group_setup(&H, 1);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return hs_group_teardown(&H);
-}
+HS_GROUP_SERVER(1)
 
 static void submit(const char *name, const char *gate, bool shared)
 {
