@@ -365,6 +365,16 @@ static void check_model_grads(tr_model *m, uint64_t dseed, int checks)
     free(g);
 }
 
+/* PEFT starts B at zero, which would hide A's gradient: B made non-zero. */
+static void lora_b_nonzero(tr_model *m)
+{
+    tr_rng r;
+    tr_rng_seed(&r, 9);
+    for (size_t i = 0; i < m->n_params; i++)
+        if (strstr(m->params[i].name, "lora_B"))
+            fill(m->param_data + m->params[i].offset, m->params[i].numel, &r, 0.3f);
+}
+
 static void model_case(tr_arch arch, tr_mode mode, float dropout, bool ckpt)
 {
     char *dir = tu_tempdir();
@@ -377,13 +387,7 @@ static void model_case(tr_arch arch, tr_mode mode, float dropout, bool ckpt)
                                 .targets = (1u << TR_NPROJ) - 1}};
     char err[512];
     assert_true(tr_model_load(&m, dir, &o, be, err, sizeof err));
-    if (mode == TR_MODE_LORA) { /* B = 0 would hide A's gradient: make B non-zero */
-        tr_rng r;
-        tr_rng_seed(&r, 9);
-        for (size_t i = 0; i < m.n_params; i++)
-            if (strstr(m.params[i].name, "lora_B"))
-                fill(m.param_data + m.params[i].offset, m.params[i].numel, &r, 0.3f);
-    }
+    if (mode == TR_MODE_LORA) lora_b_nonzero(&m);
     check_model_grads(&m, 77, mode == TR_MODE_LORA ? 4 : 2);
     tr_model_free(&m);
     be->destroy(be);
@@ -412,7 +416,7 @@ static void test_model_full_each_arch(void **state)
 /* Two records packed into one sequence (positions restarting at the second)
  * give the loss and the gradients of the two records trained one after the
  * other: packed records neither see each other nor share positions. For
- * every architecture, with LoRA on every projection (B made non-zero). */
+ * every architecture, with LoRA on every projection. */
 static void test_packed_records_independent(void **state)
 {
     (void)state;
@@ -427,11 +431,7 @@ static void test_packed_records_independent(void **state)
                            .lora = {.rank = 2, .alpha = 4, .targets = (1u << TR_NPROJ) - 1}};
         char err[512];
         assert_true(tr_model_load(&m, dir, &o, be, err, sizeof err));
-        tr_rng r;
-        tr_rng_seed(&r, 9);
-        for (size_t i = 0; i < m.n_params; i++)
-            if (strstr(m.params[i].name, "lora_B"))
-                fill(m.param_data + m.params[i].offset, m.params[i].numel, &r, 0.3f);
+        lora_b_nonzero(&m);
         int32_t ids[NT], pos[NT];
         uint8_t mask[NT];
         for (int t = 0; t < NT; t++) {
