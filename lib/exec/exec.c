@@ -3,6 +3,7 @@
  * classification and the out-of-memory line detector. */
 #include "exec_internal.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,8 +121,15 @@ void exec_contract_env(const exec_contract *c, char ***env, size_t *n)
     /* Empty hides every GPU from a CPU job (CUDA reads "" as none). */
     env_str(env, n, "CUDA_VISIBLE_DEVICES", gpus);
     if (c->virtual_gpus) env_str(env, n, "LATHE_VIRTUAL_GPUS", "1");
-    if (c->gpu_share > 0 && c->gpu_share < 1)
+    if (c->gpu_share > 0 && c->gpu_share < 1) {
         env_push(env, n, xasprintf("LATHE_GPU_SHARE=%.2f", c->gpu_share));
+        /* as NVIDIA's device plugin does for MPS sharing: SMs and memory
+         * held to the job's part (no effect without the MPS daemon) */
+        env_int(env, n, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", lround(c->gpu_share * 100));
+        if (c->gpu_memory_limit > 0)
+            env_push(env, n, xasprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM",
+                                       (long long)(c->gpu_memory_limit / (1024.0 * 1024.0))));
+    }
     if (c->nnodes > 0) {
         env_int(env, n, "NNODES", c->nnodes);
         env_int(env, n, "NODE_RANK", c->node_rank >= 0 ? c->node_rank : 0);

@@ -75,7 +75,12 @@ typedef struct exec_contract {
                                      spec, the work runs on the CPU */
     double gpu_share;             /* LATHE_GPU_SHARE: the part of its GPU a
                                      job that shares one may use ("0.25"; set
-                                     when above 0 and below 1) */
+                                     when above 0 and below 1), and for CUDA
+                                     MPS (effective where its daemon runs):
+                                     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, the
+                                     share in percent, and ... */
+    double gpu_memory_limit;      /* ... CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+                                     ("0=NNNNM", MiB), bytes; 0 = not set */
     int nnodes, node_rank, nproc_per_node; /* NNODES, NODE_RANK (set when
                                      nnodes > 0, node_rank >= 0), NPROC_PER_NODE */
     const char *master_addr;      /* MASTER_ADDR */

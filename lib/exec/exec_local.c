@@ -165,7 +165,8 @@ static bool reserved_name(const char *entry)
     static const char *const names[] = {
         "BASE_MODEL_PATH=", "DATASET_PATH=",  "LORA_RANK=",       "CHECKPOINT_DIR=",
         "CHECKPOINT_INTERVAL=", "CUDA_VISIBLE_DEVICES=", "NNODES=", "NODE_RANK=",
-        "NPROC_PER_NODE=", "MASTER_ADDR=", "MASTER_PORT=",
+        "NPROC_PER_NODE=", "MASTER_ADDR=", "MASTER_PORT=", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=",
     };
     if (str_starts_with(entry, "LATHE_")) return true;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -218,6 +218,10 @@ static void fill_request(ctl *c, ctl_job *j, launch *l, exec_request *q)
     k->gpus = l->gpus;
     k->virtual_gpus = virt;
     k->gpu_share = j->n_gpus > 0 ? (double)j->share / SCHED_SHARE_WHOLE : 0;
+    if (j->n_gpus > 0 && j->share < SCHED_SHARE_WHOLE) {
+        const sched_cluster *sc = c->s->cluster.sched;
+        k->gpu_memory_limit = k->gpu_share * sc->types[sc->nodes[sc->gpu_node[j->gpus[0]]].type].memory;
+    }
     k->nnodes = j->shape.replicas > 0 ? j->shape.replicas : 1;
     k->node_rank = 0;
     k->nproc_per_node = j->shape.per_replica > 0 ? j->shape.per_replica : 1;

@@ -318,7 +318,18 @@ static void test_contract_env(void **state)
         assert_false(str_starts_with(env[i], "NNODES="));
         assert_false(str_starts_with(env[i], "CHECKPOINT_INTERVAL="));
         assert_false(str_starts_with(env[i], "LORA_RANK="));
+        assert_false(str_starts_with(env[i], "CUDA_MPS_"));
     }
+    str_list_free(env, n);
+    /* A job that shares its GPU: its part, for itself and for CUDA MPS */
+    exec_contract shared = {.job = "t/s", .checkpoint_interval = -1, .gpus = "GPU-1234",
+                            .gpu_share = 0.18, .gpu_memory_limit = 0.18 * 80 * GIB};
+    env = NULL;
+    n = 0;
+    exec_contract_env(&shared, &env, &n);
+    assert_true(has(env, n, "LATHE_GPU_SHARE=0.18"));
+    assert_true(has(env, n, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=18"));
+    assert_true(has(env, n, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=14745M"));
     str_list_free(env, n);
 }
 

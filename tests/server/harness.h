@@ -85,7 +85,7 @@ static const char hs_fake_trainer[] =
     "rec start\n"
     "mkdir -p \"$ck\"\n"
     "batch=$(sed -n 's/^ *batchSize: *//p' \"$LATHE_SPEC\" | head -1)\n"
-    "echo \"batch $batch gpus $LATHE_GPUS cuda $CUDA_VISIBLE_DEVICES attempt $LATHE_ATTEMPT share ${LATHE_GPU_SHARE:-1}\"\n"
+    "echo \"batch $batch gpus $LATHE_GPUS cuda $CUDA_VISIBLE_DEVICES attempt $LATHE_ATTEMPT share ${LATHE_GPU_SHARE:-1} mps ${CUDA_MPS_PINNED_DEVICE_MEM_LIMIT:-none}\"\n"
     "if [ \"$MODE\" = crash-once ] && [ \"$LATHE_ATTEMPT\" = 1 ]; then echo boom >&2; rec stop; exit 1; fi\n"
     "if [ \"$MODE\" = oom ] && [ \"$batch\" -gt 1 ]; then\n"
     "  echo 'RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; rec stop; exit 1; fi\n"

@@ -4,7 +4,8 @@
  * need a small part of the GPU run on it at the same time; a job that did
  * not ask to share waits for the whole GPU. The nodes API lists both jobs
  * on the GPU with their parts, /metrics counts the GPU allocated once, the
- * trainers get LATHE_GPU_SHARE, GPU-hours count the part only, and a
+ * trainers get LATHE_GPU_SHARE and the CUDA MPS limits, GPU-hours count
+ * the part only, and a
  * server killed with SIGKILL re-attaches to both sharing jobs with no
  * fix to its books.
  */
@@ -107,6 +108,7 @@ static void test_two_share_one_waits(void **state)
     json_decref(job);
     assert_true(hs_metric(&H, "lathe_gpus{state=\"allocated\",gpu_type=\"A100-80GB\"}") == 1);
     assert_true(hs_wait_body(&H, "/v1/jobs/shared-1/logs", "token-a", "cuda 0 attempt 1 share 0.", 10));
+    assert_true(hs_wait_body(&H, "/v1/jobs/shared-1/logs", "token-a", " mps 0=", 10));
     assert_true(hs_wait_body(&H, "/v1/jobs/shared-1/events", "token-a", "% of it, shared)", 10));
     /* the client shows each job's part */
     char *text = lathe_out("get", "nodes", "--output=wide");
