@@ -77,13 +77,13 @@ static void text_summary(const plan_result *r, sb *out)
         sb_putc(out, '\n');
         char money[32];
         format_money(money, sizeof money, c->cost);
-        sb_printf(out, "  %-9s %.1f GPU-hours x %.2f = %s\n", "cost", c->gpu_hours,
+        sb_printf(out, "  %-9s %.*f GPU-hours x %.2f = %s\n", "cost", c->gpu_hours < 10 ? 2 : 1, c->gpu_hours,
                   c->gpu->price_per_hour, money);
     } else {
         char money[32];
         format_money(money, sizeof money, c->cost);
-        sb_printf(out, "  %-9s %.1f s per step; per 1,000 steps: %.1f GPU-hours, %s\n", "time",
-                  c->step_seconds, c->gpu_hours, money);
+        sb_printf(out, "  %-9s %.1f s per step; per 1,000 steps: %.*f GPU-hours, %s\n", "time",
+                  c->step_seconds, c->gpu_hours < 10 ? 2 : 1, c->gpu_hours, money);
     }
 }
 

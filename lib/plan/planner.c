@@ -182,6 +182,15 @@ static double efficiency(const plan_result *r, const plan_config *c)
     return e;
 }
 
+/* The part of its one GPU a job that may share it is given (the server's
+ * scheduler: ceil(100 x planned memory / GPU memory) hundredths), or 1. */
+static double gpu_part(const plan_result *r, const plan_config *c)
+{
+    if (!r->shared || c->gpus != 1 || !(c->mem.peak < c->gpu->memory)) return 1.0;
+    return ceil(100.0 * c->mem.peak / c->gpu->memory) / 100.0;
+}
+
+/* Time and cost of c; a job that shares its GPU pays for its part of it. */
 static void price(const plan_result *r, plan_config *c)
 {
     c->flops_per_token = flops_per_token(r, c);
@@ -195,7 +204,7 @@ static void price(const plan_result *r, plan_config *c)
     if (r->steps > 0 && !r->fixed_steps && (int)batch != r->effective_batch)
         steps = (long)ceil((double)r->steps * r->effective_batch / batch);
     c->seconds = r->steps > 0 ? steps * c->step_seconds : 0;
-    c->gpu_hours = steps * c->step_seconds / 3600.0 * c->gpus;
+    c->gpu_hours = steps * c->step_seconds / 3600.0 * c->gpus * gpu_part(r, c);
     c->cost = c->gpu_hours * c->gpu->price_per_hour;
 }
 
@@ -273,7 +282,11 @@ static bool better(const plan_search *s, const plan_config *a, const plan_config
 }
 
 /* For fixed method, GPUs and parallel degrees: the fastest micro-batch /
- * checkpointing that fits. Checkpointing is only switched on when needed. */
+ * checkpointing that fits. Checkpointing is only switched on when needed.
+ * A job that shares its one GPU pays for its part of it, so there every
+ * split that fits is priced and the best under the objective kept: a
+ * smaller footprint (checkpointing, a smaller micro-batch) can cost less
+ * although it runs longer. */
 static bool best_batch_split(const plan_search *s, plan_config *c)
 {
     int per_replica = s->r->effective_batch / c->dp;
@@ -283,19 +296,24 @@ static bool best_batch_split(const plan_search *s, plan_config *c)
         gc_options[0] = s->gc_value;
         n_gc = 1;
     }
+    bool every = s->r->shared && c->gpus == 1 && s->opt->objective != PLAN_FASTEST;
+    plan_config best;
+    bool found = false;
     for (int gi = 0; gi < n_gc; gi++) {
         for (int micro = per_replica; micro >= 1; micro--) {
             if (per_replica % micro) continue;
             c->micro_batch = micro;
             c->grad_accum = per_replica / micro;
             c->grad_ckpt = gc_options[gi];
-            if (config_fits(s, c)) {
-                price(s->r, c);
-                return true;
-            }
+            if (!config_fits(s, c)) continue;
+            price(s->r, c);
+            if (!every) return true;
+            if (!found || better(s, c, &best)) best = *c;
+            found = true;
         }
     }
-    return false;
+    if (found) *c = best;
+    return found;
 }
 
 static bool model_parallel_needed(const plan_search *s, spec_method method, const plan_gpu *g)

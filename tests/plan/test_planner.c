@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 /* Loads a one-document spec from text. */
@@ -128,6 +129,52 @@ static void test_auto_small_model(void **state)
         if (r.options[i].seconds <= 8 * 3600 || r.options[i - 1].seconds > 8 * 3600)
             assert_true(r.options[i - 1].cost <= r.options[i].cost * 1.005 + 1e-9);
     plan_result_free(&r);
+    diag_list_free(&d);
+}
+
+/* A job that may share its GPU pays for its part of it (ceil(100 x memory
+ * / GPU memory) hundredths): its plan costs that part of the GPU-hours, it
+ * is never dearer than the same job on a GPU of its own, and its footprint
+ * is no larger. */
+static void test_shared_pays_its_part(void **state)
+{
+    (void)state;
+    plan_result whole, part;
+    diag_list d;
+    diag_list_init(&d);
+    const char *gpu = "  resources:\n    gpu: {type: A100-80GB, count: 1%s}\n";
+    char extra[256];
+    snprintf(extra, sizeof extra, gpu, "");
+    assert_int_equal(plan_text(job_yaml("Qwen2.5-0.5B-Instruct", extra), NULL, &whole, &d), LT_EXIT_OK);
+    snprintf(extra, sizeof extra, gpu, ", shared: true");
+    char *yaml = xstrdup(job_yaml("Qwen2.5-0.5B-Instruct", extra));
+    assert_int_equal(plan_text(yaml, NULL, &part, &d), LT_EXIT_OK);
+    free(yaml);
+    const plan_config *w = &whole.chosen, *p = &part.chosen;
+    assert_int_equal(p->gpus, 1);
+    double share = ceil(100.0 * p->mem.peak / p->gpu->memory) / 100.0;
+    assert_true(share < 1);
+    double hours = p->seconds / 3600.0;
+    if (fabs(p->gpu_hours - hours * share) > 1e-9 * hours)
+        fail_msg("gpu_hours %g, expected %g x %g", p->gpu_hours, hours, share);
+    assert_true(fabs(p->cost - p->gpu_hours * p->gpu->price_per_hour) < 1e-9);
+    assert_true(p->cost < w->cost);
+    assert_true(p->mem.peak <= w->mem.peak);
+    plan_result_free(&whole);
+    plan_result_free(&part);
+    /* left to lathe, the split is chosen by what the part costs: at most
+     * the cost and the footprint of the same job on a GPU of its own */
+    assert_int_equal(plan_text(job_yaml("Qwen2.5-0.5B-Instruct", ""), NULL, &whole, &d), LT_EXIT_OK);
+    yaml = xstrdup(job_yaml("Qwen2.5-0.5B-Instruct", "  resources:\n    gpu: {shared: true}\n"));
+    assert_int_equal(plan_text(yaml, NULL, &part, &d), LT_EXIT_OK);
+    free(yaml);
+    assert_false(part.has_requested);
+    assert_true(part.chosen.cost < whole.chosen.cost);
+    assert_true(part.chosen.mem.peak <= whole.chosen.mem.peak);
+    printf("# shared: %.1f GiB, %.3f; on a GPU of its own: %.1f GiB, %.3f\n",
+           part.chosen.mem.peak / GIB, part.chosen.cost, whole.chosen.mem.peak / GIB, whole.chosen.cost);
+    plan_result_free(&whole);
+    plan_result_free(&part);
     diag_list_free(&d);
 }
 
@@ -364,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_cluster_catalogue),
         cmocka_unit_test(test_cluster_unknown_throughput),
         cmocka_unit_test(test_outputs),
+        cmocka_unit_test(test_shared_pays_its_part),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
