@@ -155,8 +155,11 @@ static void weights(const est_ctx *x, est_result *r)
 {
     double lin = 0, all = params_on_gpu(x, &lin);
     if (x->in->quant != QUANT_NONE) {
+        bool bnb = x->in->quant == QUANT_NF4 || x->in->quant == QUANT_NF4_DQ || x->in->quant == QUANT_INT8;
+        bool fp32 = x->in->precision == PREC_FP32 || (x->in->kbit_fp32 && bnb);
         r->weights_quantised = lin * layer_quant_bits(x) / 8.0;
-        r->weights_dense = (all - lin) * (x->in->precision == PREC_FP32 ? 4 : 2);
+        r->weights_dense = (all - lin) * (fp32 ? 4 : 2);
+        r->dense_fp32 = fp32;
     } else {
         r->weights_dense = all * x->wb;
     }

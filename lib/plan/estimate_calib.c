@@ -185,7 +185,10 @@ static void row_counter(est_row *r)
  * `del logits` before backward from July 2024 (before, the shifted logits
  * stayed alive); PEFT before 0.12 (July 2024) kept 16-bit adapters in the
  * model dtype (quantised bases always get fp32 ones). The chunked loss is
- * the row's chunked_ce. */
+ * the row's chunked_ce. prepare_model_for_kbit_training's fp32 embedding
+ * and lm_head (HF stack, bitsandbytes bases): cast back to 16 bits by the
+ * QLoRA paper's qlora.py and by axolotl; LLaMA-Factory upcasts only the
+ * norms; HQQ bases are skipped by PEFT, as GPTQ ones. */
 static void row_stack(est_row *r, json_t *row)
 {
     const char *src = r->source, *date = jstr(row, "source_date");
@@ -206,6 +209,11 @@ static void row_stack(est_row *r, json_t *row)
         r->in.logits_kept = !recent;
     }
     if (st == EST_STACK_HF && !recent) r->in.adapter_fp32 = r->in.quant != QUANT_NONE;
+    const char *q = jstr(row, "quant");
+    if (contains_ci(src, "qlora paper") || contains_ci(src, "dettmers") ||
+        contains_ci(src, "axolotl") || contains_ci(src, "llama-factory") ||
+        contains_ci(src, "llamafactory") || (q && strcmp(q, "hqq4") == 0))
+        r->in.kbit_fp32 = false;
     r->in.chunked_loss = jbool(row, "chunked_ce", r->in.chunked_loss);
 }
 

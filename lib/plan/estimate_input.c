@@ -77,6 +77,12 @@ void est_input_set_stack(est_input *in, est_stack stack)
     /* Qwen v1's modeling_qwen.py takes CrossEntropyLoss of the bf16
      * lm_logits; transformers' own models upcast them (logits.float()). */
     in->bf16_loss = in->model && in->model->arch == MODEL_ARCH_QWEN;
+    /* PEFT's prepare_model_for_kbit_training, which TRL's SFTTrainer and
+     * the PEFT and transformers QLoRA guides call, casts every 16-bit
+     * parameter of a bitsandbytes-quantised model to fp32 (GPTQ models
+     * are skipped); the QLoRA paper's qlora.py and axolotl cast the
+     * embedding and lm_head back (est_rows_load follows the source). */
+    in->kbit_fp32 = stack == EST_STACK_HF;
 }
 
 const char *est_phase_name(est_phase p)

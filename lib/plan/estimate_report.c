@@ -65,7 +65,8 @@ static void state_terms(const est_input *in, const est_result *r, est_term *t, s
              "%s linear weights with their scales", spec_quant_name(in->quant));
     add_term(t, n, "base_weights", lora ? "base weights (frozen)" : "weights (trained)", r->weights_dense,
              true, "%s parameters of the model, %s", total,
-             in->quant != QUANT_NONE ? "the rest in 16 bits"
+             in->quant != QUANT_NONE && r->dense_fp32 ? "the rest in fp32 (prepare_model_for_kbit_training)"
+             : in->quant != QUANT_NONE ? "the rest in 16 bits"
              : ds                    ? "bf16 (DeepSpeed: fp32 master in the optimizer)"
                                      : precision_dtype(in->precision));
     add_term(t, n, "adapter_weights", in->method == METHOD_DORA ? "DoRA adapters" : "LoRA adapters",

@@ -78,6 +78,8 @@ typedef struct est_input {
     bool adapter_fp32;        /* LoRA weights in fp32 under a 16-bit model (PEFT) */
     bool logits_kept;         /* the loop keeps the model's logits alive through the backward */
     bool bf16_loss;           /* the model code takes the loss of 16-bit logits (Qwen v1, GaLore) */
+    bool kbit_fp32;           /* PEFT's prepare_model_for_kbit_training: the weights a bitsandbytes
+                                 base keeps unquantised (embedding, lm_head, norms) in fp32 */
 } est_input;
 
 /* LoRA r16 on q_proj,v_proj, batch 1, 2048 tokens, gradient checkpointing
@@ -123,6 +125,7 @@ typedef struct est_result {
 
     double weights_quantised;   /* quantised linear weights with their scales */
     double weights_dense;       /* weights held in a float dtype */
+    bool dense_fp32;            /* ... of a quantised base, in fp32 (prepare_model_for_kbit_training) */
     double adapter;             /* LoRA A/B (+ DoRA magnitudes) */
     double gradients;           /* gradients of the trainable parameters */
     double optimizer;           /* optimizer states (+ fp32 master copy under DeepSpeed) */

@@ -155,6 +155,17 @@ static void test_tiny_full_and_quant(void **state)
     est_estimate(&in, &bare, &r);
     double linear = 2.0 * (65536 + 32768 * 2 + 65536 + 393216);
     assert_true(fabs(r.weights_quantised - linear * (4 + 0.125 + 32.0 / 16384) / 8) < 1e-6);
+    /* the Hugging Face stack's prepare_model_for_kbit_training keeps the
+     * unquantised weights in fp32; a recipe that casts them back, in bf16 */
+    assert_true(in.kbit_fp32);
+    assert_true(fabs(r.weights_dense - (1692928.0 - linear) * 4) < 1e-6);
+    in.kbit_fp32 = false;
+    est_estimate(&in, &bare, &r);
+    assert_true(fabs(r.weights_dense - (1692928.0 - linear) * 2) < 1e-6);
+    /* GPTQ bases are left alone by PEFT */
+    in.kbit_fp32 = true;
+    in.quant = QUANT_GPTQ4;
+    est_estimate(&in, &bare, &r);
     assert_true(fabs(r.weights_dense - (1692928.0 - linear) * 2) < 1e-6);
     /* NF4 without double quantisation: one fp32 absmax per 64 weights */
     in.quant = QUANT_NF4;
@@ -539,7 +550,7 @@ static void test_json_keys(void **state)
 }
 
 /* The documented bound (docs/estimator.md): on the 66 usable calibration
- * rows lathe's MAPE stays under 15.5 % and its median under 6.5 %
+ * rows lathe's MAPE stays under 14.5 % and its median under 6.5 %
  * (measured: 14.3 % and 4.8 %); the seed formula's MAPE is above 50 %. */
 static void test_calibration_error(void **state)
 {
@@ -556,8 +567,8 @@ static void test_calibration_error(void **state)
     est_metrics m;
     est_metrics_of(ape, k, &m);
     assert_int_equal(k, 66);
-    if (m.mape >= 15.5 || m.median_ape >= 6.5)
-        fail_msg("calibration MAPE %.1f%% (bound 15.5%%), median %.1f%% (bound 6.5%%)", m.mape, m.median_ape);
+    if (m.mape >= 14.5 || m.median_ape >= 6.5)
+        fail_msg("calibration MAPE %.1f%% (bound 14.5%%), median %.1f%% (bound 6.5%%)", m.mape, m.median_ape);
     est_rows_free(rows, n);
     diag_list_free(&d);
 }
