@@ -50,6 +50,11 @@ static const char estimate_help[] =
     "  --compile on|off      torch.compile (default off)\n"
     "  --chunked-loss on|off loss over chunks of the logits (default: the stack's)\n"
     "  --fused-optimizer on|off  fused AdamW step (default: the stack's)\n"
+    "  --kbit-fp32 on|off    a bitsandbytes base's unquantised weights (embedding,\n"
+    "                        lm_head, norms) in fp32, as PEFT's\n"
+    "                        prepare_model_for_kbit_training leaves them (default:\n"
+    "                        on for hf; off where the recipe casts them back:\n"
+    "                        axolotl, the QLoRA paper's qlora.py)\n"
     "  --gpu-memory SIZE     the GPU's memory (80GiB; a bare number is GiB; an\n"
     "                        \"80GB\" GPU holds 80 GiB): the allocator's cache is\n"
     "                        capped there (default unknown)\n"
@@ -67,7 +72,7 @@ static const char estimate_help[] =
 typedef struct est_args {
     const char *job, *model, *method, *bits, *quant, *rank, *targets, *batch, *seq;
     const char *grad_ckpt, *precision, *optimizer, *gpus, *strategy, *flash_attn;
-    const char *stack, *compile, *chunked_loss, *fused_optimizer, *gpu_memory;
+    const char *stack, *compile, *chunked_loss, *fused_optimizer, *kbit_fp32, *gpu_memory;
     cli_output out;
 } est_args;
 
@@ -85,6 +90,7 @@ static const struct {
     {"--stack", offsetof(est_args, stack)},         {"--compile", offsetof(est_args, compile)},
     {"--chunked-loss", offsetof(est_args, chunked_loss)},
     {"--fused-optimizer", offsetof(est_args, fused_optimizer)},
+    {"--kbit-fp32", offsetof(est_args, kbit_fp32)},
     {"--gpu-memory", offsetof(est_args, gpu_memory)},
 };
 
@@ -253,6 +259,7 @@ static void apply_flags(const est_args *a, est_input *in, diag_list *d)
     if (a->compile) parse_on_off("--compile", a->compile, &in->compiled, d);
     if (a->chunked_loss) parse_on_off("--chunked-loss", a->chunked_loss, &in->chunked_loss, d);
     if (a->fused_optimizer) parse_on_off("--fused-optimizer", a->fused_optimizer, &in->fused_optimizer, d);
+    if (a->kbit_fp32) parse_on_off("--kbit-fp32", a->kbit_fp32, &in->kbit_fp32, d);
     if (a->gpu_memory) parse_memory("--gpu-memory", a->gpu_memory, &in->gpu_memory, d);
     if (a->targets) {
         char **names = NULL;

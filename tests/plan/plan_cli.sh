@@ -46,6 +46,16 @@ P
 grep -Eq "^  share +[0-9]+% of the GPU, beside other shared jobs" "$tmp/shared.txt" || { cat "$tmp/shared.txt"; fail "no share line"; }
 "$LATHE" plan "$seed" 2>/dev/null | grep -q "^  share " && fail "a share line for a job that does not share"
 
+# a bitsandbytes base under the hf stack: the unquantised weights in fp32
+# unless --kbit-fp32 off (a recipe that casts them back)
+on=$("$LATHE" estimate --model Meta-Llama-3-8B --method qlora --quant nf4-dq -o json) || fail "estimate qlora"
+off=$("$LATHE" estimate --model Meta-Llama-3-8B --method qlora --quant nf4-dq --kbit-fp32=off -o json) || fail "estimate --kbit-fp32 off"
+python3 - "$on" "$off" <<'P' || fail "--kbit-fp32"
+import json, sys
+on, off = (json.loads(a)["terms_gib"]["base_weights"] for a in sys.argv[1:3])
+assert abs(on - 2 * off) < 1e-6 * on, (on, off)
+P
+
 # usage errors
 "$LATHE" plan > /dev/null 2>&1; [ $? -eq 1 ] || fail "plan without a file should exit 1"
 "$LATHE" plan "$seed" --emit nope > /dev/null 2>&1; [ $? -eq 1 ] || fail "bad --emit should exit 1"
