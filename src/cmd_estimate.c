@@ -112,12 +112,10 @@ static int parse_args(int argc, char **argv, est_args *a)
             a->job = arg;
             continue;
         }
-        char *eq = strchr(arg, '=');
-        char flag[64];
-        snprintf(flag, sizeof flag, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
-        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+        const char *flag = arg; /* main.c turned "--flag=value" into two arguments */
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!value) return cli_usage_error("estimate", "%s needs a value", flag);
-        if (!eq) i++;
+        i++;
         if (strcmp(flag, "-o") == 0 || strcmp(flag, "--output") == 0) {
             if (!cli_parse_output(value, &a->out) || (a->out != CLI_OUT_TEXT && a->out != CLI_OUT_JSON))
                 return cli_usage_error("estimate", "-o takes text or json, not '%s'", value);

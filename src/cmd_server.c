@@ -81,11 +81,10 @@ static int hash_token(int argc, char **argv)
     return LT_EXIT_OK;
 }
 
-/* Takes the value of option argv[*i] (as "--opt V" or "--opt=V"). */
+/* Takes the value of option argv[*i] ("--opt V"; main.c turns "--opt=V"
+ * into that). */
 static const char *option_value(int argc, char **argv, int *i, const char *name)
 {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=') return argv[*i] + n + 1;
     if (strcmp(argv[*i], name) == 0 && *i + 1 < argc) return argv[++*i];
     return NULL;
 }

@@ -258,8 +258,6 @@ static int validate_run(int argc, char **argv)
                 return cli_usage_error("validate", "%s needs a format: text or json", a);
             }
             val = argv[++i];
-        } else if (opts && str_starts_with(a, "--output=")) {
-            val = a + 9;
         } else if (opts && a[0] == '-' && a[1]) {
             free(files);
             return cli_usage_error("validate", "unknown option '%s'", a);

@@ -197,10 +197,10 @@ typedef struct client_flags {
     const char *team;   /* --team TEAM */
 } client_flags;
 
-/* If argv[*i] is --server / --token / --team (also as --opt=VALUE), takes
- * it (and its value), advances *i past it and returns 1; returns 0 for
- * another argument; -1 (with a usage message printed) when its value is
- * missing. */
+/* If argv[*i] is --server / --token / --team, takes it and its value (the
+ * next argument; the tool's main.c splits --opt=VALUE into the two),
+ * advances *i past them and returns 1; returns 0 for another argument; -1
+ * (with a usage message printed) when its value is missing. */
 int client_flags_take(client_flags *f, const char *cmd, int argc, char **argv, int *i);
 /* Resolves the configuration for the flags and opens a handle; prints any
  * problem on stderr as "lathe CMD: ..." and returns its exit code. */

@@ -7,41 +7,25 @@
 #include <stdio.h>
 #include <string.h>
 
-/* If arg is "--NAME" or "--NAME=VALUE" for one of the shared options,
- * returns the slot to fill and points *inline_value at VALUE (or NULL). */
-static const char **flag_slot(client_flags *f, const char *arg, const char **inline_value)
+/* The slot of a shared option "--NAME", or NULL. */
+static const char **flag_slot(client_flags *f, const char *arg)
 {
     static const char *const names[] = {"--server", "--token", "--team"};
     const char **slots[] = {&f->server, &f->token, &f->team};
-    for (size_t k = 0; k < 3; k++) {
-        size_t n = strlen(names[k]);
-        if (strncmp(arg, names[k], n)) continue;
-        if (arg[n] == 0) {
-            *inline_value = NULL;
-            return slots[k];
-        }
-        if (arg[n] == '=') {
-            *inline_value = arg + n + 1;
-            return slots[k];
-        }
-    }
+    for (size_t k = 0; k < 3; k++)
+        if (strcmp(arg, names[k]) == 0) return slots[k];
     return NULL;
 }
 
 int client_flags_take(client_flags *f, const char *cmd, int argc, char **argv, int *i)
 {
-    const char *value;
-    const char **slot = flag_slot(f, argv[*i], &value);
+    const char **slot = flag_slot(f, argv[*i]);
     if (!slot) return 0;
-    if (!value) {
-        if (*i + 1 >= argc) {
-            fprintf(stderr, "lathe %s: %s needs a value\n(see `lathe help %s`)\n", cmd, argv[*i],
-                    cmd);
-            return -1;
-        }
-        value = argv[++*i];
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "lathe %s: %s needs a value\n(see `lathe help %s`)\n", cmd, argv[*i], cmd);
+        return -1;
     }
-    *slot = value;
+    *slot = argv[++*i];
     ++*i;
     return 1;
 }

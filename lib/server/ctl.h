@@ -94,6 +94,8 @@ extern const double ctl_hist_bounds[SRV_HIST_BUCKETS];
 /* The share of each GPU a stored placement holds, in hundredths: its
  * "share" (a fraction, present when the job shares its GPU), else 100. */
 int ctl_placement_share(const char *placement_json);
+/* The same of a parsed placement (NULL: 100). */
+int ctl_placement_share_of(const json_t *placement);
 
 /* Creates the controller: its store handle, the local executor, and the
  * re-attachment to open attempts. Returns NULL with a message in err. */

@@ -398,15 +398,21 @@ bool ctl_placement_gpus(const ctl *c, const char *placement_json, int **gpus, in
     return true;
 }
 
-int ctl_placement_share(const char *placement_json)
+int ctl_placement_share_of(const json_t *placement)
 {
-    json_t *p = placement_json ? json_loads(placement_json, 0, NULL) : NULL;
-    json_t *share = json_object_get(p, "share");
+    json_t *share = json_object_get(placement, "share");
     int units = SCHED_SHARE_WHOLE;
     if (json_is_number(share)) {
         double v = json_number_value(share) * SCHED_SHARE_WHOLE;
         if (v >= 1 && v < SCHED_SHARE_WHOLE) units = (int)(v + 0.5);
     }
+    return units;
+}
+
+int ctl_placement_share(const char *placement_json)
+{
+    json_t *p = placement_json ? json_loads(placement_json, 0, NULL) : NULL;
+    int units = ctl_placement_share_of(p);
     json_decref(p);
     return units;
 }

@@ -124,8 +124,8 @@ static void live_usage(const srv *s, store *st, const store_job *j, double *gs, 
     const char *type = p ? json_string_value(json_object_get(p, "gpu_type")) : NULL;
     int t = type ? sched_cluster_find_type(s->cluster.sched, type) : -1;
     double price = t >= 0 ? s->cluster.sched->types[t].price_per_hour : 0;
+    double held = (double)n * ctl_placement_share_of(p) / SCHED_SHARE_WHOLE;
     json_decref(p);
-    double held = (double)n * ctl_placement_share(j->placement_json) / SCHED_SHARE_WHOLE;
     store_attempt a;
     if (n == 0 || store_attempt_get(st, j->id, j->attempts, &a) != STORE_OK) return;
     struct timespec ts;
