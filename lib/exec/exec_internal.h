@@ -103,6 +103,10 @@ typedef struct local_handle {
 
 void exec_log_reader_init(exec_log_reader *r, const char *path);
 void exec_log_reader_free(exec_log_reader *r);
+/* Hands each new whole line of the output log to fn, at most limit bytes,
+ * following the log across its rotations (output.log.1, .2, ...). */
+typedef void (*exec_line_fn)(const char *line, size_t len, void *ctx);
+void exec_log_read(exec_log_reader *r, size_t limit, exec_line_fn fn, void *ctx);
 /* Polls a local handle (exec_local_poll.c). */
 void exec_local_poll(exec_handle *h, double now, exec_status *st, exec_update *up);
 

@@ -39,9 +39,7 @@ void exec_log_reader_free(exec_log_reader *r)
     memset(r, 0, sizeof *r);
 }
 
-typedef void (*line_fn)(const char *line, size_t len, void *ctx);
-
-static void feed(exec_log_reader *r, const char *buf, size_t n, line_fn fn, void *ctx)
+static void feed(exec_log_reader *r, const char *buf, size_t n, exec_line_fn fn, void *ctx)
 {
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
@@ -80,8 +78,42 @@ static uint64_t inode_of(const char *path)
     return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* The rotated files' inodes: ino[k] of output.log.k (0 where none), k = 1
+ * .. LOG_SCAN. The whole range is looked at, not up to the first gap: the
+ * supervisor renames .2 -> .3, then .1 -> .2, then the log -> .1, so a
+ * reader looking in the middle of that sees a gap below files that exist. */
+#define LOG_SCAN 64
+static void scan_rotated(const exec_log_reader *r, uint64_t ino[LOG_SCAN + 1])
+{
+    ino[0] = 0;
+    for (int k = 1; k <= LOG_SCAN; k++) {
+        char *p = xasprintf("%s.%d", r->path, k);
+        ino[k] = inode_of(p);
+        free(p);
+    }
+}
+
+/* Opens output.log.k (the log itself for k 0) when it still is the file
+ * `want` (0: any); false when it is not (renamed meanwhile: scan again). */
+static bool open_index(exec_log_reader *r, int k, uint64_t want)
+{
+    char *p = k ? xasprintf("%s.%d", r->path, k) : xstrdup(r->path);
+    exec_log_reader probe = {.fd = -1};
+    bool ok = open_at(&probe, p);
+    free(p);
+    if (ok && want && probe.ino != want) {
+        close(probe.fd);
+        return false;
+    }
+    if (!ok) return false;
+    if (r->fd >= 0) close(r->fd);
+    r->fd = probe.fd;
+    r->ino = probe.ino;
+    return true;
+}
+
 /* Reads the open file to its end; returns the bytes read. */
-static size_t drain(exec_log_reader *r, size_t limit, line_fn fn, void *ctx)
+static size_t drain(exec_log_reader *r, size_t limit, exec_line_fn fn, void *ctx)
 {
     char buf[65536];
     size_t total = 0;
@@ -97,46 +129,50 @@ static size_t drain(exec_log_reader *r, size_t limit, line_fn fn, void *ctx)
 }
 
 /* At the end of the file being read: when the log was rotated since, moves
- * to the file written after it (output.log.K .. .1, then output.log). */
+ * to the file written after it: the nearest existing output.log.k below
+ * ours (then the log itself), or, when ours was rotated away entirely, the
+ * oldest one left (everything left is newer). */
 static bool next_file(exec_log_reader *r)
 {
-    uint64_t cur = inode_of(r->path);
-    if (cur == 0 || cur == r->ino) return false;
-    int ours = 0, count = 0;
-    for (int i = 1;; i++) {
-        char *p = xasprintf("%s.%d", r->path, i);
-        uint64_t ino = inode_of(p);
-        free(p);
-        if (!ino) break;
-        count = i;
-        if (ino == r->ino) ours = i;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint64_t cur = inode_of(r->path);
+        if (cur == 0 || cur == r->ino) return false;
+        uint64_t ino[LOG_SCAN + 1];
+        scan_rotated(r, ino);
+        int ours = 0, oldest = 0;
+        for (int k = 1; k <= LOG_SCAN; k++) {
+            if (ino[k] == r->ino) ours = k;
+            if (ino[k]) oldest = k;
+        }
+        int next = 0;
+        if (ours) {
+            for (int k = ours - 1; k >= 1 && !next; k--)
+                if (ino[k]) next = k;
+        } else {
+            next = oldest;
+        }
+        if (open_index(r, next, next ? ino[next] : cur)) return true;
     }
-    /* Ours was rotated away entirely: everything left is newer. */
-    int next = ours ? ours - 1 : count;
-    char *p = next ? xasprintf("%s.%d", r->path, next) : xstrdup(r->path);
-    bool ok = open_at(r, p);
-    free(p);
-    return ok;
+    return false;
 }
 
 /* The first open starts at the oldest file of the rotation. */
 static bool open_first(exec_log_reader *r)
 {
-    int count = 0;
-    for (;; count++) {
-        char *p = xasprintf("%s.%d", r->path, count + 1);
-        bool there = inode_of(p) != 0;
-        free(p);
-        if (!there) break;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint64_t ino[LOG_SCAN + 1];
+        scan_rotated(r, ino);
+        int oldest = 0;
+        for (int k = 1; k <= LOG_SCAN; k++)
+            if (ino[k]) oldest = k;
+        if (open_index(r, oldest, ino[oldest])) return true;
+        if (!oldest && !file_exists(r->path)) return false;
     }
-    char *p = count ? xasprintf("%s.%d", r->path, count) : xstrdup(r->path);
-    bool ok = open_at(r, p);
-    free(p);
-    return ok;
+    return false;
 }
 
-/* Reads at most limit bytes of new output, following rotations. */
-static void log_read(exec_log_reader *r, size_t limit, line_fn fn, void *ctx)
+/* Reads at most limit bytes of new output, following rotations (exec_internal.h). */
+void exec_log_read(exec_log_reader *r, size_t limit, exec_line_fn fn, void *ctx)
 {
     if (r->fd < 0 && !open_first(r)) return;
     size_t total = 0;
@@ -442,7 +478,7 @@ void exec_local_poll(exec_handle *h, double now, exec_status *st, exec_update *u
         }
     }
     /* Once it has ended, everything left is read in this poll. */
-    log_read(&lh->log, lh->ended ? SIZE_MAX : POLL_READ_MAX, on_line, &pc);
+    exec_log_read(&lh->log, lh->ended ? SIZE_MAX : POLL_READ_MAX, on_line, &pc);
     if (lh->ended || now >= lh->next_scan) {
         scan_folder(lh, now);
         lh->next_scan = now + SCAN_INTERVAL;

@@ -155,6 +155,71 @@ static void test_swift_lines(void **state)
     assert_int_equal(p.step, -1);
 }
 
+static void count_line(const char *line, size_t len, void *ctx)
+{
+    sb *s = ctx;
+    sb_printf(s, "%.*s;", (int)len, line);
+}
+
+static void put_file(const char *dir, const char *name, const char *text)
+{
+    char *p = path_join(dir, name);
+    assert_int_equal(file_write_atomic(p, text, strlen(text)), 0);
+    free(p);
+}
+
+/* The log reader follows rotations, also when it looks in the middle of
+ * one: the supervisor renames .2 -> .3, then .1 -> .2, then the log -> .1,
+ * and a reader that stopped at the first missing name skipped the file
+ * between (found under load by the rotation test). */
+static void test_log_reader_mid_rotation(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/lathe-exec-rot-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *log = path_join(dir, "output.log");
+    put_file(dir, "output.log.1", "a1\na2\n");
+    put_file(dir, "output.log", "b1\n");
+    exec_log_reader r;
+    exec_log_reader_init(&r, log);
+    sb got;
+    sb_init(&got);
+    exec_log_read(&r, SIZE_MAX, count_line, &got);
+    assert_string_equal(sb_str(&got), "a1;a2;b1;");
+    /* while the reader sleeps the log rotates twice, and it looks in the
+     * middle of a third rotation: ours (b) is at .3, the file after it (c)
+     * at .2, .1 missing for a moment, the newest (d) still the log */
+    char *p1 = path_join(dir, "output.log.1"), *p2 = path_join(dir, "output.log.2"),
+         *p3 = path_join(dir, "output.log.3");
+    FILE *f = fopen(log, "a");
+    fputs("b2\n", f);
+    fclose(f);
+    assert_int_equal(rename(p1, p2), 0);  /* a -> .2 */
+    assert_int_equal(rename(log, p1), 0); /* b -> .1 */
+    put_file(dir, "output.log", "c1\n");
+    assert_int_equal(rename(p2, p3), 0);  /* a -> .3 */
+    assert_int_equal(rename(p1, p2), 0);  /* b -> .2 */
+    assert_int_equal(rename(log, p1), 0); /* c -> .1 */
+    put_file(dir, "output.log", "d1\n");
+    assert_int_equal(rename(p2, p3), 0);  /* b -> .3 (a is gone) */
+    assert_int_equal(rename(p1, p2), 0);  /* c -> .2; .1 missing for now */
+    exec_log_read(&r, SIZE_MAX, count_line, &got);
+    assert_string_equal(sb_str(&got), "a1;a2;b1;b2;c1;d1;");
+    /* the rotation completes (d -> .1, a new log): nothing read twice */
+    assert_int_equal(rename(log, p1), 0);
+    put_file(dir, "output.log", "e1\n");
+    exec_log_read(&r, SIZE_MAX, count_line, &got);
+    assert_string_equal(sb_str(&got), "a1;a2;b1;b2;c1;d1;e1;");
+    exec_log_reader_free(&r);
+    sb_free(&got);
+    char err[256];
+    assert_int_equal(file_remove_tree(dir, err, sizeof err), 0);
+    free(log);
+    free(p1);
+    free(p2);
+    free(p3);
+}
+
 /* The reader returns only new whole lines, across appends. */
 static void test_swift_incremental(void **state)
 {
@@ -440,6 +505,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_lines),      cmocka_unit_test(test_hf_state),
         cmocka_unit_test(test_swift_lines),      cmocka_unit_test(test_swift_incremental),
+        cmocka_unit_test(test_log_reader_mid_rotation),
         cmocka_unit_test(test_oom_lines),        cmocka_unit_test(test_classify),
         cmocka_unit_test(test_contract_env),     cmocka_unit_test(test_handle_json),
         cmocka_unit_test(test_process_identity), cmocka_unit_test(test_inventory_cluster),
