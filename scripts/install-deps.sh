@@ -10,7 +10,13 @@ set -eu
 PKGS="build-essential cmake pkg-config git ca-certificates
 libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev
 libopenblas-openmp-dev libcmocka-dev libutf8proc-dev
+python3-yaml python3-jsonschema openssl
 clang libclang-rt-14-dev python3"
+
+# kubectl drives the Kubernetes API double in tests/k8s. Debian's
+# kubernetes-client provides it; a machine that already has a kubectl (from
+# another package) keeps its own, as the two packages conflict.
+command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
 
 for arg in "$@"; do
   case "$arg" in

@@ -91,6 +91,30 @@ typedef struct exec_contract {
  * growable array of *n strings the caller frees with str_list_free). */
 void exec_contract_env(const exec_contract *c, char ***env, size_t *n);
 
+/* What an engine that places work on a cluster (Kubernetes; Slurm later)
+ * needs beyond the argv: whose job it is, where lathe's scheduler put it,
+ * and what it may use. The local backend ignores it. Strings are borrowed. */
+typedef struct exec_cluster_req {
+    int64_t job_id;              /* the store's id (labels, adoption after a restart) */
+    const char *team, *name;     /* the job's team and its name within the team */
+    const char *experiment;      /* NULL when it is not part of one */
+    const char *image;           /* trainer.image; NULL = the engine's image of lathe */
+    bool builtin;                /* the built-in trainer: the engine runs
+                                    `lathe train SPEC` with its own path to SPEC */
+    const char *spec_yaml;       /* the resolved spec's text (the file the trainer reads) */
+    int nnodes, gpus_per_node;   /* replicas and GPUs per replica; 0 GPUs = a CPU job */
+    double cpu, memory;          /* cores and bytes per replica; 0 = not given */
+    const char *gpu_type;        /* lathe's GPU type name; NULL = any */
+    const char *const *nodes;    /* the nodes lathe placed it on, one per replica;
+                                    n_nodes 0 = wherever the engine likes */
+    size_t n_nodes;
+    const char *rack;            /* the rack of those nodes; NULL = any */
+    const char *priority_class;  /* NULL = none */
+    const char *checkpoint_pvc;  /* checkpoint.storage.pvcName; NULL = the engine's default */
+    double grace;                /* timeout.gracePeriod, seconds */
+    double max_duration;         /* timeout.maxDuration left for this attempt; 0 = none */
+} exec_cluster_req;
+
 /* ---- a start request ---- */
 typedef struct exec_request {
     char *const *argv;        /* the trainer: argv[0] is a path or a name found
@@ -108,6 +132,7 @@ typedef struct exec_request {
                                   classified EXEC_END_INVALID, not retried
                                   (EXEC_BUILTIN_NO_RETRY for lathe train) */
     size_t n_no_retry_codes;
+    exec_cluster_req cluster;  /* for cluster engines (k8s); ignored locally */
 } exec_request;
 
 /* The built-in trainer's "cannot succeed" exit codes (docs/trainer.md:

@@ -326,6 +326,55 @@ typedef struct spec_server_token {
     spec_pos pos; /* where the entry starts */
 } spec_server_token;
 
+/* The ServerConfig's `kubernetes:` section: how lathe reaches a cluster
+ * and what the Jobs it creates look like (lib/k8s renders them; defaults in
+ * spec_k8s_defaults). Used when `executor: k8s`, and by `lathe render
+ * --target k8s`. */
+typedef struct spec_k8s {
+    char *kubeconfig;     /* a kubeconfig file; NULL = in-cluster service account,
+                             then $KUBECONFIG, then ~/.kube/config */
+    char *context;        /* a context of it; NULL = its current-context */
+    double qps;           /* client-side rate limit; default 50 */
+    int burst;            /* default 100 */
+    char *namespace_prefix; /* a team's namespace is prefix + team; default "" */
+    spec_kv *namespaces;  /* explicit team -> namespace entries (win over the prefix) */
+    size_t n_namespaces;
+    char *image;          /* the image of the built-in trainer (it holds `lathe`);
+                             default "lathe:latest" */
+    char *image_pull_policy; /* NULL = the cluster's default */
+    char *lathe_path;     /* the lathe binary inside that image; default "lathe" */
+    char *gpu_resource;   /* default "nvidia.com/gpu" */
+    char *gpu_product_label; /* node label with the GPU type; default "nvidia.com/gpu.product" */
+    spec_kv *gpu_products; /* lathe GPU type -> that label's value; default the type's name */
+    size_t n_gpu_products;
+    char *gpu_memory_label;  /* node label with MiB per GPU; default "nvidia.com/gpu.memory" */
+    char *rack_label;     /* default "rack-id" (the seed's) */
+    char *zone_label;     /* default "topology.kubernetes.io/zone" */
+    char *nvlink_label;   /* node label naming its NVLink domain; default "lathe.dev/nvlink-group" */
+    char *checkpoint_pvc; /* PVC for checkpoints when the job names none; default "lathe-checkpoints" */
+    char *model_pvc;      /* read-only model pool; default "lathe-models"; "" = none */
+    char *data_pvc;       /* read-only datasets; default "lathe-data"; "" = none */
+    char *checkpoint_mount; /* default "/checkpoints" (CHECKPOINT_DIR is MOUNT/<job>) */
+    char *model_mount;    /* default "/models" (HF_HOME, MODELSCOPE_CACHE) */
+    char *data_mount;     /* default "/data" */
+    char *spec_mount;     /* folder of the resolved spec (a downward-API file); default "/etc/lathe" */
+    double shm_size;      /* memory-backed /dev/shm; bytes, default 8Gi; 0 = none */
+    int64_t run_as_user, run_as_group, fs_group; /* default 1000 each */
+    int ttl_after_finished; /* seconds; default 86400; -1 = never deleted */
+    char *service_account; /* NULL = the namespace's default */
+    int master_port;      /* MASTER_PORT of multi-node jobs; default 29500 */
+    char *storage_class;  /* for rendered PVCs; NULL = the cluster's default */
+    double checkpoint_size, model_size, data_size; /* rendered PVC sizes; 500Gi, 2Ti, 500Gi */
+} spec_k8s;
+
+/* Fills k with the defaults above (strings allocated). */
+void spec_k8s_defaults(spec_k8s *k);
+void spec_k8s_free(spec_k8s *k);
+/* The namespace of a team's jobs (caller frees). */
+char *spec_k8s_namespace(const spec_k8s *k, const char *team);
+
+typedef enum { SPEC_EXECUTOR_LOCAL, SPEC_EXECUTOR_K8S } spec_executor;
+
 typedef struct spec_server {
     char *file;
     char *name;     /* metadata.name; may be NULL */
@@ -366,6 +415,8 @@ typedef struct spec_server {
     } logs;
     char *trainer_program; /* the lathe binary run as `PROGRAM train SPEC`; NULL =
                               /proc/self/exe */
+    spec_executor executor; /* `executor: local` (default) or `k8s` */
+    spec_k8s k8s;           /* `kubernetes:`; defaults filled in */
 } spec_server;
 
 /* A config with every default filled in. */

@@ -39,7 +39,74 @@ spec_server *spec_server_new_default(void)
     s->limits.connection_timeout = 60;
     s->logs.max_size = 64.0 * 1024.0 * 1024.0;
     s->logs.keep = 3;
+    s->executor = SPEC_EXECUTOR_LOCAL;
+    spec_k8s_defaults(&s->k8s);
     return s;
+}
+
+void spec_k8s_defaults(spec_k8s *k)
+{
+    memset(k, 0, sizeof *k);
+    k->qps = 50;
+    k->burst = 100;
+    k->namespace_prefix = xstrdup("");
+    k->image = xstrdup("lathe:latest");
+    k->lathe_path = xstrdup("lathe");
+    k->gpu_resource = xstrdup("nvidia.com/gpu");
+    k->gpu_product_label = xstrdup("nvidia.com/gpu.product");
+    k->gpu_memory_label = xstrdup("nvidia.com/gpu.memory");
+    k->rack_label = xstrdup("rack-id");
+    k->zone_label = xstrdup("topology.kubernetes.io/zone");
+    k->nvlink_label = xstrdup("lathe.dev/nvlink-group");
+    k->checkpoint_pvc = xstrdup("lathe-checkpoints");
+    k->model_pvc = xstrdup("lathe-models");
+    k->data_pvc = xstrdup("lathe-data");
+    k->checkpoint_mount = xstrdup("/checkpoints");
+    k->model_mount = xstrdup("/models");
+    k->data_mount = xstrdup("/data");
+    k->spec_mount = xstrdup("/etc/lathe");
+    k->shm_size = 8.0 * 1024 * 1024 * 1024;
+    k->run_as_user = k->run_as_group = k->fs_group = 1000;
+    k->ttl_after_finished = 86400;
+    k->master_port = 29500;
+    k->checkpoint_size = 500.0 * 1024 * 1024 * 1024;
+    k->model_size = 2048.0 * 1024 * 1024 * 1024;
+    k->data_size = 500.0 * 1024 * 1024 * 1024;
+}
+
+static void kv_free(spec_kv *kv, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(kv[i].key);
+        free(kv[i].value);
+    }
+    free(kv);
+}
+
+void spec_k8s_free(spec_k8s *k)
+{
+    if (!k) return;
+    char **strs[] = {&k->kubeconfig, &k->context, &k->namespace_prefix, &k->image,
+                     &k->image_pull_policy, &k->lathe_path, &k->gpu_resource,
+                     &k->gpu_product_label, &k->gpu_memory_label, &k->rack_label,
+                     &k->zone_label, &k->nvlink_label, &k->checkpoint_pvc, &k->model_pvc,
+                     &k->data_pvc, &k->checkpoint_mount, &k->model_mount, &k->data_mount,
+                     &k->spec_mount, &k->service_account, &k->storage_class};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
+    }
+    kv_free(k->namespaces, k->n_namespaces);
+    kv_free(k->gpu_products, k->n_gpu_products);
+    k->namespaces = k->gpu_products = NULL;
+    k->n_namespaces = k->n_gpu_products = 0;
+}
+
+char *spec_k8s_namespace(const spec_k8s *k, const char *team)
+{
+    for (size_t i = 0; i < k->n_namespaces; i++)
+        if (strcmp(k->namespaces[i].key, team) == 0) return xstrdup(k->namespaces[i].value);
+    return xasprintf("%s%s", k->namespace_prefix ? k->namespace_prefix : "", team);
 }
 
 void spec_server_free(spec_server *s)
@@ -59,6 +126,7 @@ void spec_server_free(spec_server *s)
     free(s->tokens);
     free(s->scheduler.policy);
     free(s->trainer_program);
+    spec_k8s_free(&s->k8s);
     free(s);
 }
 
@@ -179,7 +247,63 @@ static const spec_field trainer_fields[] = {
 };
 static const spec_schema trainer_schema = SCHEMA0(trainer_fields);
 
+static const spec_enum_entry executor_tab[] = {
+    {"local", SPEC_EXECUTOR_LOCAL, false},
+    {"k8s", SPEC_EXECUTOR_K8S, false},
+    {"kubernetes", SPEC_EXECUTOR_K8S, true},
+};
+ENUM_DEF(enum_executor, executor_tab);
+
+#define K(f) S(k8s.f)
+static const spec_field k8s_fields[] = {
+    {.key = "kubeconfig", .type = SF_STR, .off = K(kubeconfig)},
+    {.key = "context", .type = SF_STR, .off = K(context)},
+    {.key = "qps", .type = SF_DOUBLE, .off = K(qps), .flags = SF_MIN | SF_MAX, .min = 0.1,
+     .max = 100000, .hint = "requests per second to the API server; 50 is the default"},
+    {.key = "burst", .type = SF_INT, .off = K(burst), .flags = SF_MIN | SF_MAX, .min = 1,
+     .max = 100000},
+    {.key = "namespacePrefix", .type = SF_STR, .off = K(namespace_prefix), .flags = SF_EMPTY_OK},
+    {.key = "namespaces", .type = SF_KV, .off = K(namespaces), .off_n = K(n_namespaces)},
+    {.key = "image", .type = SF_STR, .off = K(image)},
+    {.key = "imagePullPolicy", .type = SF_STR, .off = K(image_pull_policy)},
+    {.key = "lathePath", .type = SF_STR, .off = K(lathe_path)},
+    {.key = "gpuResource", .type = SF_STR, .off = K(gpu_resource)},
+    {.key = "gpuProductLabel", .type = SF_STR, .off = K(gpu_product_label)},
+    {.key = "gpuProducts", .type = SF_KV, .off = K(gpu_products), .off_n = K(n_gpu_products)},
+    {.key = "gpuMemoryLabel", .type = SF_STR, .off = K(gpu_memory_label)},
+    {.key = "rackLabel", .type = SF_STR, .off = K(rack_label)},
+    {.key = "zoneLabel", .type = SF_STR, .off = K(zone_label)},
+    {.key = "nvlinkLabel", .type = SF_STR, .off = K(nvlink_label)},
+    {.key = "checkpointPVC", .type = SF_STR, .off = K(checkpoint_pvc)},
+    {.key = "modelPVC", .type = SF_STR, .off = K(model_pvc), .flags = SF_EMPTY_OK},
+    {.key = "dataPVC", .type = SF_STR, .off = K(data_pvc), .flags = SF_EMPTY_OK},
+    {.key = "checkpointMount", .type = SF_STR, .off = K(checkpoint_mount)},
+    {.key = "modelMount", .type = SF_STR, .off = K(model_mount)},
+    {.key = "dataMount", .type = SF_STR, .off = K(data_mount)},
+    {.key = "specMount", .type = SF_STR, .off = K(spec_mount)},
+    {.key = "shmSize", .type = SF_BYTES, .off = K(shm_size)},
+    {.key = "runAsUser", .type = SF_I64, .off = K(run_as_user), .flags = SF_MIN | SF_MAX,
+     .min = 1, .max = 2147483647, .hint = "a non-root uid such as 1000"},
+    {.key = "runAsGroup", .type = SF_I64, .off = K(run_as_group), .flags = SF_MIN | SF_MAX,
+     .min = 0, .max = 2147483647},
+    {.key = "fsGroup", .type = SF_I64, .off = K(fs_group), .flags = SF_MIN | SF_MAX, .min = 0,
+     .max = 2147483647},
+    {.key = "ttlSecondsAfterFinished", .type = SF_INT, .off = K(ttl_after_finished),
+     .flags = SF_MIN | SF_MAX, .min = -1, .max = 31536000, .hint = "-1 keeps finished Jobs"},
+    {.key = "serviceAccount", .type = SF_STR, .off = K(service_account)},
+    {.key = "masterPort", .type = SF_INT, .off = K(master_port), .flags = SF_MIN | SF_MAX,
+     .min = 1, .max = 65535},
+    {.key = "storageClass", .type = SF_STR, .off = K(storage_class)},
+    {.key = "checkpointSize", .type = SF_BYTES, .off = K(checkpoint_size)},
+    {.key = "modelSize", .type = SF_BYTES, .off = K(model_size)},
+    {.key = "dataSize", .type = SF_BYTES, .off = K(data_size)},
+};
+#undef K
+static const spec_schema k8s_schema = SCHEMA0(k8s_fields);
+
 static const spec_field spec_fields[] = {
+    {.key = "executor", .type = SF_ENUM, .off = S(executor), .enm = &enum_executor},
+    {.key = "kubernetes", .type = SF_OBJ, .sub = &k8s_schema},
     {.key = "listen", .type = SF_STR, .off = S(listen)},
     {.key = "dataDir", .type = SF_STR, .off = S(data_dir)},
     {.key = "cluster", .type = SF_OBJ, .sub = &cluster_schema},

@@ -1,0 +1,300 @@
+/* k8s.h: the Kubernetes part: how lathe talks to a Kubernetes API server,
+ * and the objects it creates there.
+ *
+ *   k8s_config.c   where the cluster is and who lathe is: the in-cluster
+ *                  service account, or a kubeconfig (contexts, CA, bearer
+ *                  tokens, client certificates, exec credential plugins)
+ *   k8s_client.c   calls over libcurl: get, list (label selectors,
+ *                  pagination), create, server-side apply, merge patch,
+ *                  status updates, delete; client-side rate limit; retries
+ *                  with backoff; Kubernetes Status errors as lathe messages
+ *   k8s_watch.c    streamed watches and the informer built on them (list,
+ *                  then watch from its resourceVersion, bookmarks, relist
+ *                  on 410 Gone without losing or repeating a transition);
+ *                  pod log followers
+ *   k8s_render.c   the objects of one attempt (a batch/v1 Job, the headless
+ *                  Service of a multi-node job) and of a cluster's setup
+ *                  (Namespaces, ResourceQuotas, LimitRanges,
+ *                  PriorityClasses, PVCs); pure functions of their inputs
+ *   k8s_yaml.c     JSON values printed as YAML documents (`-o yaml`)
+ *
+ * JSON is jansson's json_t throughout; YAML is read with libyaml through
+ * lib/spec's layer. Nothing here knows lathe's store, scheduler or
+ * executor: lib/exec/exec_k8s.c builds the Kubernetes executor on this.
+ * Depends on base and spec only.
+ */
+#ifndef LATHE_K8S_H
+#define LATHE_K8S_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spec/spec.h"
+
+/* ---- configuration (k8s_config.c) ---- */
+typedef struct k8s_config {
+    char *server;      /* "https://10.0.0.1:6443" (scheme, host, port; no trailing '/') */
+    char *ca_file;     /* PEM file of the CA; NULL = none given */
+    char *ca_data;     /* PEM text (certificate-authority-data, decoded); NULL = none */
+    char *token;       /* bearer token; NULL = none */
+    char *token_file;  /* read again whenever it changes (service-account rotation) */
+    char *cert_file, *key_file; /* client certificate and key files */
+    char *cert_data, *key_data; /* the same as PEM text (decoded *-data fields) */
+    bool insecure;     /* insecure-skip-tls-verify: true (a warning is printed) */
+    /* exec credential plugin (users[].user.exec): argv, extra environment
+     * ("NAME=value"), apiVersion (client.authentication.k8s.io/v1 or v1beta1) */
+    char **exec_argv;
+    size_t exec_argc;
+    char **exec_env;
+    size_t n_exec_env;
+    char *exec_api_version;
+    char *namespace_;  /* the context's namespace (in-cluster: the pod's); "default" */
+    char *source;      /* for messages: "in-cluster service account",
+                          "kubeconfig /root/.kube/config, context kind-lab" */
+    double qps;        /* rate limit; 0 = 50 */
+    int burst;         /* 0 = 100 */
+    double timeout;    /* seconds for one call that is not a stream; 0 = 30 */
+    int max_retries;   /* retries of one call on 429 / 5xx / connection loss; 0 = 5,
+                          -1 = none */
+} k8s_config;
+
+/* The in-cluster service account: KUBERNETES_SERVICE_HOST / _PORT, and
+ * sa_dir's token, ca.crt and namespace files (sa_dir NULL =
+ * /var/run/secrets/kubernetes.io/serviceaccount). False with a message when
+ * it is not in a cluster or a file is missing. */
+bool k8s_config_in_cluster(k8s_config *c, const char *sa_dir, char *err, size_t errsz);
+/* A kubeconfig file (path NULL = $KUBECONFIG's first file, else
+ * ~/.kube/config), context NULL = its current-context. Relative file names
+ * in it are taken from the file's folder. False with a message naming the
+ * file, the field and the fix. */
+bool k8s_config_kubeconfig(k8s_config *c, const char *path, const char *context, char *err,
+                           size_t errsz);
+/* The same from text in memory (name for messages, dir for relative files). */
+bool k8s_config_parse_kubeconfig(k8s_config *c, const char *name, const char *text, size_t len,
+                                 const char *dir, const char *context, char *err, size_t errsz);
+/* What lathe uses: an explicit kubeconfig when path is given, else the
+ * in-cluster service account when there is one, else $KUBECONFIG or
+ * ~/.kube/config. */
+bool k8s_config_load(k8s_config *c, const char *path, const char *context, char *err,
+                     size_t errsz);
+void k8s_config_free(k8s_config *c);
+
+/* ---- errors ---- */
+typedef enum {
+    K8S_OK = 0,
+    K8S_E_NOT_FOUND,    /* 404 */
+    K8S_E_EXISTS,       /* 409 AlreadyExists */
+    K8S_E_CONFLICT,     /* 409 Conflict (a stale resourceVersion) */
+    K8S_E_GONE,         /* 410 Gone / Expired: a watch or continue token too old */
+    K8S_E_INVALID,      /* 422 Invalid, 400 BadRequest */
+    K8S_E_UNAUTHORIZED, /* 401 */
+    K8S_E_FORBIDDEN,    /* 403 */
+    K8S_E_UNREACHABLE,  /* no answer (connection refused, TLS, timeout) after the retries */
+    K8S_E_SERVER,       /* 429 / 5xx after the retries */
+    K8S_E_OTHER         /* anything else (an unreadable answer) */
+} k8s_rc;
+
+const char *k8s_rc_name(k8s_rc rc); /* "not found", "already exists", ... */
+
+/* What a call that failed says, from the Status object when there is one. */
+typedef struct k8s_error {
+    k8s_rc rc;
+    long http;          /* the HTTP status; 0 = no answer */
+    char reason[48];    /* Status.reason: "NotFound", "AlreadyExists", "Invalid", ... */
+    char message[768];  /* lathe's sentence: what was asked, the server's message,
+                           each cause (field: message), and the fix */
+} k8s_error;
+
+/* ---- the client (k8s_client.c) ---- */
+typedef struct k8s_client k8s_client;
+
+/* One client per server; thread-safe (calls may come from several threads;
+ * the rate limit is shared). Copies cfg. NULL with a message when libcurl
+ * cannot be set up or the CA cannot be read. */
+k8s_client *k8s_client_new(const k8s_config *cfg, char *err, size_t errsz);
+void k8s_client_free(k8s_client *cl);
+const k8s_config *k8s_client_config(const k8s_client *cl);
+
+/* An object or a collection: api "v1" or "batch/v1"; resource plural
+ * ("jobs"); ns NULL for cluster-scoped or all namespaces; name NULL for a
+ * collection; sub a subresource ("status", "log") or NULL. */
+typedef struct k8s_ref {
+    const char *api, *resource, *ns, *name, *sub;
+} k8s_ref;
+
+/* The URL path of ref ("/apis/batch/v1/namespaces/team-a/jobs/x"); caller frees. */
+char *k8s_path(const k8s_ref *ref);
+
+/* Calls. *out (where given) receives the answer's object, the caller's to
+ * json_decref. Each returns K8S_OK or fills e (e may be NULL). */
+k8s_rc k8s_get(k8s_client *cl, const k8s_ref *ref, json_t **out, k8s_error *e);
+/* Every item of a collection, page by page (limit per page; 0 = 500),
+ * into *items (a JSON array); *rv receives the list's resourceVersion (may
+ * be NULL; caller frees). label / field: selectors or NULL. */
+k8s_rc k8s_list(k8s_client *cl, const k8s_ref *ref, const char *label, const char *field,
+                int limit, json_t **items, char **rv, k8s_error *e);
+k8s_rc k8s_create(k8s_client *cl, const k8s_ref *ref, const json_t *obj, json_t **out,
+                  k8s_error *e);
+/* Server-side apply (PATCH application/apply-patch+yaml, fieldManager=lathe,
+ * force when asked). */
+k8s_rc k8s_apply(k8s_client *cl, const k8s_ref *ref, const json_t *obj, bool force, json_t **out,
+                 k8s_error *e);
+/* JSON merge patch (RFC 7386; application/merge-patch+json). */
+k8s_rc k8s_merge_patch(k8s_client *cl, const k8s_ref *ref, const json_t *patch, json_t **out,
+                       k8s_error *e);
+/* PUT of the whole object (ref->sub "status" for the status subresource). */
+k8s_rc k8s_replace(k8s_client *cl, const k8s_ref *ref, const json_t *obj, json_t **out,
+                   k8s_error *e);
+/* DELETE with propagationPolicy ("Foreground", "Background", "Orphan" or
+ * NULL) and gracePeriodSeconds (< 0 = the object's own). */
+k8s_rc k8s_delete(k8s_client *cl, const k8s_ref *ref, const char *propagation, int grace,
+                  k8s_error *e);
+/* A pod's log at once (no follow): since_time an RFC 3339 time or NULL;
+ * timestamps prefixes each line with its RFC 3339 time. *text the
+ * caller's to free. */
+k8s_rc k8s_pod_log(k8s_client *cl, const char *ns, const char *pod, const char *container,
+                   const char *since_time, bool timestamps, char **text, size_t *len,
+                   k8s_error *e);
+
+/* Requests sent (each HTTP request, retries included; a watch or a
+ * followed log counts once when it starts), for the benchmark and tests. */
+typedef struct k8s_stats {
+    uint64_t requests, gets, lists, creates, patches, updates, deletes, watches, logs;
+    uint64_t retries, throttled; /* retried answers; calls the rate limit held back */
+} k8s_stats;
+void k8s_client_stats(const k8s_client *cl, k8s_stats *out);
+
+/* ---- watches and informers (k8s_watch.c) ---- */
+typedef enum { K8S_ADDED, K8S_MODIFIED, K8S_DELETED } k8s_event_type;
+
+/* Called on the informer's thread for every transition of an object, in
+ * order: ADDED once, MODIFIED for each new resourceVersion, DELETED once
+ * (obj is the last state known). obj is borrowed for the call. */
+typedef void (*k8s_event_fn)(void *ud, k8s_event_type type, const json_t *obj);
+/* Called when the informer's view becomes current (after each list) or
+ * stops being current (the API is unreachable: why says so). */
+typedef void (*k8s_sync_fn)(void *ud, bool synced, const char *why);
+
+typedef struct k8s_informer k8s_informer;
+
+/* Lists ref's collection (with the label selector) and watches it from the
+ * list's resourceVersion with allowWatchBookmarks, on a thread of its own.
+ * A watch that ends is started again from the newest resourceVersion seen
+ * (bookmarks included); 410 Gone (as an HTTP status or an ERROR event)
+ * relists, and the difference between the cache and the new list is
+ * delivered as events, so no transition is lost or repeated. Connection
+ * loss is retried with backoff forever (until k8s_informer_free). */
+k8s_informer *k8s_informer_start(k8s_client *cl, const k8s_ref *ref, const char *label,
+                                 k8s_event_fn on_event, k8s_sync_fn on_sync, void *ud,
+                                 char *err, size_t errsz);
+/* True once the first list was delivered. */
+bool k8s_informer_synced(k8s_informer *inf);
+/* A copy of the cached object ns/name (NULL when absent); caller decrefs. */
+json_t *k8s_informer_get(k8s_informer *inf, const char *ns, const char *name);
+/* Counters: lists (1 + relists), watches started, events delivered, 410s seen. */
+typedef struct k8s_informer_stats {
+    uint64_t lists, watches, events, gone, bookmarks;
+} k8s_informer_stats;
+void k8s_informer_stats_get(k8s_informer *inf, k8s_informer_stats *out);
+/* Stops the thread (a watch in progress is aborted) and frees. NULL is fine. */
+void k8s_informer_free(k8s_informer *inf);
+
+/* Follows a pod's log (follow=true, timestamps=true) on a thread of its
+ * own, handing whole lines (timestamps stripped, no newline) to on_line.
+ * When the stream breaks while the pod may still run, it reconnects with
+ * sinceTime = the last line's time and skips the lines it already gave, so
+ * no line is given twice or lost. on_end is called once when the log is
+ * over (the container ended and the stream closed), or the pod is gone. */
+typedef void (*k8s_line_fn)(void *ud, const char *line, size_t len);
+typedef void (*k8s_end_fn)(void *ud, const char *why);
+typedef struct k8s_log_follower k8s_log_follower;
+k8s_log_follower *k8s_log_follow(k8s_client *cl, const char *ns, const char *pod,
+                                 const char *container, k8s_line_fn on_line, k8s_end_fn on_end,
+                                 void *ud);
+/* Stops following (the stream is aborted) and frees. NULL is fine. */
+void k8s_log_follower_free(k8s_log_follower *f);
+
+/* ---- names and labels (k8s_render.c) ---- */
+/* Label keys of every object lathe creates. */
+#define K8S_LABEL_MANAGED "app.kubernetes.io/managed-by" /* "lathe" */
+#define K8S_LABEL_JOB_ID "lathe.dev/job-id"              /* the store's job id */
+#define K8S_LABEL_JOB "lathe.dev/job"                    /* the job's name */
+#define K8S_LABEL_TEAM "lathe.dev/team"
+#define K8S_LABEL_EXPERIMENT "lathe.dev/experiment"
+#define K8S_LABEL_ATTEMPT "lathe.dev/attempt"
+#define K8S_ANNOT_SPEC "lathe.dev/spec" /* the resolved spec (pod template), for the spec file */
+#define K8S_CONTAINER "trainer"         /* the container's name */
+
+/* The Job's name of one attempt: "lathe-<job>-<attempt>", a DNS-1123 label
+ * of at most 52 characters (so pod names and the hostnames of an Indexed
+ * Job's pods fit); a longer name is cut and keeps its uniqueness with a
+ * hash of the whole: "lathe-<first part>-<8 hex>-<attempt>". */
+void k8s_job_name(const char *job, int attempt, char *out, size_t outsz);
+
+/* ---- rendering (k8s_render.c) ---- */
+/* Everything one attempt's Job needs. Strings are borrowed. */
+typedef struct k8s_job_params {
+    const char *name;       /* k8s_job_name() */
+    const char *namespace_; /* the team's (spec_k8s_namespace) */
+    int64_t job_id;         /* labels and adoption */
+    const char *job, *team, *experiment; /* experiment may be NULL */
+    int attempt;
+    const char *image;
+    char *const *argv;      /* the container's command (never a shell) */
+    size_t argc;
+    const char *const *env; /* "NAME=value": the trainer contract's variables as the pod
+                               sees them, and the spec's trainer.env */
+    size_t n_env;
+    int nnodes;             /* pods (Indexed Job with a headless Service when > 1) */
+    int gpus_per_node;      /* nvidia.com/gpu requests = limits; 0 = a CPU job */
+    double cpu;             /* cores per pod (requests); 0 = none */
+    double memory;          /* bytes per pod (requests = limits); 0 = none */
+    const char *gpu_product;/* value of the GPU-type node label; NULL = any */
+    const char *const *nodes; /* required node affinity (kubernetes.io/hostname In);
+                                 n_nodes 0 = anywhere */
+    size_t n_nodes;
+    const char *rack;       /* required rack (settings' rack label); NULL = any */
+    const char *priority_class; /* NULL = none */
+    const char *checkpoint_pvc; /* NULL = no checkpoint volume */
+    const char *checkpoint_subpath; /* the job's folder in it (CHECKPOINT_DIR = mount/sub) */
+    const char *spec_yaml;  /* the resolved spec, as the file under spec_mount; NULL = none */
+    double grace;           /* terminationGracePeriodSeconds */
+    double max_duration;    /* activeDeadlineSeconds; 0 = none */
+    const int *fail_codes;  /* exit codes that fail the Job at once (podFailurePolicy) */
+    size_t n_fail_codes;
+    bool suspend;           /* created suspended (lathe's admission) */
+    const spec_k8s *settings; /* labels, mounts, security context, ttl, PVCs, ports */
+} k8s_job_params;
+
+/* The batch/v1 Job of one attempt: suspended as asked, restartPolicy Never,
+ * backoffLimit 0, podFailurePolicy (FailJob on fail_codes and on the
+ * DisruptionTarget condition), podReplacementPolicy Failed, labels,
+ * resources, nodeSelector / affinity, volumes (checkpoint PVC, read-only
+ * model and data PVCs, the spec as a downward-API file, memory-backed
+ * /dev/shm), non-root securityContext, terminationGracePeriodSeconds,
+ * activeDeadlineSeconds, ttlSecondsAfterFinished; Indexed with
+ * subdomain when nnodes > 1, with NNODES, NODE_RANK (from the completion
+ * index), MASTER_ADDR (pod 0's stable name), MASTER_PORT, NPROC_PER_NODE. */
+json_t *k8s_render_job(const k8s_job_params *p);
+/* The headless Service of a multi-node attempt (NULL when nnodes <= 1). */
+json_t *k8s_render_service(const k8s_job_params *p);
+/* The placement part of a suspended Job's update at admission: a merge
+ * patch that sets the pod template's nodeSelector / affinity from p and
+ * spec.suspend false. */
+json_t *k8s_render_admit_patch(const k8s_job_params *p);
+
+/* A cluster's setup: for each team a Namespace (labelled lathe.dev/team),
+ * a ResourceQuota on requests.nvidia.com/gpu (its quota), a LimitRange, and
+ * its checkpoint PVC; the shared read-only model and data PVCs; a
+ * PriorityClass for each priority class. A JSON array of objects. */
+json_t *k8s_render_cluster(const spec_cluster *c, const spec_k8s *k);
+
+/* ---- output (k8s_yaml.c) ---- */
+/* objs (one object or an array of them) as YAML documents separated by
+ * "---", keys in the objects' order, strings quoted where YAML would read
+ * them as something else. Caller frees. */
+char *k8s_to_yaml(const json_t *objs);
+
+#endif
