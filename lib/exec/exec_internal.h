@@ -77,20 +77,42 @@ typedef struct exec_log_reader {
     long line_no;
 } exec_log_reader;
 
-typedef struct local_handle {
-    exec_handle h; /* first: what callers see */
-    exec_local_desc d;
-    exec_log_reader log;
-    /* what the current poll found (exec_update points here) */
+/* What polls of one attempt found, whatever the backend (exec_tally.c):
+ * the points and checkpoints of the current poll (exec_update points
+ * here), deduplicated across sources and polls. */
+typedef struct exec_tally {
     exec_progress *pts;
     size_t n_pts, cap_pts;
     exec_checkpoint *cks;
     size_t n_cks, cap_cks;
     bool done;
     char *adapter;
-    /* dedup across sources and polls */
     int64_t last_step, last_ckpt, total_steps;
-    bool oom_line; /* seen by this reader (the supervisor's record decides) */
+    bool oom_line;     /* an out-of-memory line was seen */
+    long oom_line_no;  /* its number among the lines given (1-based) */
+    char oom_text[160];
+    long lines;        /* lines given to exec_tally_line */
+} exec_tally;
+
+void exec_tally_init(exec_tally *t);
+void exec_tally_free(exec_tally *t);
+/* Forgets the current poll's points and checkpoints (not the dedup state). */
+void exec_tally_clear(exec_tally *t);
+/* A point, kept when its step is past the last one (total filled in). */
+void exec_tally_point(exec_tally *t, exec_progress p, double now);
+/* A checkpoint, kept when its step is past the last one. */
+void exec_tally_checkpoint(exec_tally *t, int64_t step, const char *path);
+/* One line of trainer output: out-of-memory messages and the built-in
+ * trainer's [lathe-train] lines (start, step, checkpoint, resume, done). */
+void exec_tally_line(exec_tally *t, const char *line, size_t len, double now);
+/* Points up at the current poll's findings. */
+void exec_tally_update(const exec_tally *t, exec_update *up);
+
+typedef struct local_handle {
+    exec_handle h; /* first: what callers see */
+    exec_local_desc d;
+    exec_log_reader log;
+    exec_tally tally; /* the oom line seen by this reader; the supervisor's record decides */
     /* checkpoint folder */
     double next_scan;
     double hf_mtime; /* of the trainer_state.json last read */

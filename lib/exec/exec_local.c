@@ -53,7 +53,7 @@ static exec_handle *handle_new(exec_backend *be, exec_local_desc *d)
     lh->h.work_dir = lh->d.work_dir;
     lh->h.log_path = lh->d.log_path;
     lh->h.started_at = lh->d.started_at;
-    lh->last_step = lh->last_ckpt = lh->total_steps = -1;
+    exec_tally_init(&lh->tally);
     exec_log_reader_init(&lh->log, lh->d.log_path);
     return &lh->h;
 }
@@ -63,10 +63,7 @@ static void local_release(exec_handle *h)
     local_handle *lh = (local_handle *)h;
     exec_log_reader_free(&lh->log);
     if (lh->swift_set) exec_jsonl_reader_free(&lh->swift);
-    for (size_t i = 0; i < lh->n_cks; i++) free(lh->cks[i].path);
-    free(lh->cks);
-    free(lh->pts);
-    free(lh->adapter);
+    exec_tally_free(&lh->tally);
     exec_local_desc_free(&lh->d);
     free(lh);
 }

@@ -195,56 +195,10 @@ typedef struct poll_ctx {
     double now;
 } poll_ctx;
 
-static void add_point(local_handle *lh, exec_progress p, double now)
-{
-    if (p.step <= lh->last_step) return;
-    if (p.total_steps < 0) p.total_steps = lh->total_steps;
-    p.at = now;
-    if (lh->n_pts == lh->cap_pts) {
-        lh->cap_pts = lh->cap_pts ? lh->cap_pts * 2 : 32;
-        lh->pts = xrealloc(lh->pts, lh->cap_pts * sizeof *lh->pts);
-    }
-    lh->pts[lh->n_pts++] = p;
-    lh->last_step = p.step;
-}
-
-static void add_checkpoint(local_handle *lh, int64_t step, const char *path)
-{
-    if (step <= lh->last_ckpt) return;
-    if (lh->n_cks == lh->cap_cks) {
-        lh->cap_cks = lh->cap_cks ? lh->cap_cks * 2 : 4;
-        lh->cks = xrealloc(lh->cks, lh->cap_cks * sizeof *lh->cks);
-    }
-    lh->cks[lh->n_cks].step = step;
-    lh->cks[lh->n_cks].path = xstrdup(path);
-    lh->n_cks++;
-    lh->last_ckpt = step;
-}
-
 static void on_line(const char *line, size_t len, void *ctx)
 {
     poll_ctx *pc = ctx;
-    local_handle *lh = pc->lh;
-    if (!lh->oom_line && exec_line_is_oom(line, len)) lh->oom_line = true;
-    exec_progress p;
-    char path[4096];
-    switch (exec_parse_train_line(line, len, &p, path, sizeof path)) {
-    case EXEC_LINE_START:
-        if (p.total_steps >= 0) lh->total_steps = p.total_steps;
-        break;
-    case EXEC_LINE_STEP: add_point(lh, p, pc->now); break;
-    case EXEC_LINE_CHECKPOINT: add_checkpoint(lh, p.step, path); break;
-    case EXEC_LINE_RESUME:
-        if (p.step > lh->last_ckpt) lh->last_ckpt = p.step; /* reported by its own attempt */
-        break;
-    case EXEC_LINE_DONE:
-        lh->done = true;
-        free(lh->adapter);
-        lh->adapter = xstrdup(path);
-        if (!isnan(p.loss)) add_point(lh, p, pc->now);
-        break;
-    default: break;
-    }
+    exec_tally_line(&pc->lh->tally, line, len, pc->now);
 }
 
 /* ---- the checkpoint folder ---- */
@@ -348,8 +302,8 @@ static void read_hf_state(local_handle *lh, const char *ckpt, double now)
         exec_progress *pts;
         size_t n;
         char err[256];
-        if (exec_read_hf_state(path, lh->last_step, &pts, &n, err, sizeof err)) {
-            for (size_t i = 0; i < n; i++) add_point(lh, pts[i], now);
+        if (exec_read_hf_state(path, lh->tally.last_step, &pts, &n, err, sizeof err)) {
+            for (size_t i = 0; i < n; i++) exec_tally_point(&lh->tally, pts[i], now);
             free(pts);
         }
     }
@@ -364,7 +318,7 @@ static void scan_folder(local_handle *lh, double now)
     size_t n = 0;
     list_checkpoints(dir, true, &f, &n);
     if (n) qsort(f, n, sizeof *f, cmp_ckpt);
-    for (size_t i = 0; i < n; i++) add_checkpoint(lh, f[i].step, f[i].path);
+    for (size_t i = 0; i < n; i++) exec_tally_checkpoint(&lh->tally, f[i].step, f[i].path);
     if (n) read_hf_state(lh, f[n - 1].path, now);
     for (size_t i = 0; i < n; i++) free(f[i].path);
     free(f);
@@ -385,7 +339,7 @@ static void read_swift(local_handle *lh, double now)
     size_t n = 0, cap = 0;
     char err[256];
     exec_read_swift_log(&lh->swift, &pts, &n, &cap, err, sizeof err);
-    for (size_t i = 0; i < n; i++) add_point(lh, pts[i], now);
+    for (size_t i = 0; i < n; i++) exec_tally_point(&lh->tally, pts[i], now);
     free(pts);
 }
 
@@ -415,7 +369,7 @@ static void finish(local_handle *lh, const exec_exit_record *rec, exec_phase pha
     st->started_at = lh->d.started_at;
     st->ended_at = phase == EXEC_EXITED && rec->ended_at > 0 ? rec->ended_at : now;
     bool oom_killed = rec->signal == SIGKILL && !rec->kill_sent && rec->oom_kills != 0;
-    exec_classify(st, rec->oom_line || lh->oom_line, oom_killed, lh->d.no_retry,
+    exec_classify(st, rec->oom_line || lh->tally.oom_line, oom_killed, lh->d.no_retry,
                   lh->d.n_no_retry);
     if (st->end == EXEC_END_OOM && rec->oom_line)
         snprintf(st->reason, sizeof st->reason, "out of memory: '%.120s' on line %ld of the log",
@@ -456,17 +410,10 @@ static void running(local_handle *lh, double now, exec_status *st)
 
 /* ---- poll ---- */
 
-static void clear_update(local_handle *lh)
-{
-    for (size_t i = 0; i < lh->n_cks; i++) free(lh->cks[i].path);
-    lh->n_cks = 0;
-    lh->n_pts = 0;
-}
-
 void exec_local_poll(exec_handle *h, double now, exec_status *st, exec_update *up)
 {
     local_handle *lh = (local_handle *)h;
-    clear_update(lh);
+    exec_tally_clear(&lh->tally);
     poll_ctx pc = {lh, now};
     if (!lh->ended) {
         exec_exit_record rec;
@@ -486,11 +433,5 @@ void exec_local_poll(exec_handle *h, double now, exec_status *st, exec_update *u
     read_swift(lh, now);
     if (lh->ended) *st = lh->final;
     else running(lh, now, st);
-    memset(up, 0, sizeof *up);
-    up->points = lh->pts;
-    up->n_points = lh->n_pts;
-    up->checkpoints = lh->cks;
-    up->n_checkpoints = lh->n_cks;
-    up->done = lh->done;
-    up->adapter = lh->adapter;
+    exec_tally_update(&lh->tally, up);
 }
