@@ -202,17 +202,21 @@ void k8s_informer_stats_get(k8s_informer *inf, k8s_informer_stats *out);
 void k8s_informer_free(k8s_informer *inf);
 
 /* Follows a pod's log (follow=true, timestamps=true) on a thread of its
- * own, handing whole lines (timestamps stripped, no newline) to on_line.
- * When the stream breaks while the pod may still run, it reconnects with
- * sinceTime = the last line's time and skips the lines it already gave, so
- * no line is given twice or lost. on_end is called once when the log is
- * over (the container ended and the stream closed), or the pod is gone. */
-typedef void (*k8s_line_fn)(void *ud, const char *line, size_t len);
+ * own, handing whole lines (timestamp stripped, no newline) to on_line with
+ * their RFC 3339 time ts. When the stream breaks while the pod may still
+ * run, it reconnects with sinceTime = the last line's time and skips the
+ * lines it already gave, so no line is given twice or lost. A follower
+ * started again after a restart resumes the same way from (since_time,
+ * skip): the time of the last line already had and how many lines with
+ * exactly that time were had (NULL, 0 = from the start). on_end is called
+ * once when the log is over (the container ended and the stream closed),
+ * or the pod is gone. */
+typedef void (*k8s_line_fn)(void *ud, const char *ts, const char *line, size_t len);
 typedef void (*k8s_end_fn)(void *ud, const char *why);
 typedef struct k8s_log_follower k8s_log_follower;
 k8s_log_follower *k8s_log_follow(k8s_client *cl, const char *ns, const char *pod,
-                                 const char *container, k8s_line_fn on_line, k8s_end_fn on_end,
-                                 void *ud);
+                                 const char *container, const char *since_time, long skip,
+                                 k8s_line_fn on_line, k8s_end_fn on_end, void *ud);
 /* Stops following (the stream is aborted) and frees. NULL is fine. */
 void k8s_log_follower_free(k8s_log_follower *f);
 
