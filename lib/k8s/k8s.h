@@ -295,6 +295,13 @@ json_t *k8s_render_admit_patch(const k8s_job_params *p);
  * PriorityClass for each priority class. A JSON array of objects. */
 json_t *k8s_render_cluster(const spec_cluster *c, const spec_k8s *k);
 
+/* Kubernetes quantities: cores as "4", "500m", "1500m" (rounded up to a
+ * millicore); bytes as "32Gi" / "512Mi" / "1Ti" / "4Ki" when an exact
+ * binary multiple, else the whole number of bytes ("34359738367";
+ * rounded up). Negative values are written as 0. */
+void k8s_quantity_cpu(double cores, char *out, size_t outsz);
+void k8s_quantity_bytes(double bytes, char *out, size_t outsz);
+
 /* ---- output (k8s_yaml.c) ---- */
 /* objs (one object or an array of them) as YAML documents separated by
  * "---", keys in the objects' order, strings quoted where YAML would read

@@ -1,0 +1,142 @@
+/* k8s_render_cluster.c: a cluster's setup as Kubernetes objects
+ * (k8s_render_cluster, k8s.h): what an administrator applies once so that
+ * lathe's Jobs have somewhere to run. A pure function of the Cluster spec
+ * and the `kubernetes:` settings. The result is a JSON array, in an order
+ * `kubectl apply -f` can take from the top (cluster-scoped objects, then
+ * each namespace before what lives in it):
+ *
+ *   PriorityClass  one per priority class: {apiVersion: scheduling.k8s.io/v1,
+ *                  metadata: {name, labels}, value, globalDefault,
+ *                  preemptionPolicy, description?}
+ *   per team:
+ *     Namespace      <namespace of the team> labelled lathe.dev/team, managed-by
+ *     ResourceQuota  lathe-gpu-quota: {hard: {requests.<gpu resource>: "<GPUs>"}}
+ *                    the team's quota summed over GPU types (omitted when the
+ *                    team has none: no cap)
+ *     LimitRange     lathe-defaults: containers that ask nothing get cpu 1,
+ *                    memory 4Gi as requests
+ *     PVCs           the checkpoint PVC (ReadWriteMany, checkpointSize) and
+ *                    the read-only model pool and datasets (ReadOnlyMany,
+ *                    modelSize / dataSize) when the settings name them;
+ *                    PVCs are namespaced, so each team's namespace has its own
+ */
+#include "k8s.h"
+
+#include "base/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QUOTA_NAME "lathe-gpu-quota"
+#define LIMITS_NAME "lathe-defaults"
+
+static bool given(const char *s) { return s && *s; }
+
+/* {name, namespace?, labels: {managed-by: lathe, lathe.dev/team?}} */
+static json_t *meta(const char *name, const char *ns, const char *team)
+{
+    json_t *labels = json_pack("{s:s}", K8S_LABEL_MANAGED, "lathe");
+    if (team) json_object_set_new(labels, K8S_LABEL_TEAM, json_string(team));
+    json_t *m = json_object();
+    json_object_set_new(m, "name", json_string(name));
+    if (ns) json_object_set_new(m, "namespace", json_string(ns));
+    json_object_set_new(m, "labels", labels);
+    return m;
+}
+
+static json_t *object(const char *api, const char *kind, json_t *metadata)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "apiVersion", json_string(api));
+    json_object_set_new(o, "kind", json_string(kind));
+    json_object_set_new(o, "metadata", metadata);
+    return o;
+}
+
+static json_t *priority_class(const spec_priority_class *pc)
+{
+    json_t *o = object("scheduling.k8s.io/v1", "PriorityClass", meta(pc->name, NULL, NULL));
+    json_object_set_new(o, "value", json_integer(pc->value));
+    json_object_set_new(o, "globalDefault", json_boolean(pc->global_default));
+    json_object_set_new(o, "preemptionPolicy",
+                        json_string(pc->preempt_lower ? "PreemptLowerPriority" : "Never"));
+    if (pc->description) json_object_set_new(o, "description", json_string(pc->description));
+    return o;
+}
+
+/* The team's GPUs in all: its quota summed over GPU types ("*" included). */
+static long long team_gpus(const spec_team *t)
+{
+    long long n = 0;
+    for (size_t i = 0; i < t->n_quota; i++)
+        if (t->quota[i].count > 0) n += t->quota[i].count;
+    return n;
+}
+
+static json_t *resource_quota(const spec_team *t, const char *ns, const spec_k8s *k)
+{
+    char key[256], count[32];
+    snprintf(key, sizeof key, "requests.%s", given(k->gpu_resource) ? k->gpu_resource : "nvidia.com/gpu");
+    snprintf(count, sizeof count, "%lld", team_gpus(t));
+    json_t *o = object("v1", "ResourceQuota", meta(QUOTA_NAME, ns, t->name));
+    json_object_set_new(o, "spec", json_pack("{s:{s:s}}", "hard", key, count));
+    return o;
+}
+
+static json_t *limit_range(const spec_team *t, const char *ns)
+{
+    json_t *o = object("v1", "LimitRange", meta(LIMITS_NAME, ns, t->name));
+    json_object_set_new(o, "spec", json_pack("{s:[{s:s, s:{s:s, s:s}}]}", "limits", "type",
+                                             "Container", "defaultRequest", "cpu", "1", "memory",
+                                             "4Gi"));
+    return o;
+}
+
+/* {spec: {accessModes: [mode], resources: {requests: {storage}}, storageClassName?}} */
+static json_t *pvc(const char *name, const char *ns, const char *team, const char *mode,
+                   double size, const spec_k8s *k)
+{
+    char q[48];
+    k8s_quantity_bytes(size > 0 ? size : 1073741824.0, q, sizeof q);
+    json_t *spec = json_pack("{s:[s], s:{s:{s:s}}}", "accessModes", mode, "resources", "requests",
+                             "storage", q);
+    if (given(k->storage_class))
+        json_object_set_new(spec, "storageClassName", json_string(k->storage_class));
+    json_t *o = object("v1", "PersistentVolumeClaim", meta(name, ns, team));
+    json_object_set_new(o, "spec", spec);
+    return o;
+}
+
+/* Everything of one team, appended to out. */
+static void team_objects(const spec_team *t, const spec_k8s *k, json_t *out)
+{
+    char *ns = spec_k8s_namespace(k, t->name);
+    json_array_append_new(out, object("v1", "Namespace", meta(ns, NULL, t->name)));
+    if (t->n_quota > 0) json_array_append_new(out, resource_quota(t, ns, k));
+    json_array_append_new(out, limit_range(t, ns));
+    if (given(k->checkpoint_pvc))
+        json_array_append_new(out, pvc(k->checkpoint_pvc, ns, t->name, "ReadWriteMany",
+                                       k->checkpoint_size, k));
+    if (given(k->model_pvc))
+        json_array_append_new(out, pvc(k->model_pvc, ns, t->name, "ReadOnlyMany", k->model_size, k));
+    if (given(k->data_pvc))
+        json_array_append_new(out, pvc(k->data_pvc, ns, t->name, "ReadOnlyMany", k->data_size, k));
+    free(ns);
+}
+
+json_t *k8s_render_cluster(const spec_cluster *c, const spec_k8s *k)
+{
+    json_t *out = json_array();
+    spec_k8s dflt;
+    bool own = !k;
+    if (own) {
+        spec_k8s_defaults(&dflt);
+        k = &dflt;
+    }
+    for (size_t i = 0; i < c->n_priority_classes; i++)
+        json_array_append_new(out, priority_class(&c->priority_classes[i]));
+    for (size_t i = 0; i < c->n_teams; i++) team_objects(&c->teams[i], k, out);
+    if (own) spec_k8s_free(&dflt);
+    return out;
+}
