@@ -26,11 +26,21 @@ const char *exec_rc_name(exec_rc rc)
 const char *exec_end_name(exec_end e)
 {
     static const char *const names[] = {"none",    "succeeded", "failed", "invalid",  "oom",
-                                        "stopped", "killed",    "signalled", "lost"};
+                                        "stopped", "killed",    "signalled", "lost", "evicted"};
     return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "unknown";
 }
 
 /* ---- dispatch ---- */
+
+exec_rc exec_prepare(exec_backend *be, const exec_request *req, char *err, size_t errsz)
+{
+    return be->prepare ? be->prepare(be, req, err, errsz) : EXEC_OK;
+}
+
+exec_rc exec_unprepare(exec_backend *be, const exec_request *req, char *err, size_t errsz)
+{
+    return be->unprepare ? be->unprepare(be, req, err, errsz) : EXEC_OK;
+}
 
 exec_rc exec_start(exec_backend *be, const exec_request *req, exec_handle **out, char *err,
                    size_t errsz)

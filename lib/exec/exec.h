@@ -37,6 +37,8 @@
 #include "base/base.h"
 #include "spec/spec.h"
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,6 +107,9 @@ typedef struct exec_cluster_req {
     int nnodes, gpus_per_node;   /* replicas and GPUs per replica; 0 GPUs = a CPU job */
     double cpu, memory;          /* cores and bytes per replica; 0 = not given */
     const char *gpu_type;        /* lathe's GPU type name; NULL = any */
+    const char *gpu_product;     /* that type's value of the engine's GPU product label
+                                    (Kubernetes: nvidia.com/gpu.product); NULL = the
+                                    settings' gpuProducts entry, else the type's name */
     const char *const *nodes;    /* the nodes lathe placed it on, one per replica;
                                     n_nodes 0 = wherever the engine likes */
     size_t n_nodes;
@@ -158,11 +163,14 @@ typedef enum {
                            timeout): exit 143 or SIGTERM; it saved a checkpoint */
     EXEC_END_KILLED,    /* SIGKILL by lathe after the grace period */
     EXEC_END_SIGNALLED, /* another signal (a crash): retryable */
-    EXEC_END_LOST       /* see EXEC_LOST: retryable */
+    EXEC_END_LOST,      /* see EXEC_LOST: retryable */
+    EXEC_END_EVICTED    /* the engine took it away (a Kubernetes eviction or
+                           preemption, a drained node): back to the queue
+                           without spending a retry */
 } exec_end;
 
 /* "none", "succeeded", "failed", "invalid", "oom", "stopped", "killed",
- * "signalled", "lost": the store's exit_reason. */
+ * "signalled", "lost", "evicted": the store's exit_reason. */
 const char *exec_end_name(exec_end e);
 
 typedef struct exec_status {
@@ -176,6 +184,9 @@ typedef struct exec_status {
     double started_at, ended_at; /* seconds since the epoch; ended 0 while running */
     char reason[256];   /* one sentence: "exit code 1 after 'CUDA out of
                            memory' on line 812 of the log" */
+    char waiting[256];  /* while running: why the trainer has not started yet,
+                           in the engine's words ("Unschedulable: 0/3 nodes are
+                           available: 3 Insufficient nvidia.com/gpu"); "" = it runs */
 } exec_status;
 
 /* Classifies an end. oom_line: the output showed an out-of-memory message;
@@ -314,7 +325,14 @@ typedef struct exec_handle {
 } exec_handle;
 
 struct exec_backend {
-    const char *name; /* "local" */
+    const char *name; /* "local", "k8s" */
+    /* optional (NULL = nothing to do): makes what a queued job's next
+     * attempt will run as, before it is admitted (Kubernetes: the Job,
+     * created suspended). Idempotent. */
+    exec_rc (*prepare)(exec_backend *be, const exec_request *req, char *err, size_t errsz);
+    /* optional: removes what prepare made for attempt `attempt` of the job
+     * in job_dir when it will not run (the job was cancelled while queued). */
+    exec_rc (*unprepare)(exec_backend *be, const exec_request *req, char *err, size_t errsz);
     exec_rc (*start)(exec_backend *be, const exec_request *req, exec_handle **out, char *err,
                      size_t errsz);
     exec_rc (*attach)(exec_backend *be, const char *handle_json, exec_handle **out, char *err,
@@ -355,6 +373,9 @@ exec_rc exec_signal(exec_handle *h, int sig, char *err, size_t errsz);
 /* SIGTERM now; SIGKILL at the first poll at or after now + grace.
  * Calling it again keeps the first deadline. */
 exec_rc exec_cancel(exec_handle *h, double now, double grace, char *err, size_t errsz);
+/* The backend's prepare / unprepare (EXEC_OK where it has none). */
+exec_rc exec_prepare(exec_backend *be, const exec_request *req, char *err, size_t errsz);
+exec_rc exec_unprepare(exec_backend *be, const exec_request *req, char *err, size_t errsz);
 /* The handle as JSON text for the attempt row (caller frees). */
 char *exec_handle_json(const exec_handle *h);
 /* Frees the handle; the trainer is not touched. NULL is fine. */
@@ -384,6 +405,46 @@ exec_backend *exec_local_new(const exec_local_config *cfg);
  * on (a socket the backend passes). Runs the trainer and returns when it has
  * ended and its exit status is written. Only the local backend runs it. */
 int exec_shim_main(int argc, char **argv);
+
+/* ---- the Kubernetes backend (exec_k8s*.c) ---- */
+/* Each attempt is one batch/v1 Job (docs/kubernetes.md): created suspended
+ * by prepare (or start), admitted by start (the placement written into the
+ * pod template, suspend false), stopped by suspending it again (pods get
+ * SIGTERM and the grace period), watched through informers on Jobs, Pods
+ * and Nodes. Pod logs are followed into the attempt's output.log, so the
+ * progress readers and `lathe logs` work as for local attempts. settings is
+ * borrowed and must outlive the backend; client NULL = one made from the
+ * settings' kubeconfig (k8s_config_load); a given client is borrowed.
+ * Waits up to sync_timeout seconds (0 = 30) for the first lists. */
+struct k8s_client;
+exec_backend *exec_k8s_new(const spec_k8s *settings, struct k8s_client *client,
+                           double sync_timeout, char *err, size_t errsz);
+/* Whether the backend's view of the cluster is current; why when not
+ * ("the API server at https://... is unreachable: ..."). */
+bool exec_k8s_ready(exec_backend *be, char *why, size_t whysz);
+/* The cluster's GPU nodes as the API shows them now: every node with
+ * allocatable GPUs; type from the GPU product label (or the memory label),
+ * rack, zone, NVLink group; schedulable = Ready, not cordoned, no NoSchedule
+ * / NoExecute taint it does not tolerate; foreign = GPUs requested by pods
+ * lathe did not create. */
+typedef struct exec_k8s_node {
+    char *name, *product, *rack, *zone, *nvlink;
+    int gpus;            /* allocatable */
+    int foreign;         /* GPUs other pods hold */
+    double gpu_memory;   /* bytes per GPU (memory label); 0 = unknown */
+    double cpu, memory;  /* allocatable cores, bytes */
+    bool schedulable;
+    char why[128];       /* why not ("NotReady", "cordoned", "taint x=y:NoSchedule") */
+} exec_k8s_node;
+void exec_k8s_nodes(exec_backend *be, exec_k8s_node **out, size_t *n);
+void exec_k8s_nodes_free(exec_k8s_node *nodes, size_t n);
+/* A counter that changes whenever a node or a foreign pod's GPUs change
+ * (the caller reads exec_k8s_nodes again when it moved). */
+uint64_t exec_k8s_nodes_version(exec_backend *be);
+/* The objects attempt req->attempt runs as, exactly as the backend creates
+ * them: a JSON array [the headless Service of a multi-node job,] the Job
+ * (suspended as prepare creates it when suspend, else admitted). */
+json_t *exec_k8s_objects(const exec_request *req, const spec_k8s *k, bool suspend);
 
 /* ---- process identity (Linux /proc) ---- */
 /* The start time of process pid in clock ticks since boot (field 22 of

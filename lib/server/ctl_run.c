@@ -532,7 +532,7 @@ static ctl_go decide(const ctl_job *j, const ctl_end *e, store_state state, ctl_
         if (why == CTL_STOP_TIMEOUT) return GO_TIMED_OUT;
         return GO_REQUEUE;
     }
-    if (e->not_started) return GO_REQUEUE;
+    if (e->not_started || e->st.end == EXEC_END_EVICTED) return GO_REQUEUE; /* no retry spent */
     if (e->st.end == EXEC_END_INVALID || !e->st.retryable) return GO_FAILED;
     if (e->st.end == EXEC_END_OOM && !replanned) return GO_FAILED;
     return j->failures + 1 <= j->max_retries ? GO_RETRY : GO_FAILED;
