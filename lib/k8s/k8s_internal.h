@@ -183,4 +183,8 @@ void k8s_query_escape(sb *out, const char *s);
 /* A random number in [0, 1) from the client's generator. */
 double k8s_client_random(k8s_client *cl);
 
+/* ---- the log follower (k8s_logs.c) ---- */
+/* Lines a follower skipped after a reconnection (given before). */
+uint64_t k8s_log_follower_skipped(k8s_log_follower *f);
+
 #endif
