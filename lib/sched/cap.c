@@ -276,6 +276,13 @@ void cap_give(cap *k, int gpu, int units, bool excl)
         gpu_update(k, gpu, k->jobs[gpu] - 1, k->used[gpu] - units, f);
 }
 
+void cap_set_down(cap *k, int gpu, bool on)
+{
+    uint8_t f = k->flags[gpu];
+    uint8_t nf = on ? (uint8_t)(f | CAP_F_DOWN) : (uint8_t)(f & ~CAP_F_DOWN);
+    if (nf != f) gpu_update(k, gpu, k->jobs[gpu], k->used[gpu], nf);
+}
+
 void cap_set_reserved(cap *k, int gpu, bool on)
 {
     uint8_t f = k->flags[gpu];

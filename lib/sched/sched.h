@@ -409,6 +409,10 @@ bool sched_state_remove_pending(sched_state *st, uint64_t id);
  * range, or the GPUs cannot hold it (over-committed). */
 int sched_state_add_running(sched_state *st, const sched_job *j, char *err, size_t errsz);
 bool sched_state_remove_running(sched_state *st, uint64_t id);
+/* A GPU goes down (its node is not ready, or something the scheduler does
+ * not manage holds it) or comes back: new placements leave a down GPU
+ * alone; a job already on it keeps running. */
+void sched_state_set_gpu_down(sched_state *st, int gpu, bool down);
 size_t sched_state_n_pending(const sched_state *st);
 size_t sched_state_n_running(const sched_state *st);
 /* A job held by the state (pending or running), or NULL. */

@@ -102,6 +102,8 @@ void cap_free(cap *k);
 bool cap_take(cap *k, int gpu, int units, bool excl);
 void cap_give(cap *k, int gpu, int units, bool excl);
 void cap_set_reserved(cap *k, int gpu, bool on);
+/* Marks a GPU down (no new placement) or up again. */
+void cap_set_down(cap *k, int gpu, bool on);
 bool cap_gpu_free(const cap *k, int view, int gpu);
 
 /* Exact fit checks. */

@@ -570,6 +570,11 @@ int sched_state_add_running(sched_state *st, const sched_job *j, char *err, size
     return 0;
 }
 
+void sched_state_set_gpu_down(sched_state *st, int gpu, bool down)
+{
+    if (gpu >= 0 && gpu < st->k.ngpus) cap_set_down(&st->k, gpu, down);
+}
+
 bool sched_state_remove_running(sched_state *st, uint64_t id)
 {
     int v = idmap_get(&st->ids, id);

@@ -377,6 +377,8 @@ static void iterate(ctl *c)
     ctl_poll_all(c, now);
     ctl_reconcile(c, now);
     ctl_prune(c);
+    ctl_nodes_sync(c);
+    ctl_prepare_queued(c, 500);
     now = ctl_now();
     if (c->backoff_at > 0 && now >= c->backoff_at) c->dirty = true; /* a retry may start */
     if (c->dirty || now >= c->next_pass) {
@@ -456,10 +458,7 @@ ctl *ctl_new(srv *s, char *err, size_t errsz)
         ctl_free(c);
         return NULL;
     }
-    exec_local_config ec = {.shim_program = s->cfg.trainer_program,
-                            .log_max_bytes = (long long)s->cfg.spec->logs.max_size,
-                            .log_keep = s->cfg.spec->logs.keep};
-    c->be = exec_local_new(&ec);
+    c->be = s->be; /* the server's; it outlives the controller */
     int nt = s->cluster.sched->n_teams;
     c->usage = xcalloc((size_t)nt + 1, sizeof *c->usage);
     c->spent = xcalloc((size_t)nt + 1, sizeof *c->spent);
@@ -512,7 +511,7 @@ void ctl_free(ctl *c)
     free(c->touched);
     free(c->held);
     sched_state_free(c->sched);
-    exec_backend_free(c->be);
+    free(c->node_down);
     store_close(c->st);
     free(c->usage);
     free(c->spent);

@@ -84,6 +84,8 @@ typedef struct ctl_job {
     ctl_stop_why stop;
     bool term_sent;
     bool seen;           /* reload: still active in the store */
+    int prepared;        /* the attempt number the engine prepared (exec_prepare); 0 = none */
+    int prepare_failed;  /* the attempt number whose preparation failed */
 } ctl_job;
 
 struct ctl {
@@ -134,6 +136,11 @@ struct ctl {
 
     pthread_mutex_t view_mu;
     ctl_view *view;
+
+    /* a cluster engine's nodes (ctl_nodes_sync): the inventory's version
+     * last applied, and the GPUs of each sched node marked down */
+    uint64_t nodes_version;
+    int *node_down;
 };
 
 /* ---- ctl.c ---- */
@@ -198,6 +205,14 @@ double ctl_job_gpus_held(const ctl_job *j);
 /* ---- ctl_run.c ---- */
 /* Starts an attempt on the given GPUs (n = 0: a CPU slot). */
 void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, int share, const char *why);
+/* Brings the scheduler's GPUs in step with a cluster engine's nodes: a
+ * node that is NotReady, cordoned or gone has all its GPUs down; GPUs that
+ * other pods hold are down too (ctl_sched.c). */
+void ctl_nodes_sync(ctl *c);
+/* Prepares the next attempt of up to budget queued jobs (exec_prepare). */
+void ctl_prepare_queued(ctl *c, int budget);
+/* Removes a prepared attempt that will not run (exec_unprepare). */
+void ctl_unprepare(ctl *c, ctl_job *j);
 /* Stores the executor's handle of the current attempt and moves starting ->
  * running (a job asked to stop meanwhile keeps stopping). */
 void ctl_record_start(ctl *c, ctl_job *j, const char *note);

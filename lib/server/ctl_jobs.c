@@ -142,6 +142,7 @@ void ctl_prune(ctl *c)
             continue;
         }
         if (j->h) c->placed_stale = true;
+        if (j->prepared > j->attempts) ctl_unprepare(c, j); /* it will not run */
         ctl_sched_forget(c, j);
         ctl_job_free(j);
     }

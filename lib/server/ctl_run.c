@@ -132,9 +132,11 @@ static char *absolute_path(const ctl *c, const char *p)
 
 /* The executor's request for the job's current attempt, and its launch. */
 typedef struct launch {
-    char *dir, *spec_path, *ckpt_dir, *gpus, *dataset, *model, *job_name;
+    char *dir, *spec_path, *ckpt_dir, *gpus, *dataset, *model, *job_name, *spec_yaml;
     char **argv, **env;
     size_t argc, n_env;
+    const char **nodes; /* the placed nodes, one per replica (cluster engines) */
+    size_t n_nodes;
 } launch;
 
 static void launch_free(launch *l)
@@ -146,11 +148,13 @@ static void launch_free(launch *l)
     free(l->dataset);
     free(l->model);
     free(l->job_name);
+    free(l->spec_yaml);
+    free(l->nodes);
     str_list_free(l->argv, l->argc);
     str_list_free(l->env, l->n_env);
 }
 
-static bool write_spec(ctl *c, ctl_job *j, launch *l, char *err, size_t errsz)
+static bool write_spec(ctl *c, ctl_job *j, int attempt, launch *l, char *err, size_t errsz)
 {
     l->dir = ctl_job_dir(c, j->id);
     if (mkdir(l->dir, 0755) != 0 && errno != EEXIST) {
@@ -158,14 +162,20 @@ static bool write_spec(ctl *c, ctl_job *j, launch *l, char *err, size_t errsz)
         return false;
     }
     char name[48];
-    snprintf(name, sizeof name, "spec-%d.yaml", j->attempt);
+    snprintf(name, sizeof name, "spec-%d.yaml", attempt);
     l->spec_path = path_join(l->dir, name);
     l->ckpt_dir = path_join(l->dir, "checkpoints");
-    char *yaml = spec_job_to_yaml(j->spec);
-    int e = yaml ? file_write_atomic(l->spec_path, yaml, strlen(yaml)) : EINVAL;
-    free(yaml);
+    l->spec_yaml = spec_job_to_yaml(j->spec);
+    int e = l->spec_yaml ? file_write_atomic(l->spec_path, l->spec_yaml, strlen(l->spec_yaml)) : EINVAL;
     if (e) snprintf(err, errsz, "%s: %s", l->spec_path, strerror(e));
     return e == 0;
+}
+
+/* A cluster engine runs the job where paths are its own (the pod's
+ * volumes): the spec's paths go as written. */
+static bool cluster_engine(const ctl *c)
+{
+    return strcmp(c->be->name, "local") != 0;
 }
 
 static void build_command(ctl *c, ctl_job *j, launch *l)
@@ -188,13 +198,61 @@ static void build_command(ctl *c, ctl_job *j, launch *l)
         l->env[i] = xasprintf("%s=%s", s->trainer.env[i].key, s->trainer.env[i].value);
 }
 
+/* What a cluster engine needs beyond the argv (exec_cluster_req). */
+static void fill_cluster(ctl *c, ctl_job *j, launch *l, exec_request *q)
+{
+    const spec_job *s = j->spec;
+    const sched_cluster *sc = c->s->cluster.sched;
+    exec_cluster_req *k = &q->cluster;
+    k->job_id = j->id;
+    k->team = j->team;
+    k->name = j->name;
+    k->experiment = j->experiment;
+    k->image = s->trainer.image;
+    k->builtin = !(s->trainer.kind == TRAINER_COMMAND && s->trainer.n_command > 0);
+    k->spec_yaml = l->spec_yaml;
+    k->nnodes = j->shape.replicas > 0 ? j->shape.replicas : 1;
+    k->gpus_per_node = j->shape.per_replica;
+    k->cpu = s->resources.cpu;
+    k->memory = s->resources.memory;
+    k->priority_class = j->priority_class;
+    k->checkpoint_pvc = s->checkpoint.pvc_name;
+    k->grace = grace_of(j);
+    /* Kubernetes' own deadline is a backstop behind lathe's maxDuration,
+     * which stops the job gracefully (SIGTERM, checkpoint) first. */
+    if (j->shape.max_duration > 0) {
+        double left = j->shape.max_duration - j->prior_run;
+        k->max_duration = (left > 0 ? left : 0) + grace_of(j) + 60;
+    }
+    if (sc && j->n_gpus > 0) {
+        int t = sc->nodes[sc->gpu_node[j->gpus[0]]].type;
+        k->gpu_type = sc->types[t].name;
+        k->gpu_product = srv_cluster_product(&c->s->cluster, t);
+        l->nodes = xcalloc((size_t)j->n_gpus, sizeof *l->nodes);
+        int last = -1;
+        for (int i = 0; i < j->n_gpus; i++) {
+            int node = sc->gpu_node[j->gpus[i]];
+            if (node == last) continue;
+            l->nodes[l->n_nodes++] = sc->nodes[node].name;
+            last = node;
+        }
+        k->nodes = l->nodes;
+        k->n_nodes = l->n_nodes;
+        k->rack = srv_cluster_rack(&c->s->cluster, sc->gpu_node[j->gpus[0]]);
+        if (k->gpus_per_node <= 0) k->gpus_per_node = j->n_gpus;
+    }
+}
+
 static void fill_request(ctl *c, ctl_job *j, launch *l, exec_request *q)
 {
     const spec_job *s = j->spec;
     bool virt = false;
+    bool cluster = cluster_engine(c);
     l->gpus = gpu_list(c, j->gpus, j->n_gpus, &virt);
-    l->dataset = absolute_path(c, s->training_data.dataset_path);
-    l->model = absolute_path(c, s->base_model.path);
+    l->dataset = cluster ? (s->training_data.dataset_path ? xstrdup(s->training_data.dataset_path) : NULL)
+                         : absolute_path(c, s->training_data.dataset_path);
+    l->model = cluster ? (s->base_model.path ? xstrdup(s->base_model.path) : NULL)
+                       : absolute_path(c, s->base_model.path);
     l->job_name = xasprintf("%s/%s", j->team, j->name);
     memset(q, 0, sizeof *q);
     q->argv = l->argv;
@@ -227,6 +285,7 @@ static void fill_request(ctl *c, ctl_job *j, launch *l, exec_request *q)
     k->nproc_per_node = j->shape.per_replica > 0 ? j->shape.per_replica : 1;
     k->master_addr = "127.0.0.1";
     k->master_port = 29500 + (int)(j->id % 20000);
+    fill_cluster(c, j, l, q);
 }
 
 void ctl_record_start(ctl *c, ctl_job *j, const char *pid_note)
@@ -279,7 +338,7 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     launch l;
     memset(&l, 0, sizeof l);
     char err[512] = "";
-    if (!write_spec(c, j, &l, err, sizeof err)) {
+    if (!write_spec(c, j, j->attempt, &l, err, sizeof err)) {
         start_failed(c, j, EXEC_E_SYSTEM, err, now);
         launch_free(&l);
         return;
@@ -301,11 +360,71 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     launch_free(&l);
 }
 
+/* What the engine makes for a queued job's next attempt before it is
+ * admitted (Kubernetes: its Job, suspended). At most `budget` jobs a turn,
+ * so a burst of submissions does not hold up the loop. */
+void ctl_prepare_queued(ctl *c, int budget)
+{
+    if (!c->be->prepare) return;
+    for (size_t i = 0; i < c->n_jobs && budget > 0; i++) {
+        ctl_job *j = c->jobs[i];
+        int next = j->attempts + 1;
+        if (j->state != STORE_QUEUED || j->prepared == next || j->prepare_failed == next) continue;
+        if (!ctl_job_load(c, j) || j->state != STORE_QUEUED || !ctl_job_spec(c, j)) continue;
+        budget--;
+        launch l;
+        memset(&l, 0, sizeof l);
+        char err[512] = "";
+        int saved_n = j->n_gpus;
+        int *saved_g = j->gpus;
+        j->n_gpus = 0; /* not placed yet */
+        j->gpus = NULL;
+        bool ok = write_spec(c, j, next, &l, err, sizeof err);
+        if (ok) {
+            build_command(c, j, &l);
+            exec_request q;
+            fill_request(c, j, &l, &q);
+            q.attempt = next;
+            ok = exec_prepare(c->be, &q, err, sizeof err) == EXEC_OK;
+        }
+        j->n_gpus = saved_n;
+        j->gpus = saved_g;
+        if (ok) j->prepared = next;
+        else {
+            j->prepare_failed = next; /* the start tries again and reports it */
+            ctl_log(c, "job %s/%s: cannot prepare attempt %d: %s", j->team, j->name, next, err);
+        }
+        launch_free(&l);
+        ctl_job_drop_spec(j);
+    }
+}
+
+/* A queued job left the set (cancelled, deleted) with its next attempt
+ * prepared: the engine removes what it made. */
+void ctl_unprepare(ctl *c, ctl_job *j)
+{
+    if (!c->be->unprepare || j->prepared <= 0 || j->h) return;
+    exec_request q;
+    memset(&q, 0, sizeof q);
+    q.attempt = j->prepared;
+    q.cluster.job_id = j->id;
+    q.cluster.team = j->team;
+    q.cluster.name = j->name;
+    char *dir = ctl_job_dir(c, j->id);
+    q.job_dir = dir;
+    char err[512];
+    if (exec_unprepare(c->be, &q, err, sizeof err) != EXEC_OK)
+        ctl_log(c, "job %s/%s: cannot remove its prepared attempt %d: %s", j->team, j->name,
+                j->prepared, err);
+    free(dir);
+    j->prepared = 0;
+}
+
 /* "invalid" when the job's dataset is not on this machine. */
 static bool dataset_present(ctl *c, ctl_job *j, char *why, size_t whysz)
 {
     const char *p = j->spec->training_data.dataset_path;
-    if (!p) return true;
+    if (!p || cluster_engine(c)) return true; /* a cluster's paths are its volumes' */
     char *abs = absolute_path(c, p);
     bool ok = file_exists(abs) || dir_exists(abs);
     if (!ok) snprintf(why, whysz, "the dataset %s does not exist on this machine (trainingData.datasetPath)", abs);

@@ -453,3 +453,42 @@ void ctl_pass(ctl *c, double now)
     if (c->s->cluster.cpu_mode) cpu_pass(c, now);
     else gpu_pass(c, now);
 }
+
+/* ---- a cluster engine's nodes ---- */
+void ctl_nodes_sync(ctl *c)
+{
+    if (!c->sched || strcmp(c->be->name, "k8s") != 0) return;
+    uint64_t v = exec_k8s_nodes_version(c->be);
+    if (c->node_down && v == c->nodes_version) return;
+    c->nodes_version = v;
+    const sched_cluster *sc = c->s->cluster.sched;
+    if (!c->node_down) c->node_down = xcalloc((size_t)sc->n_nodes + 1, sizeof *c->node_down);
+    exec_k8s_node *nodes;
+    size_t n;
+    exec_k8s_nodes(c->be, &nodes, &n);
+    for (int i = 0; i < sc->n_nodes; i++) {
+        const sched_node *sn = &sc->nodes[i];
+        const exec_k8s_node *kn = NULL;
+        for (size_t k = 0; k < n && !kn; k++)
+            if (strcmp(nodes[k].name, sn->name) == 0) kn = &nodes[k];
+        int down = sn->n_gpus;
+        const char *why = "gone from the cluster";
+        if (kn && kn->schedulable) {
+            down = kn->foreign + (sn->n_gpus > kn->gpus ? sn->n_gpus - kn->gpus : 0);
+            if (down > sn->n_gpus) down = sn->n_gpus;
+            why = "held by pods lathe did not create";
+        } else if (kn) {
+            why = kn->why;
+        }
+        if (down == c->node_down[i]) continue;
+        /* the last `down` GPUs of the node: the device plugin, not lathe,
+         * picks the devices, so only their number matters */
+        for (int g = 0; g < sn->n_gpus; g++)
+            sched_state_set_gpu_down(c->sched, sn->first_gpu + g, g >= sn->n_gpus - down);
+        ctl_log(c, "node %s: %d of its %d GPUs %s (%s)", sn->name, down, sn->n_gpus,
+                down ? "not available" : "available again", down ? why : "ready");
+        c->node_down[i] = down;
+        c->dirty = true;
+    }
+    exec_k8s_nodes_free(nodes, n);
+}

@@ -91,6 +91,94 @@ static char *add_nvml_node(spec_cluster *c, const exec_inventory *inv)
     return xstrdup(n->name);
 }
 
+/* The lathe GPU type of a Kubernetes node: the settings' gpuProducts
+ * entry whose value is its product label, a type of the Cluster file named
+ * as the label, or the planner's catalogue entry the label names (its
+ * model and the memory label). NULL when none. */
+static char *k8s_type_name(const spec_k8s *k, const spec_cluster *c, const exec_k8s_node *n)
+{
+    if (!n->product) return NULL;
+    for (size_t i = 0; i < k->n_gpu_products; i++)
+        if (strcmp(k->gpu_products[i].value, n->product) == 0) return xstrdup(k->gpu_products[i].key);
+    if (spec_cluster_gpu_type(c, n->product)) return xstrdup(n->product);
+    char spaced[128];
+    snprintf(spaced, sizeof spaced, "%s", n->product);
+    for (char *p = spaced; *p; p++)
+        if (*p == '-' || *p == '_') *p = ' ';
+    return nvml_type_name(spaced, n->gpu_memory);
+}
+
+/* Kubernetes: every node with GPUs, as its backend lists them; the Cluster
+ * file (if any) gives teams, quotas, priority classes and GPU types with
+ * their prices, but not the nodes. */
+static bool add_k8s_nodes(const srv_config *cfg, exec_backend *be, srv_cluster *sc, diag_list *d)
+{
+    spec_cluster *c = sc->spec;
+    if (c->n_nodes) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "with executor k8s the nodes come from the Kubernetes API: the %zu nodes of the "
+                 "Cluster file are not used", c->n_nodes);
+        diag_add(d, DIAG_WARNING, cfg->cluster_file, 0, 0, "spec.nodes", msg);
+        spec_cluster_clear_nodes(c);
+    }
+    exec_k8s_node *nodes;
+    size_t n;
+    exec_k8s_nodes(be, &nodes, &n);
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        const exec_k8s_node *kn = &nodes[i];
+        char *type = k8s_type_name(&cfg->spec->k8s, c, kn);
+        if (!type) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "node %s: its GPU product '%s' (label %s) is not a GPU type lathe knows",
+                     kn->name, kn->product ? kn->product : "(none)", cfg->spec->k8s.gpu_product_label);
+            diag *x = diag_add(d, DIAG_ERROR, cfg->spec->file ? cfg->spec->file : "<config>", 0, 0,
+                               "spec.kubernetes.gpuProducts", msg);
+            diag_set_suggestion(x, "map it to a type: kubernetes.gpuProducts: {H100-80GB: \"%s\"}, "
+                                   "or add the type to the Cluster file",
+                                kn->product ? kn->product : "...");
+            ok = false;
+            continue;
+        }
+        add_gpu_type(c, type, kn->gpu_memory);
+        c->nodes = xrealloc(c->nodes, (c->n_nodes + 1) * sizeof *c->nodes);
+        spec_node *sn = &c->nodes[c->n_nodes++];
+        memset(sn, 0, sizeof *sn);
+        sn->name = xstrdup(kn->name);
+        sn->rack = kn->rack ? xstrdup(kn->rack) : NULL;
+        sn->gpu_type = type;
+        sn->gpus = kn->gpus;
+        sn->nvlink_group = xcalloc((size_t)kn->gpus, sizeof *sn->nvlink_group); /* one group */
+        sn->n_nvlink_groups = 1;
+        sn->state = kn->schedulable ? NODE_READY : NODE_DOWN;
+        sn->cpus = kn->cpu;
+        sn->memory = kn->memory;
+    }
+    exec_k8s_nodes_free(nodes, n);
+    return ok;
+}
+
+/* Each type's product label value and each node's rack, for the Jobs. */
+static void k8s_labels(const srv_config *cfg, exec_backend *be, srv_cluster *c)
+{
+    const sched_cluster *s = c->sched;
+    c->type_product = xcalloc((size_t)s->n_types + 1, sizeof *c->type_product);
+    c->node_rack = xcalloc((size_t)s->n_nodes + 1, sizeof *c->node_rack);
+    exec_k8s_node *nodes;
+    size_t n;
+    exec_k8s_nodes(be, &nodes, &n);
+    for (int i = 0; i < s->n_nodes; i++)
+        for (size_t k = 0; k < n; k++) {
+            if (strcmp(nodes[k].name, s->nodes[i].name) != 0) continue;
+            if (nodes[k].rack) c->node_rack[i] = xstrdup(nodes[k].rack);
+            int t = s->nodes[i].type;
+            if (!c->type_product[t] && nodes[k].product) c->type_product[t] = xstrdup(nodes[k].product);
+        }
+    exec_k8s_nodes_free(nodes, n);
+    (void)cfg;
+}
+
 static bool spec_has_gpus(const spec_cluster *c)
 {
     for (size_t i = 0; i < c->n_nodes; i++)
@@ -149,9 +237,10 @@ static void add_token_teams(const srv_config *cfg, srv_cluster *c)
     }
 }
 
-int srv_cluster_build(const srv_config *cfg, srv_cluster *c, diag_list *d, char *err,
-                      size_t errsz)
+int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, diag_list *d,
+                      char *err, size_t errsz)
 {
+    bool k8s = be && strcmp(be->name, "k8s") == 0;
     memset(c, 0, sizeof *c);
     if (cfg->cluster_file) {
         if (spec_load_file(cfg->cluster_file, &c->file, d) || !spec_file_cluster(&c->file)) {
@@ -169,13 +258,20 @@ int srv_cluster_build(const srv_config *cfg, srv_cluster *c, diag_list *d, char 
     exec_inventory inv;
     memset(&inv, 0, sizeof inv);
     char *nvml_node = NULL;
-    if (want_nvml(cfg)) {
+    if (k8s) {
+        if (!add_k8s_nodes(cfg, be, c, d)) {
+            snprintf(err, errsz, "the Kubernetes nodes' GPU types are not all known");
+            return LT_EXIT_INVALID;
+        }
+        snprintf(c->note, sizeof c->note, "nodes from the Kubernetes API");
+    } else if (want_nvml(cfg)) {
         exec_inventory_local(&inv);
         snprintf(c->note, sizeof c->note, "%s", inv.note);
         nvml_node = add_nvml_node(c->spec, &inv);
     }
     snprintf(c->source, sizeof c->source, "%s%s%s", cfg->cluster_file ? "cluster" : "",
-             cfg->cluster_file && nvml_node ? "+" : "", nvml_node ? "nvml" : "");
+             cfg->cluster_file && (nvml_node || k8s) ? "+" : "",
+             k8s ? "k8s" : nvml_node ? "nvml" : "");
     if (!c->source[0]) snprintf(c->source, sizeof c->source, "none");
     c->cpu_mode = !spec_has_gpus(c->spec);
     c->sched = c->cpu_mode ? cpu_sched(c->spec) : sched_cluster_from_spec(c->spec, d);
@@ -193,6 +289,10 @@ int srv_cluster_build(const srv_config *cfg, srv_cluster *c, diag_list *d, char 
             }
         }
         map_gpus(c, &inv, nvml_node);
+        if (k8s && !c->cpu_mode) {
+            k8s_labels(cfg, be, c);
+            for (int i = 0; i < c->sched->n_gpus; i++) c->gpus[i].is_virtual = false;
+        }
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->cpu_slots = cfg->spec->cluster.cpu_slots > 0 ? cfg->spec->cluster.cpu_slots
@@ -208,6 +308,10 @@ void srv_cluster_free(srv_cluster *c)
     if (c->sched)
         for (int i = 0; i < c->sched->n_gpus; i++) free(c->gpus[i].id);
     free(c->gpus);
+    for (int i = 0; c->type_product && i < c->sched->n_types; i++) free(c->type_product[i]);
+    for (int i = 0; c->node_rack && i < c->sched->n_nodes; i++) free(c->node_rack[i]);
+    free(c->type_product);
+    free(c->node_rack);
     sched_cluster_free(c->sched);
     if (c->has_catalog) plan_catalog_free(&c->catalog);
     spec_file_free(&c->file);
@@ -231,4 +335,14 @@ int srv_cluster_gpu(const srv_cluster *c, const char *node_name, int index)
     int n = node_name ? sched_cluster_find_node(c->sched, node_name) : -1;
     if (n < 0 || index < 0 || index >= c->sched->nodes[n].n_gpus) return -1;
     return c->sched->nodes[n].first_gpu + index;
+}
+
+const char *srv_cluster_product(const srv_cluster *c, int type)
+{
+    return c->type_product && type >= 0 && type < c->sched->n_types ? c->type_product[type] : NULL;
+}
+
+const char *srv_cluster_rack(const srv_cluster *c, int node)
+{
+    return c->node_rack && node >= 0 && node < c->sched->n_nodes ? c->node_rack[node] : NULL;
 }

@@ -99,13 +99,21 @@ typedef struct srv_cluster {
     srv_gpu *gpus;          /* [sched->n_gpus] */
     int cpu_slots;          /* CPU-only jobs at once (cpu mode) */
     bool cpu_mode;          /* no GPU at all: every job runs in a CPU slot */
-    char source[32];        /* "cluster", "nvml", "cluster+nvml", "none" */
+    char source[32];        /* "cluster", "nvml", "cluster+nvml", "k8s", "cluster+k8s", "none" */
     char note[256];         /* what NVML said */
+    char **type_product;    /* [sched n_types] a cluster engine's GPU product label value
+                               of each type; NULL entries where none */
+    char **node_rack;       /* [sched n_nodes] the rack label's value; NULL = none */
 } srv_cluster;
 
-/* Builds the cluster from the config. Problems become diagnostics. */
-int srv_cluster_build(const srv_config *cfg, srv_cluster *c, diag_list *d, char *err,
-                      size_t errsz);
+/* Builds the cluster from the config (and, for a cluster engine such as
+ * Kubernetes, the nodes its backend lists). Problems become diagnostics. */
+int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, diag_list *d,
+                      char *err, size_t errsz);
+/* A type's GPU product label value (Kubernetes), or NULL. */
+const char *srv_cluster_product(const srv_cluster *c, int type);
+/* A node's rack label value (Kubernetes), or NULL. */
+const char *srv_cluster_rack(const srv_cluster *c, int node);
 void srv_cluster_free(srv_cluster *c);
 /* Known team (in the Cluster file or named by a token)? */
 bool srv_cluster_has_team(const srv_cluster *c, const char *team);
@@ -179,6 +187,7 @@ void srv_counters_free(srv_counters *c);
 /* ---- the server ---- */
 struct srv {
     srv_config cfg;
+    exec_backend *be;        /* the executor: local, or k8s (ServerConfig executor) */
     srv_cluster cluster;
     srv_pool pool;
     srv_counters counters;

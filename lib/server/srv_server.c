@@ -88,13 +88,35 @@ static void announce(srv *s)
         srv_log(s, "no token in the config: the admin token is in %s", s->cfg.admin_token_file);
 }
 
+/* The executor of the ServerConfig: local processes, or Kubernetes (whose
+ * first lists must come before the cluster is known). */
+static int make_executor(srv *s, char *err, size_t errsz)
+{
+    spec_server *c = s->cfg.spec;
+    if (c->executor == SPEC_EXECUTOR_K8S) {
+        if (c->k8s.kubeconfig && c->k8s.kubeconfig[0] != '/' && s->cfg.config_dir) {
+            char *abs = path_join(s->cfg.config_dir, c->k8s.kubeconfig);
+            free(c->k8s.kubeconfig);
+            c->k8s.kubeconfig = abs;
+        }
+        s->be = exec_k8s_new(&c->k8s, NULL, 30, err, errsz);
+        return s->be ? LT_EXIT_OK : LT_EXIT_UNAVAILABLE;
+    }
+    exec_local_config ec = {.shim_program = s->cfg.trainer_program,
+                            .log_max_bytes = (long long)c->logs.max_size,
+                            .log_keep = c->logs.keep};
+    s->be = exec_local_new(&ec);
+    return LT_EXIT_OK;
+}
+
 /* Every step of the start; on failure the caller frees what was made. */
 static int start_steps(srv *s, const srv_options *o, diag_list *d, char *err, size_t errsz)
 {
     int rc = srv_config_load(o, &s->cfg, d, err, errsz);
     if (rc == LT_EXIT_OK) rc = srv_config_prepare_data(&s->cfg, err, errsz);
     if (rc == LT_EXIT_OK) rc = take_lock(s, err, errsz);
-    if (rc == LT_EXIT_OK) rc = srv_cluster_build(&s->cfg, &s->cluster, d, err, errsz);
+    if (rc == LT_EXIT_OK) rc = make_executor(s, err, errsz);
+    if (rc == LT_EXIT_OK) rc = srv_cluster_build(&s->cfg, s->be, &s->cluster, d, err, errsz);
     if (rc == LT_EXIT_OK) rc = open_store(s, err, errsz);
     if (rc != LT_EXIT_OK) return rc;
     s->ctl = ctl_new(s, err, errsz);
@@ -153,6 +175,7 @@ void srv_stop(srv *s)
     atomic_store(&s->stopping, true);
     srv_http_stop(s);
     ctl_free(s->ctl);
+    exec_backend_free(s->be);
     if (s->pool.path) srv_pool_free(&s->pool);
     srv_counters_free(&s->counters);
     store_batcher_free(s->writes);

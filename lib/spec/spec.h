@@ -310,6 +310,8 @@ char *spec_job_to_json(const spec_job *j);
 
 /* Cluster lookups. */
 const spec_gpu_type *spec_cluster_gpu_type(const spec_cluster *c, const char *name);
+/* Removes every node (a cluster engine lists its own). */
+void spec_cluster_clear_nodes(spec_cluster *c);
 const spec_team *spec_cluster_team(const spec_cluster *c, const char *name);
 const spec_priority_class *spec_cluster_priority_class(const spec_cluster *c, const char *name);
 const spec_priority_class *spec_cluster_default_priority(const spec_cluster *c);

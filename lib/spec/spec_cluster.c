@@ -55,6 +55,14 @@ static void node_free(spec_node *n)
     spec_kv_free(n->labels, n->n_labels);
 }
 
+void spec_cluster_clear_nodes(spec_cluster *c)
+{
+    for (size_t i = 0; i < c->n_nodes; i++) node_free(&c->nodes[i]);
+    free(c->nodes);
+    c->nodes = NULL;
+    c->n_nodes = 0;
+}
+
 static void team_free(spec_team *t)
 {
     free(t->name);
