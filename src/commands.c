@@ -13,6 +13,7 @@ extern const cli_command cli_cmd_tokenize;
 extern const cli_command cli_cmd_validate;
 extern const cli_command cli_cmd_estimate;
 extern const cli_command cli_cmd_plan;
+extern const cli_command cli_cmd_render;
 extern const cli_command cli_cmd_simulate;
 extern const cli_command cli_cmd_trace_gen;
 extern const cli_command cli_cmd_server;
@@ -35,6 +36,7 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_validate,
     &cli_cmd_estimate,
     &cli_cmd_plan,
+    &cli_cmd_render,
     &cli_cmd_simulate,
     &cli_cmd_trace_gen,
     &cli_cmd_server,

@@ -1,0 +1,446 @@
+/* cmd_render.c: `lathe render FILE --target k8s`: the Kubernetes objects
+ * lathe would create, without a cluster or a server. A LoRATrainingJob (or
+ * every job of a LoRAExperiment) is planned as `lathe plan` plans it and
+ * turned into the exec_request the server would give the Kubernetes
+ * executor for the job's next attempt; the objects are the executor's
+ * (exec_k8s_objects): the headless Service of a multi-node job, then the
+ * Job, created suspended. A Cluster file becomes its setup
+ * (k8s_render_cluster). Output: YAML documents (default) or a v1 List. */
+#include "cli.h"
+
+#include "base/base.h"
+#include "exec/exec.h"
+#include "k8s/k8s.h"
+#include "plan/plan.h"
+#include "spec/spec.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char render_help[] =
+    "usage: lathe render FILE [--target k8s] [options]\n"
+    "\n"
+    "Prints the Kubernetes objects lathe would create, without a cluster:\n"
+    "  - for a LoRATrainingJob, or every job of a LoRAExperiment: the objects\n"
+    "    of the job's next attempt as the Kubernetes executor creates them\n"
+    "    (the headless Service of a multi-node job, then the batch/v1 Job,\n"
+    "    suspended until lathe's scheduler admits it). The job is planned\n"
+    "    first, as `lathe plan` plans it: GPUs per node, nodes, GPU type.\n"
+    "  - for a Cluster: its setup, to apply once: a PriorityClass per\n"
+    "    priority class, and per team a Namespace, a ResourceQuota on GPUs,\n"
+    "    a LimitRange and the checkpoint, model and data PVCs.\n"
+    "Pipe it to `kubectl apply -f -` (a Cluster's setup) or `kubectl\n"
+    "create --dry-run=server -f -` to check it against a cluster.\n"
+    "\n"
+    "options:\n"
+    "  --target k8s          what to render for (Kubernetes, the default and the\n"
+    "                        only target)\n"
+    "  -o, --output FORMAT   yaml (default; documents separated by ---) or json\n"
+    "                        (one v1 List with the objects as items)\n"
+    "  --config FILE         a ServerConfig whose `kubernetes:` section gives the\n"
+    "                        image, namespaces, labels, mounts, PVCs and ports\n"
+    "                        (default: the built-in settings, docs/kubernetes.md)\n"
+    "  --attempt N           the attempt to render (default 1): names the Job\n"
+    "                        lathe-<job>-<N>\n"
+    "  --cluster FILE        plan against a Cluster file's GPU types (as `lathe\n"
+    "                        plan --cluster`); jobs that name no priority class\n"
+    "                        get the cluster's default one\n"
+    "\n"
+    "exit: 0 rendered, 1 usage, 2 invalid file, 3 a job fits no GPU, 4 unreadable file\n"
+    "\n"
+    "examples:\n"
+    "  lathe render ../shared/examples/seed-lora-job.yaml --target k8s\n"
+    "  lathe render examples/jobs/sweep-rank-lr.yaml -o json --config server.yaml\n"
+    "  lathe render ../shared/examples/cluster-example.yaml | kubectl apply -f -\n";
+
+typedef struct render_args {
+    const char *file, *config, *cluster;
+    bool json;
+    int attempt;
+} render_args;
+
+static int parse_args(int argc, char **argv, render_args *a)
+{
+    static const struct option longs[] = {
+        {"output", required_argument, NULL, 'o'}, {"target", required_argument, NULL, 't'},
+        {"config", required_argument, NULL, 'C'}, {"attempt", required_argument, NULL, 'a'},
+        {"cluster", required_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
+    memset(a, 0, sizeof *a);
+    a->attempt = 1;
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "o:", longs, NULL)) != -1) {
+        char *end;
+        switch (ch) {
+        case 'o':
+            if (strcmp(optarg, "yaml") == 0) a->json = false;
+            else if (strcmp(optarg, "json") == 0) a->json = true;
+            else return cli_usage_error("render", "-o takes yaml or json, not '%s'", optarg);
+            break;
+        case 't':
+            if (strcmp(optarg, "k8s") != 0 && strcmp(optarg, "kubernetes") != 0)
+                return cli_usage_error("render", "--target takes k8s, not '%s'", optarg);
+            break;
+        case 'C': a->config = optarg; break;
+        case 'c': a->cluster = optarg; break;
+        case 'a':
+            a->attempt = (int)strtol(optarg, &end, 10);
+            if (*end || end == optarg || a->attempt < 1 || a->attempt > 1000000)
+                return cli_usage_error("render", "--attempt takes a whole number from 1, not '%s'",
+                                       optarg);
+            break;
+        default: return cli_usage_error("render", "unknown option");
+        }
+    }
+    if (optind < argc - 1) return cli_usage_error("render", "give exactly one file");
+    const char *file = optind < argc ? argv[optind] : NULL;
+    if (!file) return cli_usage_error("render", "give a job, experiment or cluster file");
+    a->file = file;
+    return LT_EXIT_OK;
+}
+
+/* Exit code of a load: 4 when unreadable, 2 when invalid. */
+static int load_rc(bool io_error, size_t errors)
+{
+    return io_error ? LT_EXIT_IO : errors ? LT_EXIT_INVALID : LT_EXIT_OK;
+}
+
+/* What render works with: the settings, and the Cluster of --cluster. */
+typedef struct render_ctx {
+    const render_args *a;
+    spec_server *server;      /* --config, or the defaults */
+    const spec_k8s *k;        /* server->k8s */
+    spec_file cluster_file;   /* --cluster */
+    const spec_cluster *cluster;
+    plan_catalog catalog;
+    bool has_catalog;
+} render_ctx;
+
+static int ctx_open(render_ctx *c, const render_args *a)
+{
+    memset(c, 0, sizeof *c);
+    c->a = a;
+    diag_list d;
+    diag_list_init(&d);
+    int rc = LT_EXIT_OK;
+    if (a->config) {
+        bool io = false;
+        spec_server_load_file(a->config, &c->server, &d, &io);
+        rc = load_rc(io, d.errors);
+    } else {
+        c->server = spec_server_new_default();
+    }
+    if (rc == LT_EXIT_OK && a->cluster) {
+        spec_load_file(a->cluster, &c->cluster_file, &d);
+        rc = load_rc(c->cluster_file.io_error, d.errors);
+        c->cluster = rc == LT_EXIT_OK ? spec_file_cluster(&c->cluster_file) : NULL;
+        if (rc == LT_EXIT_OK && !c->cluster) {
+            diag_add(&d, DIAG_ERROR, a->cluster, 1, 1, NULL, "the file holds no Cluster");
+            rc = LT_EXIT_INVALID;
+        }
+        if (c->cluster) {
+            c->has_catalog = true;
+            if (!plan_catalog_from_cluster(c->cluster, &c->catalog, &d)) rc = LT_EXIT_INVALID;
+        }
+    }
+    diag_print_all(&d, stderr);
+    diag_list_free(&d);
+    if (c->server) c->k = &c->server->k8s;
+    return rc;
+}
+
+static void ctx_close(render_ctx *c)
+{
+    if (c->a->cluster) spec_file_free(&c->cluster_file);
+    if (c->has_catalog) plan_catalog_free(&c->catalog);
+    spec_server_free(c->server);
+}
+
+/* ---- one job: its plan, the server's request, the executor's objects ---- */
+
+/* The strings an exec_request borrows. */
+typedef struct job_req {
+    exec_request q;
+    char **argv, **env;
+    size_t argc, n_env;
+    char *job_name, *spec_path, *ckpt_dir, *spec_yaml;
+} job_req;
+
+static void job_req_free(job_req *r)
+{
+    str_list_free(r->argv, r->argc);
+    str_list_free(r->env, r->n_env);
+    free(r->job_name);
+    free(r->spec_path);
+    free(r->ckpt_dir);
+    free(r->spec_yaml);
+}
+
+/* Fills r as the server fills the request of a job's attempt (ctl_run.c),
+ * with the plan's shape and no placement (a suspended Job gets its nodes
+ * at admission). */
+static void build_request(const render_ctx *c, const spec_job *job, const spec_job *resolved,
+                          const plan_result *plan, job_req *r)
+{
+    const spec_k8s *k = c->k;
+    memset(r, 0, sizeof *r);
+    bool builtin = !(job->trainer.kind == TRAINER_COMMAND && job->trainer.n_command > 0);
+    r->spec_yaml = spec_job_to_yaml(resolved);
+    r->spec_path = xasprintf("%s/spec.yaml", k->spec_mount);
+    r->job_name = xasprintf("%s/%s", job->team, job->name);
+    r->ckpt_dir = xasprintf("%s/%s/%s", k->checkpoint_mount, job->team, job->name);
+    if (builtin) {
+        r->argc = 3;
+        r->argv = xcalloc(4, sizeof *r->argv);
+        r->argv[0] = xstrdup(k->lathe_path);
+        r->argv[1] = xstrdup("train");
+        r->argv[2] = xstrdup(r->spec_path);
+    } else {
+        r->argc = job->trainer.n_command;
+        r->argv = xcalloc(r->argc + 1, sizeof *r->argv);
+        for (size_t i = 0; i < r->argc; i++) r->argv[i] = xstrdup(job->trainer.command[i]);
+    }
+    r->n_env = job->trainer.n_env;
+    r->env = xcalloc(r->n_env + 1, sizeof *r->env);
+    for (size_t i = 0; i < r->n_env; i++)
+        r->env[i] = xasprintf("%s=%s", job->trainer.env[i].key, job->trainer.env[i].value);
+
+    exec_request *q = &r->q;
+    q->argv = r->argv;
+    q->argc = r->argc;
+    q->env = (const char *const *)r->env;
+    q->n_env = r->n_env;
+    q->attempt = c->a->attempt;
+    q->no_retry_codes = builtin ? EXEC_BUILTIN_NO_RETRY : NULL;
+    q->n_no_retry_codes = builtin ? 1 : 0;
+    const plan_config *cfg = plan->found ? &plan->chosen : NULL;
+    int nnodes = cfg && cfg->nodes > 0 ? cfg->nodes : 1;
+    int per_node = cfg ? (cfg->gpus_per_node > 0 ? cfg->gpus_per_node : cfg->gpus) : 0;
+
+    exec_contract *t = &q->contract;
+    t->job = r->job_name;
+    t->attempt = c->a->attempt;
+    t->spec_path = r->spec_path;
+    t->base_model_path = job->base_model.path;
+    t->dataset_path = job->training_data.dataset_path;
+    t->lora_rank = job->lora.rank;
+    t->checkpoint_dir = r->ckpt_dir;
+    t->checkpoint_interval = job->checkpoint.enabled ? job->checkpoint.interval_steps : 0;
+    t->nnodes = nnodes;
+    t->node_rank = 0;
+    t->nproc_per_node = per_node > 0 ? per_node : 1;
+    t->master_addr = "127.0.0.1";
+    t->master_port = k->master_port;
+
+    exec_cluster_req *x = &q->cluster;
+    x->team = job->team;
+    x->name = job->name;
+    x->experiment = job->experiment;
+    x->image = job->trainer.image;
+    x->builtin = builtin;
+    x->spec_yaml = r->spec_yaml;
+    x->nnodes = nnodes;
+    x->gpus_per_node = per_node;
+    x->cpu = job->resources.cpu;
+    x->memory = job->resources.memory;
+    x->gpu_type = cfg && cfg->gpu ? cfg->gpu->name : NULL;
+    x->priority_class = job->priority_class;
+    if (!x->priority_class && c->cluster) {
+        const spec_priority_class *pc = spec_cluster_default_priority(c->cluster);
+        x->priority_class = pc ? pc->name : NULL;
+    }
+    x->checkpoint_pvc = job->checkpoint.pvc_name;
+    x->grace = job->timeout.grace_period;
+    x->max_duration = job->timeout.max_duration;
+}
+
+/* The settings' value of the GPU product label for a lathe GPU type. */
+static const char *gpu_product(const spec_k8s *k, const char *type)
+{
+    if (!type) return NULL;
+    for (size_t i = 0; i < k->n_gpu_products; i++)
+        if (strcmp(k->gpu_products[i].key, type) == 0) return k->gpu_products[i].value;
+    return type;
+}
+
+/* Whether a contract variable belongs in a pod: the GPU ids are the
+ * device plugin's to set (an empty CUDA_VISIBLE_DEVICES would hide them). */
+static bool pod_env(const char *e)
+{
+    return !str_starts_with(e, "LATHE_GPUS=") && !str_starts_with(e, "CUDA_VISIBLE_DEVICES=");
+}
+
+/* The executor's objects for q: [Service?, Job], created suspended.
+ * (exec_k8s_objects does this inside the executor; this is the same
+ * mapping from the request to k8s_job_params.) */
+static json_t *objects_of(const exec_request *q, const spec_k8s *k)
+{
+    const exec_cluster_req *x = &q->cluster;
+    char name[64];
+    k8s_job_name(x->name, q->attempt, name, sizeof name);
+    char *ns = spec_k8s_namespace(k, x->team);
+    char **contract = NULL;
+    size_t n_contract = 0;
+    exec_contract_env(&q->contract, &contract, &n_contract);
+    const char **env = xcalloc(q->n_env + n_contract + 1, sizeof *env);
+    size_t n_env = 0;
+    for (size_t i = 0; i < q->n_env; i++) env[n_env++] = q->env[i];
+    for (size_t i = 0; i < n_contract; i++)
+        if (pod_env(contract[i])) env[n_env++] = contract[i];
+    char *subpath = xasprintf("%s/%s", x->team, x->name);
+    k8s_job_params p = {
+        .name = name,
+        .namespace_ = ns,
+        .job_id = x->job_id,
+        .job = x->name,
+        .team = x->team,
+        .experiment = x->experiment,
+        .attempt = q->attempt,
+        .image = x->image,
+        .argv = q->argv,
+        .argc = q->argc,
+        .env = env,
+        .n_env = n_env,
+        .nnodes = x->nnodes,
+        .gpus_per_node = x->gpus_per_node,
+        .cpu = x->cpu,
+        .memory = x->memory,
+        .gpu_product = x->gpu_product ? x->gpu_product : gpu_product(k, x->gpu_type),
+        .nodes = x->nodes,
+        .n_nodes = x->n_nodes,
+        .rack = x->rack,
+        .priority_class = x->priority_class,
+        .checkpoint_pvc = x->checkpoint_pvc ? x->checkpoint_pvc : k->checkpoint_pvc,
+        .checkpoint_subpath = subpath,
+        .spec_yaml = x->spec_yaml,
+        .grace = x->grace,
+        .max_duration = x->max_duration,
+        .fail_codes = q->no_retry_codes,
+        .n_fail_codes = q->n_no_retry_codes,
+        .suspend = true,
+        .settings = k,
+    };
+    json_t *out = json_array();
+    json_t *svc = k8s_render_service(&p);
+    if (svc) json_array_append_new(out, svc);
+    json_array_append_new(out, k8s_render_job(&p));
+    free(subpath);
+    free(env);
+    str_list_free(contract, n_contract);
+    free(ns);
+    return out;
+}
+
+/* Plans one job and appends its objects to items; returns its exit code. */
+static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
+{
+    plan_options opt;
+    plan_options_defaults(&opt);
+    if (c->has_catalog) opt.catalog = &c->catalog;
+    plan_result r;
+    diag_list d;
+    diag_list_init(&d);
+    int rc = plan_job(job, &opt, &r, &d);
+    diag_print_all(&d, stderr);
+    if (rc == LT_EXIT_NOFIT)
+        fprintf(stderr, "lathe render: %s: job %s fits no GPU (`lathe plan %s` says why)\n",
+                job->file ? job->file : c->a->file, job->name, c->a->file);
+    if (rc == LT_EXIT_OK) {
+        spec_job *resolved = plan_resolved_job(&r, job);
+        job_req req;
+        build_request(c, job, resolved, &r, &req);
+        json_t *objs = objects_of(&req.q, c->k);
+        json_array_extend(items, objs);
+        json_decref(objs);
+        job_req_free(&req);
+        spec_job_free(resolved);
+    }
+    plan_result_free(&r);
+    diag_list_free(&d);
+    return rc;
+}
+
+/* Every document of the file; returns the worst exit code. */
+static int render_file(const render_ctx *c, const spec_file *f, json_t *items)
+{
+    int worst = LT_EXIT_OK;
+    for (size_t i = 0; i < f->n_docs; i++) {
+        const spec_doc *doc = &f->docs[i];
+        int rc = LT_EXIT_OK;
+        if (doc->kind == SPEC_KIND_JOB) {
+            rc = render_job(c, doc->job, items);
+        } else if (doc->kind == SPEC_KIND_EXPERIMENT) {
+            for (size_t k = 0; k < doc->experiment->n_jobs; k++) {
+                int r = render_job(c, doc->experiment->jobs[k], items);
+                if (r > rc) rc = r;
+            }
+        } else {
+            json_t *objs = k8s_render_cluster(doc->cluster, c->k);
+            json_array_extend(items, objs);
+            json_decref(objs);
+        }
+        if (rc > worst) worst = rc;
+    }
+    return worst;
+}
+
+static void print_items(const json_t *items, bool as_json)
+{
+    if (as_json) {
+        json_t *list = json_pack("{s:s, s:s, s:O}", "apiVersion", "v1", "kind", "List", "items",
+                                 items);
+        char *s = json_dumps(list, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        printf("%s\n", s);
+        free(s);
+        json_decref(list);
+    } else {
+        char *y = k8s_to_yaml(items);
+        fputs(y, stdout);
+        free(y);
+    }
+}
+
+static int render_run(int argc, char **argv)
+{
+    render_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc != LT_EXIT_OK) return rc;
+    render_ctx c;
+    rc = ctx_open(&c, &a);
+    if (rc != LT_EXIT_OK) {
+        ctx_close(&c);
+        return rc;
+    }
+    spec_file f;
+    diag_list d;
+    diag_list_init(&d);
+    spec_load_file(a.file, &f, &d);
+    diag_print_all(&d, stderr);
+    rc = load_rc(f.io_error, d.errors);
+    if (rc == LT_EXIT_OK && f.n_docs == 0) {
+        fprintf(stderr, "lathe render: %s holds no LoRATrainingJob, LoRAExperiment or Cluster\n",
+                a.file);
+        rc = LT_EXIT_INVALID;
+    }
+    if (rc == LT_EXIT_OK) {
+        json_t *items = json_array();
+        rc = render_file(&c, &f, items);
+        /* nothing half done: the objects only when every job rendered */
+        if (rc == LT_EXIT_OK) print_items(items, a.json);
+        json_decref(items);
+    }
+    diag_list_free(&d);
+    spec_file_free(&f);
+    ctx_close(&c);
+    return rc;
+}
+
+const cli_command cli_cmd_render = {
+    .name = "render",
+    .summary = "the Kubernetes objects of a job's next attempt, or of a cluster's setup",
+    .help = render_help,
+    .run = render_run,
+};
