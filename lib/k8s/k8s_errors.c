@@ -219,7 +219,8 @@ static void fit(char *dst, size_t n, const char *head, const char *tail)
 {
     size_t hl = strlen(head), tl = strlen(tail);
     if (hl + tl < n) {
-        snprintf(dst, n, "%s%s", head, tail);
+        memcpy(dst, head, hl);
+        memcpy(dst + hl, tail, tl + 1);
         return;
     }
     if (tl + 8 >= n) tl = n / 2;

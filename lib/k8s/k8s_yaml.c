@@ -98,12 +98,15 @@ static void real_text(char *buf, size_t n, double v)
     if (p == 17) snprintf(buf, n, "%.17g", v);
     char *e = strchr(buf, 'e');
     if (!strchr(buf, '.')) {
-        char tmp[48];
+        char tmp[96];
         if (e)
             snprintf(tmp, sizeof tmp, "%.*s.0%s", (int)(e - buf), buf, e);
         else
             snprintf(tmp, sizeof tmp, "%s.0", buf);
-        snprintf(buf, n, "%s", tmp);
+        size_t tl = strlen(tmp);
+        if (tl >= n) tl = n - 1;
+        memcpy(buf, tmp, tl);
+        buf[tl] = '\0';
     }
 }
 
