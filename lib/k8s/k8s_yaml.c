@@ -90,24 +90,20 @@ static void real_text(char *buf, size_t n, double v)
         snprintf(buf, n, v < 0 ? "-.inf" : ".inf");
         return;
     }
+    char t[40]; /* "%.17g" writes at most 24 characters */
     int p = 1;
     for (; p < 17; p++) {
-        snprintf(buf, n, "%.*g", p, v);
-        if (strtod(buf, NULL) == v) break;
+        snprintf(t, sizeof t, "%.*g", p, v);
+        if (strtod(t, NULL) == v) break;
     }
-    if (p == 17) snprintf(buf, n, "%.17g", v);
-    char *e = strchr(buf, 'e');
-    if (!strchr(buf, '.')) {
-        char tmp[96];
-        if (e)
-            snprintf(tmp, sizeof tmp, "%.*s.0%s", (int)(e - buf), buf, e);
-        else
-            snprintf(tmp, sizeof tmp, "%s.0", buf);
-        size_t tl = strlen(tmp);
-        if (tl >= n) tl = n - 1;
-        memcpy(buf, tmp, tl);
-        buf[tl] = '\0';
-    }
+    if (p == 17) snprintf(t, sizeof t, "%.17g", v);
+    const char *e = strchr(t, 'e');
+    if (strchr(t, '.'))
+        snprintf(buf, n, "%s", t);
+    else if (e)
+        snprintf(buf, n, "%.*s.0%s", (int)(e - t), t, e);
+    else
+        snprintf(buf, n, "%s.0", t);
 }
 
 /* One value, recursively. */
