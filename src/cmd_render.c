@@ -1,10 +1,11 @@
 /* cmd_render.c: `lathe render FILE --target k8s`: the Kubernetes objects
  * lathe would create, without a cluster or a server. A LoRATrainingJob (or
  * every job of a LoRAExperiment) is planned as `lathe plan` plans it and
- * turned into the exec_request the server would give the Kubernetes
- * executor for the job's next attempt; the objects are the executor's
- * (exec_k8s_objects): the headless Service of a multi-node job, then the
- * Job, created suspended. A Cluster file becomes its setup
+ * turned into the exec_request the server gives the Kubernetes executor
+ * to prepare the job's next attempt; the objects are the executor's own
+ * (exec_k8s_objects, the mapping it creates them with): the headless
+ * Service of a multi-node job, then the Job, created suspended and not yet
+ * placed. A Cluster file becomes its setup
  * (k8s_render_cluster). Output: YAML documents (default) or a v1 List. */
 #include "cli.h"
 
@@ -27,8 +28,9 @@ static const char render_help[] =
     "  - for a LoRATrainingJob, or every job of a LoRAExperiment: the objects\n"
     "    of the job's next attempt as the Kubernetes executor creates them\n"
     "    (the headless Service of a multi-node job, then the batch/v1 Job,\n"
-    "    suspended until lathe's scheduler admits it). The job is planned\n"
-    "    first, as `lathe plan` plans it: GPUs per node, nodes, GPU type.\n"
+    "    suspended and not yet placed: lathe's scheduler admits it with a\n"
+    "    patch that adds its GPU type, nodes and rack). The job is planned\n"
+    "    first, as `lathe plan` plans it: nodes and GPUs per node.\n"
     "  - for a Cluster: its setup, to apply once: a PriorityClass per\n"
     "    priority class, and per team a Namespace, a ResourceQuota on GPUs,\n"
     "    a LimitRange and the checkpoint, model and data PVCs.\n"
@@ -166,7 +168,7 @@ typedef struct job_req {
     exec_request q;
     char **argv, **env;
     size_t argc, n_env;
-    char *job_name, *spec_path, *ckpt_dir, *spec_yaml;
+    char *job_name, *spec_yaml;
 } job_req;
 
 static void job_req_free(job_req *r)
@@ -174,30 +176,28 @@ static void job_req_free(job_req *r)
     str_list_free(r->argv, r->argc);
     str_list_free(r->env, r->n_env);
     free(r->job_name);
-    free(r->spec_path);
-    free(r->ckpt_dir);
     free(r->spec_yaml);
 }
 
-/* Fills r as the server fills the request of a job's attempt (ctl_run.c),
- * with the plan's shape and no placement (a suspended Job gets its nodes
- * at admission). */
+/* Fills r as the server fills the request that prepares a queued job's
+ * next attempt for a cluster engine (lib/server/ctl_run.c: build_command,
+ * fill_request, fill_cluster): the resolved spec, the plan's shape (nodes,
+ * GPUs per node), no placement yet (the GPU type, nodes and rack come with
+ * the admission patch), paths as the spec writes them, and Kubernetes'
+ * deadline as a backstop behind lathe's own: maxDuration + grace + 60 s. */
 static void build_request(const render_ctx *c, const spec_job *job, const spec_job *resolved,
                           const plan_result *plan, job_req *r)
 {
-    const spec_k8s *k = c->k;
     memset(r, 0, sizeof *r);
     bool builtin = !(job->trainer.kind == TRAINER_COMMAND && job->trainer.n_command > 0);
     r->spec_yaml = spec_job_to_yaml(resolved);
-    r->spec_path = xasprintf("%s/spec.yaml", k->spec_mount);
     r->job_name = xasprintf("%s/%s", job->team, job->name);
-    r->ckpt_dir = xasprintf("%s/%s/%s", k->checkpoint_mount, job->team, job->name);
-    if (builtin) {
+    if (builtin) { /* the engine runs its image's lathe on its own copy of the spec */
         r->argc = 3;
         r->argv = xcalloc(4, sizeof *r->argv);
-        r->argv[0] = xstrdup(k->lathe_path);
+        r->argv[0] = xstrdup(c->k->lathe_path);
         r->argv[1] = xstrdup("train");
-        r->argv[2] = xstrdup(r->spec_path);
+        r->argv[2] = xstrdup("spec.yaml");
     } else {
         r->argc = job->trainer.n_command;
         r->argv = xcalloc(r->argc + 1, sizeof *r->argv);
@@ -219,21 +219,20 @@ static void build_request(const render_ctx *c, const spec_job *job, const spec_j
     const plan_config *cfg = plan->found ? &plan->chosen : NULL;
     int nnodes = cfg && cfg->nodes > 0 ? cfg->nodes : 1;
     int per_node = cfg ? (cfg->gpus_per_node > 0 ? cfg->gpus_per_node : cfg->gpus) : 0;
+    double grace = job->timeout.grace_period > 0 ? job->timeout.grace_period : 120;
 
     exec_contract *t = &q->contract;
     t->job = r->job_name;
     t->attempt = c->a->attempt;
-    t->spec_path = r->spec_path;
-    t->base_model_path = job->base_model.path;
-    t->dataset_path = job->training_data.dataset_path;
-    t->lora_rank = job->lora.rank;
-    t->checkpoint_dir = r->ckpt_dir;
-    t->checkpoint_interval = job->checkpoint.enabled ? job->checkpoint.interval_steps : 0;
+    t->base_model_path = resolved->base_model.path;
+    t->dataset_path = resolved->training_data.dataset_path;
+    t->lora_rank = resolved->lora.rank;
+    t->checkpoint_interval = resolved->checkpoint.enabled ? resolved->checkpoint.interval_steps : 0;
     t->nnodes = nnodes;
     t->node_rank = 0;
     t->nproc_per_node = per_node > 0 ? per_node : 1;
     t->master_addr = "127.0.0.1";
-    t->master_port = k->master_port;
+    t->master_port = c->k->master_port;
 
     exec_cluster_req *x = &q->cluster;
     x->team = job->team;
@@ -244,94 +243,16 @@ static void build_request(const render_ctx *c, const spec_job *job, const spec_j
     x->spec_yaml = r->spec_yaml;
     x->nnodes = nnodes;
     x->gpus_per_node = per_node;
-    x->cpu = job->resources.cpu;
-    x->memory = job->resources.memory;
-    x->gpu_type = cfg && cfg->gpu ? cfg->gpu->name : NULL;
+    x->cpu = resolved->resources.cpu;
+    x->memory = resolved->resources.memory;
     x->priority_class = job->priority_class;
     if (!x->priority_class && c->cluster) {
         const spec_priority_class *pc = spec_cluster_default_priority(c->cluster);
         x->priority_class = pc ? pc->name : NULL;
     }
     x->checkpoint_pvc = job->checkpoint.pvc_name;
-    x->grace = job->timeout.grace_period;
-    x->max_duration = job->timeout.max_duration;
-}
-
-/* The settings' value of the GPU product label for a lathe GPU type. */
-static const char *gpu_product(const spec_k8s *k, const char *type)
-{
-    if (!type) return NULL;
-    for (size_t i = 0; i < k->n_gpu_products; i++)
-        if (strcmp(k->gpu_products[i].key, type) == 0) return k->gpu_products[i].value;
-    return type;
-}
-
-/* Whether a contract variable belongs in a pod: the GPU ids are the
- * device plugin's to set (an empty CUDA_VISIBLE_DEVICES would hide them). */
-static bool pod_env(const char *e)
-{
-    return !str_starts_with(e, "LATHE_GPUS=") && !str_starts_with(e, "CUDA_VISIBLE_DEVICES=");
-}
-
-/* The executor's objects for q: [Service?, Job], created suspended.
- * (exec_k8s_objects does this inside the executor; this is the same
- * mapping from the request to k8s_job_params.) */
-static json_t *objects_of(const exec_request *q, const spec_k8s *k)
-{
-    const exec_cluster_req *x = &q->cluster;
-    char name[64];
-    k8s_job_name(x->name, q->attempt, name, sizeof name);
-    char *ns = spec_k8s_namespace(k, x->team);
-    char **contract = NULL;
-    size_t n_contract = 0;
-    exec_contract_env(&q->contract, &contract, &n_contract);
-    const char **env = xcalloc(q->n_env + n_contract + 1, sizeof *env);
-    size_t n_env = 0;
-    for (size_t i = 0; i < q->n_env; i++) env[n_env++] = q->env[i];
-    for (size_t i = 0; i < n_contract; i++)
-        if (pod_env(contract[i])) env[n_env++] = contract[i];
-    char *subpath = xasprintf("%s/%s", x->team, x->name);
-    k8s_job_params p = {
-        .name = name,
-        .namespace_ = ns,
-        .job_id = x->job_id,
-        .job = x->name,
-        .team = x->team,
-        .experiment = x->experiment,
-        .attempt = q->attempt,
-        .image = x->image,
-        .argv = q->argv,
-        .argc = q->argc,
-        .env = env,
-        .n_env = n_env,
-        .nnodes = x->nnodes,
-        .gpus_per_node = x->gpus_per_node,
-        .cpu = x->cpu,
-        .memory = x->memory,
-        .gpu_product = x->gpu_product ? x->gpu_product : gpu_product(k, x->gpu_type),
-        .nodes = x->nodes,
-        .n_nodes = x->n_nodes,
-        .rack = x->rack,
-        .priority_class = x->priority_class,
-        .checkpoint_pvc = x->checkpoint_pvc ? x->checkpoint_pvc : k->checkpoint_pvc,
-        .checkpoint_subpath = subpath,
-        .spec_yaml = x->spec_yaml,
-        .grace = x->grace,
-        .max_duration = x->max_duration,
-        .fail_codes = q->no_retry_codes,
-        .n_fail_codes = q->n_no_retry_codes,
-        .suspend = true,
-        .settings = k,
-    };
-    json_t *out = json_array();
-    json_t *svc = k8s_render_service(&p);
-    if (svc) json_array_append_new(out, svc);
-    json_array_append_new(out, k8s_render_job(&p));
-    free(subpath);
-    free(env);
-    str_list_free(contract, n_contract);
-    free(ns);
-    return out;
+    x->grace = grace;
+    if (job->timeout.max_duration > 0) x->max_duration = job->timeout.max_duration + grace + 60;
 }
 
 /* Plans one job and appends its objects to items; returns its exit code. */
@@ -352,7 +273,7 @@ static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
         spec_job *resolved = plan_resolved_job(&r, job);
         job_req req;
         build_request(c, job, resolved, &r, &req);
-        json_t *objs = objects_of(&req.q, c->k);
+        json_t *objs = exec_k8s_objects(&req.q, c->k, true);
         json_array_extend(items, objs);
         json_decref(objs);
         job_req_free(&req);

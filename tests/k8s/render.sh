@@ -77,7 +77,9 @@ query seed "objs[0]['metadata']['namespace'] == 'ai-training'"
 query seed "pod(objs[0])['volumes'][0]['persistentVolumeClaim']['claimName'] == 'lora-checkpoint-pvc'"
 query seed "pod(objs[0])['containers'][0]['resources']['requests']['memory'] == '32Gi'"
 query seed "pod(objs[0])['containers'][0]['command'] == ['lathe', 'train', '/etc/lathe/spec.yaml']"
-query seed "objs[0]['spec']['activeDeadlineSeconds'] == 8 * 3600"
+query seed "objs[0]['spec']['activeDeadlineSeconds'] == 8 * 3600 + 120 + 60" # a backstop behind lathe's own
+query seed "'nodeSelector' not in pod(objs[0]) and 'affinity' not in pod(objs[0])" # placed at admission
+query seed "env(objs[0], 'CHECKPOINT_DIR').startswith('/checkpoints/')"
 query seed "'lathe.dev/spec' in objs[0]['spec']['template']['metadata']['annotations']"
 
 # the experiment: every job of it
@@ -106,7 +108,7 @@ query configured "jobs[0]['metadata']['name'] == 'lathe-llama3-70b-lora-2x8-3'"
 query configured "jobs[0]['metadata']['labels']['lathe.dev/attempt'] == '3'"
 query configured "jobs[0]['metadata']['namespace'] == 'lathe-team-a'"
 query configured "pod(jobs[0])['serviceAccountName'] == 'lathe-trainer'"
-query configured "pod(jobs[0])['nodeSelector'] == {'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB'}"
+query configured "pod(jobs[0])['containers'][0]['imagePullPolicy'] == 'IfNotPresent'"
 query configured "'data' not in [v['name'] for v in pod(jobs[0])['volumes']]"
 query configured "env(jobs[0], 'MASTER_PORT') == '23456' and objs[0]['spec']['ports'][0]['port'] == 23456"
 query configured "'ttlSecondsAfterFinished' not in jobs[0]['spec']"
