@@ -30,7 +30,7 @@ struct k8s_informer {
     k8s_informer_stats stats;
     /* the thread's own */
     char *rv;
-    bool current;       /* the last state told to on_sync */
+    int current;        /* the last state told to on_sync: 1, 0, -1 = none yet */
     int fails;          /* connection failures in a row */
     k8s_lines lines;
     bool gone;          /* an ERROR event with 410 in the stream */
@@ -51,7 +51,7 @@ static const char *obj_meta(const json_t *obj, const char *key)
 
 static void tell_sync(k8s_informer *inf, bool synced, const char *why)
 {
-    if (synced == inf->current) return;
+    if ((int)synced == inf->current) return;
     inf->current = synced;
     if (inf->on_sync) inf->on_sync(inf->ud, synced, why);
 }
@@ -291,7 +291,7 @@ static void *informer_main(void *arg)
             inf->fails = 0;
             need_list = false;
             atomic_store(&inf->synced, true);
-            inf->current = false; /* every list is told */
+            inf->current = -1; /* every list is told */
             tell_sync(inf, true, NULL);
         }
         need_list = watch_once(inf);
@@ -318,6 +318,7 @@ k8s_informer *k8s_informer_start(k8s_client *cl, const k8s_ref *ref, const char 
     inf->on_sync = on_sync;
     inf->ud = ud;
     inf->cache = json_object();
+    inf->current = -1;
     atomic_init(&inf->stop, false);
     atomic_init(&inf->synced, false);
     pthread_mutex_init(&inf->mu, NULL);
