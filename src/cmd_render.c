@@ -267,8 +267,9 @@ static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
     int rc = plan_job(job, &opt, &r, &d);
     diag_print_all(&d, stderr);
     if (rc == LT_EXIT_NOFIT)
-        fprintf(stderr, "lathe render: %s: job %s fits no GPU (`lathe plan %s` says why)\n",
-                job->file ? job->file : c->a->file, job->name, c->a->file);
+        fprintf(stderr, "lathe render: %s: job %s fits no GPU (`lathe plan %s%s%s` says why)\n",
+                job->file ? job->file : c->a->file, job->name, c->a->file,
+                c->a->cluster ? " --cluster " : "", c->a->cluster ? c->a->cluster : "");
     if (rc == LT_EXIT_OK) {
         spec_job *resolved = plan_resolved_job(&r, job);
         job_req req;

@@ -11,8 +11,8 @@
  *   per team:
  *     Namespace      <namespace of the team> labelled lathe.dev/team, managed-by
  *     ResourceQuota  lathe-gpu-quota: {hard: {requests.<gpu resource>: "<GPUs>"}}
- *                    the team's quota summed over GPU types (omitted when the
- *                    team has none: no cap)
+ *                    the team's quota summed over GPU types; a team with no
+ *                    quota may use the whole cluster: its cluster's GPUs
  *     LimitRange     lathe-defaults: containers that ask nothing get cpu 1,
  *                    memory 4Gi as requests
  *     PVCs           the checkpoint PVC (ReadWriteMany, checkpointSize) and
@@ -65,20 +65,27 @@ static json_t *priority_class(const spec_priority_class *pc)
     return o;
 }
 
-/* The team's GPUs in all: its quota summed over GPU types ("*" included). */
-static long long team_gpus(const spec_team *t)
+/* The team's GPUs in all: its quota summed over GPU types ("*" included);
+ * every GPU of the cluster for a team without a quota. */
+static long long team_gpus(const spec_cluster *c, const spec_team *t)
 {
     long long n = 0;
+    if (t->n_quota == 0) {
+        for (size_t i = 0; i < c->n_nodes; i++)
+            if (c->nodes[i].gpus > 0) n += c->nodes[i].gpus;
+        return n;
+    }
     for (size_t i = 0; i < t->n_quota; i++)
         if (t->quota[i].count > 0) n += t->quota[i].count;
     return n;
 }
 
-static json_t *resource_quota(const spec_team *t, const char *ns, const spec_k8s *k)
+static json_t *resource_quota(const spec_cluster *c, const spec_team *t, const char *ns,
+                              const spec_k8s *k)
 {
     char key[256], count[32];
     snprintf(key, sizeof key, "requests.%s", given(k->gpu_resource) ? k->gpu_resource : "nvidia.com/gpu");
-    snprintf(count, sizeof count, "%lld", team_gpus(t));
+    snprintf(count, sizeof count, "%lld", team_gpus(c, t));
     json_t *o = object("v1", "ResourceQuota", meta(QUOTA_NAME, ns, t->name));
     json_object_set_new(o, "spec", json_pack("{s:{s:s}}", "hard", key, count));
     return o;
@@ -109,11 +116,12 @@ static json_t *pvc(const char *name, const char *ns, const char *team, const cha
 }
 
 /* Everything of one team, appended to out. */
-static void team_objects(const spec_team *t, const spec_k8s *k, json_t *out)
+static void team_objects(const spec_cluster *c, const spec_team *t, const spec_k8s *k,
+                         json_t *out)
 {
     char *ns = spec_k8s_namespace(k, t->name);
     json_array_append_new(out, object("v1", "Namespace", meta(ns, NULL, t->name)));
-    if (t->n_quota > 0) json_array_append_new(out, resource_quota(t, ns, k));
+    json_array_append_new(out, resource_quota(c, t, ns, k));
     json_array_append_new(out, limit_range(t, ns));
     if (given(k->checkpoint_pvc))
         json_array_append_new(out, pvc(k->checkpoint_pvc, ns, t->name, "ReadWriteMany",
@@ -136,7 +144,7 @@ json_t *k8s_render_cluster(const spec_cluster *c, const spec_k8s *k)
     }
     for (size_t i = 0; i < c->n_priority_classes; i++)
         json_array_append_new(out, priority_class(&c->priority_classes[i]));
-    for (size_t i = 0; i < c->n_teams; i++) team_objects(&c->teams[i], k, out);
+    for (size_t i = 0; i < c->n_teams; i++) team_objects(c, &c->teams[i], k, out);
     if (own) spec_k8s_free(&dflt);
     return out;
 }

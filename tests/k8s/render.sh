@@ -124,6 +124,10 @@ for f in "$LATHE_SOURCE_DIR"/examples/demo/cluster.yaml "$LATHE_SOURCE_DIR"/exam
          "$LATHE_SOURCE_DIR"/examples/traces/small-cluster.yaml; do
     render "cluster-$(basename "$(dirname "$f")")" "$f"
 done
+# the seed's setup: team ml has no quota, so its cap is the server's 8 GPUs
+query cluster-seed-scenario "kinds == ['PriorityClass', 'Namespace', 'ResourceQuota', 'LimitRange'] + ['PersistentVolumeClaim'] * 3"
+query cluster-seed-scenario "objs[2]['spec']['hard'] == {'requests.nvidia.com/gpu': '8'} and objs[2]['metadata']['namespace'] == 'ml'"
+query cluster-seed-scenario "objs[0]['globalDefault'] is True"
 render cluster-configured "$cluster" --config "$data/server.yaml"
 query cluster-configured "sorted(o['metadata']['name'] for o in objs if o['kind'] == 'Namespace') == ['lathe-team-a', 'research']"
 query cluster-configured "all(o['spec']['storageClassName'] == 'cephfs' for o in objs if o['kind'] == 'PersistentVolumeClaim')"

@@ -839,7 +839,9 @@ static void test_cluster_no_quota(void **state)
     diag_print_all(&d, stderr);
     assert_int_equal(d.errors, 0);
     json_t *objs = k8s_render_cluster(spec_file_cluster(&f), NULL);
-    assert_null(find_obj(objs, "ResourceQuota", "ml", "lathe-gpu-quota")); /* no quota: no cap */
+    /* no quota: the whole cluster */
+    json_t *q0 = find_obj(objs, "ResourceQuota", "ml", "lathe-gpu-quota");
+    assert_string_equal(json_string_value(at_key(q0, "spec.hard", "requests.nvidia.com/gpu")), "8");
     json_t *q = find_obj(objs, "ResourceQuota", "any", "lathe-gpu-quota");
     assert_string_equal(json_string_value(at_key(q, "spec.hard", "requests.nvidia.com/gpu")), "6");
     json_t *pc = find_obj(objs, "PriorityClass", NULL, "batch");
