@@ -12,7 +12,9 @@
  *                  then watch from its resourceVersion, bookmarks, relist
  *                  on 410 Gone without losing or repeating a transition);
  *                  pod log followers
- *   k8s_render.c   the objects of one attempt (a batch/v1 Job, the headless
+ *   k8s_names.c    the names of an attempt's objects
+ *   k8s_render_job.c, k8s_render_cluster.c
+ *                  the objects of one attempt (a batch/v1 Job, the headless
  *                  Service of a multi-node job) and of a cluster's setup
  *                  (Namespaces, ResourceQuotas, LimitRanges,
  *                  PriorityClasses, PVCs); pure functions of their inputs
@@ -220,7 +222,7 @@ k8s_log_follower *k8s_log_follow(k8s_client *cl, const char *ns, const char *pod
 /* Stops following (the stream is aborted) and frees. NULL is fine. */
 void k8s_log_follower_free(k8s_log_follower *f);
 
-/* ---- names and labels (k8s_render.c) ---- */
+/* ---- names and labels (k8s_names.c) ---- */
 /* Label keys of every object lathe creates. */
 #define K8S_LABEL_MANAGED "app.kubernetes.io/managed-by" /* "lathe" */
 #define K8S_LABEL_JOB_ID "lathe.dev/job-id"              /* the store's job id */
@@ -237,7 +239,7 @@ void k8s_log_follower_free(k8s_log_follower *f);
  * hash of the whole: "lathe-<first part>-<8 hex>-<attempt>". */
 void k8s_job_name(const char *job, int attempt, char *out, size_t outsz);
 
-/* ---- rendering (k8s_render.c) ---- */
+/* ---- rendering (k8s_render_job.c, k8s_render_cluster.c) ---- */
 /* Everything one attempt's Job needs. Strings are borrowed. */
 typedef struct k8s_job_params {
     const char *name;       /* k8s_job_name() */
