@@ -4,7 +4,9 @@
  * as YAML, read back with lib/spec's libyaml layer (spec_yaml_parse), each
  * plain scalar resolved the way YAML 1.1 readers (PyYAML, the Kubernetes
  * API's YAML reader for these cases) resolve it, and compared with the
- * JSON. tests/k8s/render.sh does the same through PyYAML. */
+ * JSON; the same YAML is read with PyYAML too (a YAML 1.1 reader with its
+ * own resolvers) when /usr/bin/python3 has it. tests/k8s/render.sh does the
+ * same for rendered objects. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Does s match the extended regular expression re (whole string)? */
 static bool matches(const char *re, const char *s)
@@ -78,9 +82,54 @@ static json_t *to_json(const spec_ynode *n)
 
 /* Emits v, reads it back, checks it is the same value (one document per
  * item when v is an array and docs is set). */
+/* PyYAML's reading of yaml (all documents; one unless docs) must equal v.
+ * Skipped when /usr/bin/python3 or its yaml module is missing. */
+static void pyyaml_check(const char *y, const json_t *v, bool docs)
+{
+    static const char script[] =
+        "import json, sys\n"
+        "try:\n"
+        "    import yaml\n"
+        "except ImportError:\n"
+        "    sys.exit(77)\n"
+        "got = [d for d in yaml.safe_load_all(open(sys.argv[1], encoding='utf-8'))]\n"
+        "want = json.load(open(sys.argv[2], encoding='utf-8'))\n"
+        "if sys.argv[3] == 'one':\n"
+        "    got = got[0] if len(got) == 1 else got\n"
+        "sys.exit(0 if got == want else 1)\n";
+    if (access("/usr/bin/python3", X_OK) != 0) return;
+    char ypath[] = "/tmp/k8s_yaml_XXXXXX", jpath[] = "/tmp/k8s_json_XXXXXX";
+    int yfd = mkstemp(ypath), jfd = mkstemp(jpath);
+    assert_true(yfd >= 0 && jfd >= 0);
+    char *js = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    assert_true(write(yfd, y, strlen(y)) == (ssize_t)strlen(y));
+    assert_true(write(jfd, js, strlen(js)) == (ssize_t)strlen(js));
+    close(yfd);
+    close(jfd);
+    free(js);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char *argv[] = {"/usr/bin/python3", "-c", (char *)script, ypath, jpath,
+                        docs ? "all" : "one", NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st = 0;
+    assert_true(waitpid(pid, &st, 0) == pid);
+    unlink(ypath);
+    unlink(jpath);
+    assert_true(WIFEXITED(st));
+    int rc = WEXITSTATUS(st);
+    if (rc == 77 || rc == 127) return; /* no PyYAML here */
+    if (rc != 0) fprintf(stderr, "PyYAML reads this differently:\n%s", y);
+    assert_int_equal(rc, 0);
+}
+
 static void round_trip(const json_t *v, bool docs)
 {
     char *y = k8s_to_yaml(v);
+    pyyaml_check(y, v, docs);
     spec_ystream s;
     diag_list d;
     diag_list_init(&d);
