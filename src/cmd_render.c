@@ -64,6 +64,7 @@ typedef struct render_args {
     int attempt;
 } render_args;
 
+/* The command line into a; LT_EXIT_USAGE (with a message) when it is wrong. */
 static int parse_args(int argc, char **argv, render_args *a)
 {
     static const struct option longs[] = {
@@ -121,6 +122,8 @@ typedef struct render_ctx {
     bool has_catalog;
 } render_ctx;
 
+/* Loads --config (or the default settings) and --cluster with its GPU
+ * catalogue; problems are printed with file:line:col. Returns an exit code. */
 static int ctx_open(render_ctx *c, const render_args *a)
 {
     memset(c, 0, sizeof *c);
@@ -154,6 +157,7 @@ static int ctx_open(render_ctx *c, const render_args *a)
     return rc;
 }
 
+/* Frees what ctx_open loaded. */
 static void ctx_close(render_ctx *c)
 {
     if (c->a->cluster) spec_file_free(&c->cluster_file);
@@ -171,6 +175,7 @@ typedef struct job_req {
     char *job_name, *spec_yaml;
 } job_req;
 
+/* Frees what a job_req owns (not the request's borrowed spec strings). */
 static void job_req_free(job_req *r)
 {
     str_list_free(r->argv, r->argc);
@@ -309,6 +314,7 @@ static int render_file(const render_ctx *c, const spec_file *f, json_t *items)
     return worst;
 }
 
+/* Prints the objects: YAML documents, or {apiVersion: v1, kind: List, items}. */
 static void print_items(const json_t *items, bool as_json)
 {
     if (as_json) {
@@ -325,6 +331,7 @@ static void print_items(const json_t *items, bool as_json)
     }
 }
 
+/* `lathe render`: settings, the file, its objects; an exit code. */
 static int render_run(int argc, char **argv)
 {
     render_args a;

@@ -31,6 +31,7 @@
 #define QUOTA_NAME "lathe-gpu-quota"
 #define LIMITS_NAME "lathe-defaults"
 
+/* A string that is set and not empty. */
 static bool given(const char *s) { return s && *s; }
 
 /* {name, namespace?, labels: {managed-by: lathe, lathe.dev/team?}} */
@@ -45,6 +46,7 @@ static json_t *meta(const char *name, const char *ns, const char *team)
     return m;
 }
 
+/* {apiVersion, kind, metadata} (metadata is stolen). */
 static json_t *object(const char *api, const char *kind, json_t *metadata)
 {
     json_t *o = json_object();
@@ -54,6 +56,8 @@ static json_t *object(const char *api, const char *kind, json_t *metadata)
     return o;
 }
 
+/* {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata, value,
+ *  globalDefault, preemptionPolicy, description?} */
 static json_t *priority_class(const spec_priority_class *pc)
 {
     json_t *o = object("scheduling.k8s.io/v1", "PriorityClass", meta(pc->name, NULL, NULL));
@@ -80,6 +84,8 @@ static long long team_gpus(const spec_cluster *c, const spec_team *t)
     return n;
 }
 
+/* {apiVersion: v1, kind: ResourceQuota, metadata: {name: lathe-gpu-quota, ...},
+ *  spec: {hard: {requests.<gpu resource>: "<GPUs>"}}} */
 static json_t *resource_quota(const spec_cluster *c, const spec_team *t, const char *ns,
                               const spec_k8s *k)
 {
@@ -91,6 +97,8 @@ static json_t *resource_quota(const spec_cluster *c, const spec_team *t, const c
     return o;
 }
 
+/* {apiVersion: v1, kind: LimitRange, metadata: {name: lathe-defaults, ...},
+ *  spec: {limits: [{type: Container, defaultRequest: {cpu: "1", memory: 4Gi}}]}} */
 static json_t *limit_range(const spec_team *t, const char *ns)
 {
     json_t *o = object("v1", "LimitRange", meta(LIMITS_NAME, ns, t->name));
@@ -100,7 +108,8 @@ static json_t *limit_range(const spec_team *t, const char *ns)
     return o;
 }
 
-/* {spec: {accessModes: [mode], resources: {requests: {storage}}, storageClassName?}} */
+/* {apiVersion: v1, kind: PersistentVolumeClaim, metadata, spec: {accessModes:
+ *  [mode], resources: {requests: {storage}}, storageClassName?}}; size 0 = 1Gi. */
 static json_t *pvc(const char *name, const char *ns, const char *team, const char *mode,
                    double size, const spec_k8s *k)
 {
@@ -115,7 +124,8 @@ static json_t *pvc(const char *name, const char *ns, const char *team, const cha
     return o;
 }
 
-/* Everything of one team, appended to out. */
+/* Everything of one team, appended to out: Namespace, ResourceQuota,
+ * LimitRange, then its PVCs. */
 static void team_objects(const spec_cluster *c, const spec_team *t, const spec_k8s *k,
                          json_t *out)
 {

@@ -66,6 +66,7 @@ void k8s_quantity_bytes(double bytes, char *out, size_t outsz)
     snprintf(out, outsz, "%.0f", b);
 }
 
+/* A CPU or byte quantity as a JSON string ("500m", "32Gi"). */
 static json_t *cpu_q(double cores)
 {
     char buf[48];
@@ -82,6 +83,7 @@ static json_t *bytes_q(double bytes)
 
 /* ---- small helpers ---- */
 
+/* A string that is set and not empty. */
 static bool given(const char *s) { return s && *s; }
 
 /* A label value: at most 63 of [A-Za-z0-9._-], starting and ending with an
@@ -134,6 +136,7 @@ static json_t *attempt_metadata(const k8s_job_params *p)
     return m;
 }
 
+/* Pods of the attempt: at least 1. */
 static int nnodes_of(const k8s_job_params *p) { return p->nnodes > 1 ? p->nnodes : 1; }
 
 /* {key, operator: In, values: [v...]} with repeated values once. */
@@ -188,6 +191,7 @@ static json_t *affinity(const k8s_job_params *p)
                      "matchExpressions", exprs);
 }
 
+/* The extended resource of a GPU ("nvidia.com/gpu" unless the settings say). */
 static const char *gpu_resource(const k8s_job_params *p)
 {
     return p->settings && given(p->settings->gpu_resource) ? p->settings->gpu_resource
@@ -211,11 +215,13 @@ static void env_set(json_t *env, const char *name, json_t *entry)
     json_array_append_new(env, entry);
 }
 
+/* Sets {name, value} (env_set's rule). */
 static void env_value(json_t *env, const char *name, const char *v)
 {
     env_set(env, name, json_pack("{s:s, s:s}", "name", name, "value", v));
 }
 
+/* Sets {name, value: "<v>"}. */
 static void env_int(json_t *env, const char *name, long long v)
 {
     char buf[32];
@@ -290,6 +296,9 @@ typedef struct volumes_on {
     bool checkpoints, models, data, spec, shm;
 } volumes_on;
 
+/* Which volumes the pod gets: checkpoints when the job has a PVC, models /
+ * data when the settings name PVCs, spec when there is one, dshm when
+ * shmSize is above 0. */
 static volumes_on which_volumes(const k8s_job_params *p)
 {
     const spec_k8s *k = p->settings;
@@ -303,6 +312,7 @@ static volumes_on which_volumes(const k8s_job_params *p)
     return v;
 }
 
+/* A mount path, or its default when the settings give none. */
 static const char *mount_of(const char *m, const char *dflt) { return given(m) ? m : dflt; }
 
 /* [{name, mountPath, readOnly?}] of the volumes that are there. */
@@ -433,7 +443,10 @@ static json_t *pod_failure_policy(const k8s_job_params *p)
     return json_pack("{s:o}", "rules", rules);
 }
 
-/* The pod template's spec. */
+/* The pod template's spec: {restartPolicy, terminationGracePeriodSeconds,
+ * subdomain?, priorityClassName?, serviceAccountName?, securityContext:
+ * {runAsNonRoot, runAsUser, runAsGroup, fsGroup, seccompProfile},
+ * containers: [trainer], volumes?, nodeSelector?, affinity?, tolerations?} */
 static json_t *pod_spec(const k8s_job_params *p)
 {
     const spec_k8s *k = p->settings;

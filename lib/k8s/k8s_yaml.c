@@ -24,6 +24,7 @@
 #include <string.h>
 #include <yaml.h>
 
+/* The emitter and the text it writes. */
 typedef struct yout {
     yaml_emitter_t em;
     sb text;
@@ -37,6 +38,7 @@ static int yout_write(void *data, unsigned char *buffer, size_t size)
     return 1;
 }
 
+/* Emits one event; after a failure, events are only freed. */
 static void emit(yout *y, yaml_event_t *ev)
 {
     if (y->failed) {
@@ -60,6 +62,8 @@ static bool plain_is_not_string(const char *s)
     return false;
 }
 
+/* One scalar event; plain_ok says a plain scalar reads back as what v is
+ * (so the emitter needs no tag), quoted ones are always strings. */
 static void scalar(yout *y, const char *v, size_t len, yaml_scalar_style_t style, int plain_ok)
 {
     yaml_event_t ev;
