@@ -1,0 +1,246 @@
+# tests/k8s/harness/lib.sh: what the Kubernetes scenario tests share
+# (sourced, never run by itself; CTest runs tests/k8s/*.sh only).
+#
+#   k8s_start [NODES_JSON]   the API double (tests/k8s/kube-double) with
+#                            its nodes, the teams' namespaces, quotas,
+#                            priority classes and PVCs applied with kubectl
+#                            from `lathe render cluster.yaml --target k8s`,
+#                            a tiny model and the dataset in the model and
+#                            data PVCs
+#   srv_start                `lathe server` with executor k8s
+#   srv_kill / srv_restart   SIGKILL the server / start it again
+#   submit FILE, wait_state NAME STATE [SECONDS], job_field NAME FIELD
+#   kc ARGS...               kubectl against the double
+#   dbl METHOD PATH          a control call to the double (/_double/...)
+#
+# Every wait is bounded; the EXIT trap stops the server and the double
+# (whose pods' processes end with it) and removes the folder.
+set -u
+fails=0
+passes=0
+check() { # check NAME STATUS
+    if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); else echo "ok: $1"; passes=$((passes + 1)); fi
+}
+finish() {
+    if [ "$fails" -ne 0 ]; then
+        echo "--- server log (last 60 lines)"; tail -n 60 "$T/server.log" 2>/dev/null
+        echo "--- double log (last 40 lines)"; tail -n 40 "$T/double.log" 2>/dev/null
+    fi
+    echo "$((passes)) passed, $fails failed"
+    [ "$fails" -eq 0 ]
+    exit $?
+}
+PY=/usr/bin/python3
+T=$(mktemp -d /tmp/lathe-k8s.XXXXXX)
+DOUBLE_PID=
+SRV_PID=
+cleanup() {
+    [ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null
+    [ -n "$DOUBLE_PID" ] && kill -TERM "$DOUBLE_PID" 2>/dev/null
+    for _ in $(seq 50); do
+        [ -n "$DOUBLE_PID" ] && kill -0 "$DOUBLE_PID" 2>/dev/null || break
+        sleep 0.2
+    done
+    [ -n "$DOUBLE_PID" ] && kill -KILL "$DOUBLE_PID" 2>/dev/null
+    # mounts the double's kubelet made live in its pods' namespaces only
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+# waits up to $1 seconds for the command "$2 ..." to succeed
+wait_for() {
+    local secs=$1; shift
+    local end=$((SECONDS + secs))
+    while [ $SECONDS -lt $end ]; do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.3
+    done
+    return 1
+}
+
+kc() { KUBECONFIG="$T/kube/kubeconfig" kubectl "$@"; }
+
+# dbl METHOD PATH: a control call to the double
+dbl() {
+    curl -sS --cacert "$T/kube/pki/ca.crt" -H "Authorization: Bearer $(cat "$T/kube/token")" \
+        -X "$1" "$(cat "$T/kube/url")$2"
+}
+
+default_nodes() {
+    cat > "$T/nodes.json" <<'EOF'
+[
+  {"name": "gpu-a1", "gpus": 2, "product": "NVIDIA-L4", "memoryMiB": 23034, "cpu": "16",
+   "memory": "64Gi", "labels": {"rack-id": "rack-1", "topology.kubernetes.io/zone": "z1"}},
+  {"name": "gpu-b1", "gpus": 2, "product": "NVIDIA-L4", "memoryMiB": 23034, "cpu": "16",
+   "memory": "64Gi", "labels": {"rack-id": "rack-2", "topology.kubernetes.io/zone": "z1"}}
+]
+EOF
+}
+
+# The cluster: teams a (quota 2) and b (quota 2, may borrow 1), an urgent
+# priority class.
+write_cluster() {
+    cat > "$T/cluster.yaml" <<'EOF'
+apiVersion: lathe/v1
+kind: Cluster
+metadata:
+  name: k8s-test
+spec:
+  gpuTypes:
+    - name: L4-24GB
+      memory: 24Gi
+      pricePerHour: 0.80
+  teams:
+    - name: team-a
+      quota: {L4-24GB: 2}
+      borrowingLimit: {L4-24GB: 1}
+    - name: team-b
+      quota: {L4-24GB: 2}
+      borrowingLimit: {L4-24GB: 1}
+  priorityClasses:
+    - name: urgent
+      value: 1000
+      preemptionPolicy: PreemptLowerPriority
+    - name: default
+      value: 0
+      globalDefault: true
+EOF
+}
+
+write_server() {
+    cat > "$T/server.yaml" <<EOF
+apiVersion: lathe/v1
+kind: ServerConfig
+metadata:
+  name: k8s-test
+spec:
+  listen: 127.0.0.1:0
+  dataDir: $T/data
+  executor: k8s
+  cluster:
+    file: $T/cluster.yaml
+  kubernetes:
+    kubeconfig: $T/kube/kubeconfig
+    image: lathe:test
+    lathePath: $LATHE
+    gpuProducts: {L4-24GB: NVIDIA-L4}
+    checkpointMount: $T/mnt/checkpoints
+    modelMount: $T/mnt/models
+    dataMount: $T/mnt/data
+    specMount: $T/mnt/spec
+    ttlSecondsAfterFinished: -1
+  scheduler:
+    interval: 1s
+    minRunTime: 1s
+    reclaimMinRun: 1s
+  pollInterval: 250ms
+EOF
+}
+
+k8s_start() {
+    mkdir -p "$T/kube" "$T/mnt/checkpoints" "$T/mnt/models" "$T/mnt/data" "$T/mnt/spec"
+    if [ $# -ge 1 ]; then cp "$1" "$T/nodes.json"; else default_nodes; fi
+    "$PY" "$LATHE_SOURCE_DIR/tests/k8s/kube-double" --state "$T/kube" --port 0 \
+        --nodes "$T/nodes.json" --bookmark-interval 1 --parent-pid $$ > "$T/double.log" 2>&1 &
+    DOUBLE_PID=$!
+    wait_for 60 test -f "$T/kube/ready" || { echo "FAIL: the double did not start"; cat "$T/double.log"; exit 1; }
+    echo "https://127.0.0.1:$(cat "$T/kube/port")" > "$T/kube/url"
+    write_cluster
+    write_server
+    "$LATHE" render "$T/cluster.yaml" --target k8s --config "$T/server.yaml" > "$T/setup.yaml" ||
+        { echo "FAIL: lathe render of the cluster"; exit 1; }
+    kc apply -f "$T/setup.yaml" > "$T/apply.log" 2>&1 ||
+        { echo "FAIL: kubectl apply of the cluster's setup"; cat "$T/apply.log"; exit 1; }
+    # a tiny model and the dataset, as the shared PVCs hold them
+    local tok=()
+    [ -f "$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json" ] &&
+        tok=(--tokenizer "$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json")
+    "$LATHE" init-model "$T/mnt/models/tiny" --preset tiny --arch qwen3 --init-std 0.125 "${tok[@]}" \
+        > "$T/init-model.log" 2>&1 || { echo "FAIL: init-model"; cat "$T/init-model.log"; exit 1; }
+    cp "$LATHE_SHARED_DIR/data/self-instruct/seed_tasks.alpaca.jsonl" "$T/mnt/data/train.jsonl"
+    for ns in team-a team-b; do
+        mkdir -p "$T/kube/volumes/$ns/lathe-models" "$T/kube/volumes/$ns/lathe-data"
+        cp -r "$T/mnt/models/tiny" "$T/kube/volumes/$ns/lathe-models/"
+        cp "$T/mnt/data/train.jsonl" "$T/kube/volumes/$ns/lathe-data/"
+    done
+}
+
+srv_start() {
+    rm -f "$T/data/server.addr"
+    "$LATHE" server --config "$T/server.yaml" >> "$T/server.log" 2>&1 &
+    SRV_PID=$!
+    wait_for 60 test -s "$T/data/server.addr" || { echo "FAIL: the server did not start"; tail -30 "$T/server.log"; exit 1; }
+    export LATHE_SERVER; LATHE_SERVER=$(cat "$T/data/server.addr")
+    export LATHE_TOKEN; LATHE_TOKEN=$(cat "$T/data/admin-token")
+}
+
+srv_kill() {
+    [ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null
+    wait "$SRV_PID" 2>/dev/null
+    SRV_PID=
+}
+
+# A LoRA job for team $2 named $1 (extra YAML lines under spec in $3).
+write_job() {
+    local name=$1 team=$2 extra=${3:-}
+    cat > "$T/$name.yaml" <<EOF
+apiVersion: lathe/v1
+kind: LoRATrainingJob
+metadata:
+  name: $name
+spec:
+  team: $team
+  method: lora
+  baseModel:
+    path: $T/mnt/models/tiny
+  lora:
+    targetModules: [all-linear]
+  trainingData:
+    datasetPath: $T/mnt/data/train.jsonl
+  hyperparams:
+    maxSteps: ${STEPS:-20}
+    learningRate: 5e-3
+    warmupSteps: 2
+    maxSeqLength: 64
+  checkpoint:
+    intervalSteps: ${CKPT_EVERY:-5}
+    keepLast: 2
+  retryPolicy:
+    maxRetries: 3
+    backoffSeconds: 1
+    maxBackoffSeconds: 2
+  timeout:
+    gracePeriod: 20s
+  trainer:
+    env:
+      LATHE_THREADS: "1"
+$extra
+EOF
+}
+
+submit() { "$LATHE" submit "$1" > "$T/submit.out" 2>&1 || { cat "$T/submit.out"; return 1; }; }
+
+# job_field NAME FIELD: a field of `lathe get job NAME -o json`
+job_field() {
+    "$LATHE" get jobs "$1" -o json 2>/dev/null | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+items = d.get("items", [d]) if isinstance(d, dict) else d
+for it in items:
+    v = it
+    for k in sys.argv[1].split("."):
+        v = v.get(k) if isinstance(v, dict) else None
+    print("" if v is None else v)
+    break' "$2"
+}
+
+# wait_state NAME STATE [SECONDS]
+wait_state() {
+    local end=$((SECONDS + ${3:-180}))
+    while [ $SECONDS -lt $end ]; do
+        [ "$(job_field "$1" state)" = "$2" ] && return 0
+        sleep 0.5
+    done
+    echo "  $1 is $(job_field "$1" state), not $2"
+    return 1
+}
