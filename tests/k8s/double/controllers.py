@@ -1,0 +1,580 @@
+"""controllers.py: the control loop of the double, one thread running in
+turn: the Job controller (batch/v1 v1.32 semantics), the TTL-after-finished
+controller, the garbage collector (ownerReferences; foreground, background,
+orphan), the namespace controller, the node lifecycle controller, the
+quota usage, and the scheduler. Every pass runs under the store lock, so
+the controllers never race each other or the API."""
+import threading
+import time
+import traceback
+
+from .scheduler import Scheduler
+from .util import ApiError, deep, get_path, now_rfc3339, parse_time, rand_suffix
+
+TRACKING = "batch.kubernetes.io/job-tracking"
+TERMINAL = ("Succeeded", "Failed")
+IDX = "batch.kubernetes.io/job-completion-index"
+
+
+def cond(obj, type_):
+    for c in get_path(obj, "status", "conditions") or []:
+        if c.get("type") == type_:
+            return c
+    return None
+
+
+def cond_true(obj, type_):
+    c = cond(obj, type_)
+    return c is not None and c.get("status") == "True"
+
+
+def set_cond(status, type_, st, reason, message, now):
+    conds = status.setdefault("conditions", [])
+    for c in conds:
+        if c.get("type") == type_:
+            if c.get("status") != st or c.get("reason") != reason:
+                c.update({"status": st, "reason": reason, "message": message, "lastProbeTime": now,
+                          "lastTransitionTime": now})
+            return
+    conds.append({"type": type_, "status": st, "reason": reason, "message": message, "lastProbeTime": now,
+                  "lastTransitionTime": now})
+
+
+def parse_indexes(s):
+    out = set()
+    for part in (s or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.update(range(int(a), int(b) + 1))
+        else:
+            out.add(int(part))
+    return out
+
+
+def format_indexes(ix):
+    ix = sorted(ix)
+    out, i = [], 0
+    while i < len(ix):
+        j = i
+        while j + 1 < len(ix) and ix[j + 1] == ix[j] + 1:
+            j += 1
+        out.append(str(ix[i]) if i == j else "%d-%d" % (ix[i], ix[j]))
+        i = j + 1
+    return ",".join(out)
+
+
+def pod_index(pod):
+    v = (pod["metadata"].get("annotations") or {}).get(IDX)
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def match_failure_policy(policy, pod):
+    """(action, message, rule index) of the first matching rule, or (None, None, None)."""
+    st = pod.get("status") or {}
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    for i, rule in enumerate((policy or {}).get("rules") or []):
+        act = rule.get("action")
+        oec = rule.get("onExitCodes")
+        if oec is not None:
+            for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+                if oec.get("containerName") and oec["containerName"] != cs.get("name"):
+                    continue
+                t = get_path(cs, "state", "terminated")
+                if not t:
+                    continue
+                code = t.get("exitCode", 0)
+                if code == 0:
+                    continue
+                vals = oec.get("values") or []
+                if (oec.get("operator") == "In") == (code in vals):
+                    return act, "Container %s for pod %s/%s failed with exit code %d matching %s rule at index %d" % (
+                        cs.get("name"), ns, name, code, act, i), i
+        for pat in rule.get("onPodConditions") or []:
+            for c in st.get("conditions") or []:
+                if c.get("type") == pat.get("type") and c.get("status") == pat.get("status", "True"):
+                    return act, "Pod %s/%s has condition %s matching %s rule at index %d" % (
+                        ns, name, pat.get("type"), act, i), i
+    return None, None, None
+
+
+class Controllers:
+    def __init__(self, app):
+        self.app = app
+        self.ops = app.ops
+        self.store = app.store
+        self.scheduler = Scheduler(app)
+        self.thread = None
+        self.lost = {}  # node -> time it was lost
+        self.next_try = {}  # job uid -> monotonic time of the next pod creation (backoff after failures)
+        self.job_backoff = float(getattr(app.args, "job_backoff", 1.0))
+
+    def res(self, group, plural):
+        for r in self.app.registry.all():
+            if r.group == group and r.plural == plural:
+                return r
+        return None
+
+    def start(self):
+        self.thread = threading.Thread(target=self.loop, name="controllers", daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        seq = -1
+        while not self.app.stopping.is_set():
+            seq = self.store.wait_change(seq, 0.2)
+            try:
+                with self.store.lock:
+                    self.pass_once()
+            except Exception:  # noqa: BLE001 - keep the loop alive, say why
+                traceback.print_exc()
+                self.app.stopping.wait(0.2)
+
+    def pass_once(self):
+        self.node_lifecycle()
+        self.namespaces()
+        self.gc()
+        for job in list(self.store.list("batch/jobs")):
+            try:
+                self.sync_job(job)
+            except ApiError as e:
+                self.app.stats.record_invalid("INTERNAL", "job controller %s/%s" % (
+                    job["metadata"].get("namespace"), job["metadata"]["name"]), e.code, e.message)
+        self.ttl()
+        self.ops.update_quota_usage()
+        self.scheduler.run_once()
+
+    # ---- events ----
+    def event(self, obj, type_, reason, message, component="job-controller"):
+        ev_res = self.res("", "events")
+        m = obj["metadata"]
+        ns = m.get("namespace") or "default"
+        ev = {"apiVersion": "v1", "kind": "Event",
+              "metadata": {"name": "%s.%s" % (m["name"], rand_suffix(16).lower()), "namespace": ns},
+              "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": m["name"],
+                                 "namespace": ns, "uid": m.get("uid"), "resourceVersion": m.get("resourceVersion")},
+              "reason": reason, "message": message, "type": type_, "count": 1,
+              "firstTimestamp": now_rfc3339(), "lastTimestamp": now_rfc3339(),
+              "source": {"component": component}, "reportingComponent": component, "reportingInstance": ""}
+        try:
+            self.ops.create(ev_res, ns, ev, internal=True)
+        except ApiError:
+            pass
+
+    # ---- the Job controller ----
+    def job_pods(self, job):
+        uid = job["metadata"]["uid"]
+        out = []
+        for p in self.store.list("core/pods", job["metadata"]["namespace"]):
+            for ref in p["metadata"].get("ownerReferences") or []:
+                if ref.get("uid") == uid and ref.get("controller"):
+                    out.append(p)
+                    break
+        return out
+
+    def remove_tracking(self, pod):
+        pods = self.res("", "pods")
+        self.ops.mutate(pods, pod["metadata"]["namespace"], pod["metadata"]["name"],
+                        lambda p: p["metadata"].__setitem__("finalizers", [
+                            f for f in p["metadata"].get("finalizers") or [] if f != TRACKING]))
+
+    def sync_job(self, job):
+        jobs = self.res("batch", "jobs")
+        pods_res = self.res("", "pods")
+        spec = job.get("spec") or {}
+        m = job["metadata"]
+        ns, name = m["namespace"], m["name"]
+        pods = self.job_pods(job)
+        finished = cond_true(job, "Complete") or cond_true(job, "Failed")
+        if finished or m.get("deletionTimestamp"):
+            for p in pods:
+                if TRACKING in (p["metadata"].get("finalizers") or []) and (
+                        get_path(p, "status", "phase") in TERMINAL or p["metadata"].get("deletionTimestamp") or finished):
+                    self.remove_tracking(p)
+            return
+        now_s = now_rfc3339()
+        now = time.time()
+        status = deep(job.get("status") or {})
+        indexed = spec.get("completionMode") == "Indexed"
+        completions = spec.get("completions")
+        parallelism = spec.get("parallelism", 1)
+        only_failed = spec.get("podReplacementPolicy") == "Failed"
+        suspended = bool(spec.get("suspend"))
+        completed_ix = parse_indexes(status.get("completedIndexes")) if indexed else set()
+        failed_ix = parse_indexes(status.get("failedIndexes")) if indexed else set()
+        fail_msg = None
+        # count the pods that finished since the last pass (those still holding the finalizer)
+        for p in pods:
+            pm = p["metadata"]
+            if TRACKING not in (pm.get("finalizers") or []):
+                continue
+            phase = get_path(p, "status", "phase")
+            is_failed = phase == "Failed" or (not only_failed and pm.get("deletionTimestamp") and phase != "Succeeded")
+            if phase == "Succeeded":
+                ix = pod_index(p)
+                if indexed:
+                    if ix is not None and completions is not None and ix < completions and ix not in completed_ix:
+                        completed_ix.add(ix)
+                        status["succeeded"] = status.get("succeeded", 0) + 1
+                else:
+                    status["succeeded"] = status.get("succeeded", 0) + 1
+                self.remove_tracking(p)
+            elif is_failed:
+                count = True
+                if spec.get("podFailurePolicy") and phase == "Failed":
+                    act, msg, _ = match_failure_policy(spec["podFailurePolicy"], p)
+                    if act == "Ignore":
+                        count = False
+                    elif act == "FailJob" and fail_msg is None:
+                        fail_msg = msg
+                    elif act == "FailIndex" and pod_index(p) is not None:
+                        failed_ix.add(pod_index(p))
+                if count:
+                    status["failed"] = status.get("failed", 0) + 1
+                    self.next_try[m["uid"]] = time.monotonic() + self.job_backoff
+                    if indexed and spec.get("backoffLimitPerIndex") is not None and pod_index(p) is not None:
+                        # failures per index are counted on the pods' annotation in the real one; here: failed index at once
+                        failed_ix.add(pod_index(p)) if spec["backoffLimitPerIndex"] == 0 else None
+                self.remove_tracking(p)
+        if indexed:
+            if completed_ix:
+                status["completedIndexes"] = format_indexes(completed_ix)
+            if spec.get("backoffLimitPerIndex") is not None:
+                status["failedIndexes"] = format_indexes(failed_ix)
+        pods = self.job_pods(job)
+        active = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL and not p["metadata"].get("deletionTimestamp")]
+        terminating = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL and p["metadata"].get("deletionTimestamp")]
+        # the start
+        if not status.get("startTime") and not suspended:
+            status["startTime"] = now_s
+        # finishing conditions (interim first, as v1.31+)
+        target = cond(job, "FailureTarget")
+        success = cond(job, "SuccessCriteriaMet")
+        if target is None and success is None:
+            if fail_msg:
+                set_cond(status, "FailureTarget", "True", "PodFailurePolicy", fail_msg, now_s)
+            elif status.get("failed", 0) > spec.get("backoffLimit", 6):
+                set_cond(status, "FailureTarget", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit", now_s)
+            elif indexed and failed_ix and spec.get("backoffLimitPerIndex") is not None and \
+                    (spec.get("maxFailedIndexes") is not None and len(failed_ix) > spec["maxFailedIndexes"]):
+                set_cond(status, "FailureTarget", "True", "MaxFailedIndexesExceeded", "Job has exceeded the specified maximal number of failed indexes", now_s)
+            elif spec.get("activeDeadlineSeconds") and not suspended and status.get("startTime") and \
+                    now - (parse_time(status["startTime"]) or now) >= spec["activeDeadlineSeconds"]:
+                set_cond(status, "FailureTarget", "True", "DeadlineExceeded", "Job was active longer than specified deadline", now_s)
+            else:
+                done = False
+                if indexed:
+                    done = completions is not None and len(completed_ix) >= completions
+                    if done is False and failed_ix and completions is not None and len(completed_ix | failed_ix) >= completions:
+                        set_cond(status, "FailureTarget", "True", "FailedIndexes", "Job has failed indexes", now_s)
+                elif completions is not None:
+                    done = status.get("succeeded", 0) >= completions
+                else:
+                    done = status.get("succeeded", 0) > 0 and not active
+                if done:
+                    set_cond(status, "SuccessCriteriaMet", "True", "CompletionsReached", "Reached expected number of succeeded pods", now_s)
+            target = next((c for c in status.get("conditions") or [] if c["type"] == "FailureTarget"), None)
+            success = next((c for c in status.get("conditions") or [] if c["type"] == "SuccessCriteriaMet"), None)
+        if target is not None or success is not None:
+            for p in active:
+                self._delete_pod(pods_res, p)
+            pods = self.job_pods(job)
+            left = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL or TRACKING in (p["metadata"].get("finalizers") or [])]
+            # pods still terminating hold the final condition back
+            still = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL]
+            if not still:
+                if success is not None:
+                    set_cond(status, "Complete", "True", success.get("reason", "CompletionsReached"), success.get("message", ""), now_s)
+                    status["completionTime"] = now_s
+                    self.event(job, "Normal", "Completed", "Job completed")
+                else:
+                    set_cond(status, "Failed", "True", target.get("reason"), target.get("message"), now_s)
+                    self.event(job, "Warning", target.get("reason"), target.get("message"))
+                for p in left:
+                    if TRACKING in (p["metadata"].get("finalizers") or []):
+                        self.remove_tracking(p)
+            status.pop("active", None)
+            status["ready"] = 0
+            status["terminating"] = len(still)
+            return self._write_status(jobs, job, status)
+        if suspended:
+            for p in active:
+                self._delete_pod(pods_res, p)
+            if active:
+                self.event(job, "Normal", "SuccessfulDelete", "Deleted %d pods" % len(active))
+            c = cond(job, "Suspended")
+            if c is None or c.get("status") != "True":
+                set_cond(status, "Suspended", "True", "JobSuspended", "Job suspended", now_s)
+                self.event(job, "Normal", "Suspended", "Job suspended")
+            active = []
+        else:
+            c = cond(job, "Suspended")
+            if c is not None and c.get("status") == "True":
+                set_cond(status, "Suspended", "False", "JobResumed", "Job resumed", now_s)
+                status["startTime"] = now_s
+                self.event(job, "Normal", "Resumed", "Job resumed")
+            if m.get("deletionTimestamp") is None and time.monotonic() >= self.next_try.get(m["uid"], 0):
+                active += self._create_pods(job, status, active, terminating, completed_ix, failed_ix, only_failed)
+        pods = self.job_pods(job)
+        act = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL and not p["metadata"].get("deletionTimestamp")]
+        term = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL and p["metadata"].get("deletionTimestamp")]
+        status["active"] = len(act)
+        status["ready"] = sum(1 for p in act if cond_true(p, "Ready"))
+        status["terminating"] = len(term)
+        if not status.get("active"):
+            status.pop("active", None)
+        if status.get("failed", 0) == 0:
+            status.pop("failed", None)
+        if status.get("succeeded", 0) == 0:
+            status.pop("succeeded", None)
+        if indexed and "completedIndexes" not in status:
+            status["completedIndexes"] = ""
+        status.setdefault("uncountedTerminatedPods", {})
+        self._write_status(jobs, job, status)
+
+    def _write_status(self, jobs, job, status):
+        if status != job.get("status"):
+            self.ops.mutate(jobs, job["metadata"]["namespace"], job["metadata"]["name"],
+                            lambda j: j.__setitem__("status", status), status_only=True)
+
+    def _delete_pod(self, pods_res, p):
+        try:
+            self.ops.delete(pods_res, p["metadata"]["namespace"], p["metadata"]["name"], {"propagationPolicy": "Background"})
+        except ApiError:
+            pass
+
+    def _create_pods(self, job, status, active, terminating, completed_ix, failed_ix, only_failed):
+        spec = job["spec"]
+        completions = spec.get("completions")
+        parallelism = spec.get("parallelism", 1)
+        indexed = spec.get("completionMode") == "Indexed"
+        blocking = len(active) + (len(terminating) if only_failed else 0)
+        created = []
+        if indexed:
+            busy = set(pod_index(p) for p in active) | (set(pod_index(p) for p in terminating) if only_failed else set())
+            want = [i for i in range(completions or 0) if i not in completed_ix and i not in failed_ix and i not in busy]
+            n = max(0, min(len(want), parallelism - blocking))
+            for i in want[:n]:
+                p = self._create_pod(job, i)
+                if p is None:
+                    break
+                created.append(p)
+        else:
+            succ = status.get("succeeded", 0)
+            if completions is None:
+                if succ > 0:
+                    return created
+                want = parallelism
+            else:
+                want = min(parallelism, completions - succ)
+            n = max(0, want - blocking)
+            for _ in range(n):
+                p = self._create_pod(job, None)
+                if p is None:
+                    break
+                created.append(p)
+        return created
+
+    def _create_pod(self, job, index):
+        pods_res = self.res("", "pods")
+        m = job["metadata"]
+        tmpl = deep(get_path(job, "spec", "template") or {})
+        pm = tmpl.get("metadata") or {}
+        labels = dict(pm.get("labels") or {})
+        labels.update({"batch.kubernetes.io/controller-uid": m["uid"], "batch.kubernetes.io/job-name": m["name"],
+                       "controller-uid": m["uid"], "job-name": m["name"]})
+        ann = dict(pm.get("annotations") or {})
+        spec = tmpl.get("spec") or {}
+        gen = m["name"] + "-"
+        if index is not None:
+            labels[IDX] = str(index)
+            ann[IDX] = str(index)
+            gen = "%s-%d-" % (m["name"], index)
+            spec["hostname"] = "%s-%d" % (m["name"], index)
+            for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+                env = c.setdefault("env", [])
+                if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in env):
+                    env.insert(0, {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                        "apiVersion": "v1", "fieldPath": "metadata.annotations['%s']" % IDX}}})
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"generateName": gen, "namespace": m["namespace"], "labels": labels,
+                            "finalizers": [TRACKING],
+                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": m["name"],
+                                                 "uid": m["uid"], "controller": True, "blockOwnerDeletion": True}]},
+               "spec": spec}
+        if ann:
+            pod["metadata"]["annotations"] = ann
+        try:
+            p = self.ops.create(pods_res, m["namespace"], pod, internal=True)
+        except ApiError as e:
+            self.app.stats.record_invalid("INTERNAL", "job controller: create pod for %s/%s" % (m["namespace"], m["name"]), e.code, e.message)
+            self.event(job, "Warning", "FailedCreate", "Error creating: %s" % e.message)
+            self.next_try[m["uid"]] = time.monotonic() + self.job_backoff
+            return None
+        self.event(job, "Normal", "SuccessfulCreate", "Created pod: %s" % p["metadata"]["name"])
+        return p
+
+    # ---- TTL after finished ----
+    def ttl(self):
+        jobs = self.res("batch", "jobs")
+        now = time.time()
+        for j in self.store.list("batch/jobs"):
+            ttl = get_path(j, "spec", "ttlSecondsAfterFinished")
+            if ttl is None or j["metadata"].get("deletionTimestamp"):
+                continue
+            c = cond(j, "Complete") if cond_true(j, "Complete") else (cond(j, "Failed") if cond_true(j, "Failed") else None)
+            if c is None:
+                continue
+            t = parse_time(get_path(j, "status", "completionTime") or c.get("lastTransitionTime")) or now
+            if now >= t + ttl:
+                try:
+                    self.ops.delete(jobs, j["metadata"]["namespace"], j["metadata"]["name"], {"propagationPolicy": "Foreground"})
+                except ApiError:
+                    pass
+
+    # ---- garbage collector ----
+    def gc(self):
+        uids = {}
+        everything = []
+        for r in self.app.registry.all():
+            for o in self.store.list(r.key):
+                uids[o["metadata"].get("uid")] = (r, o)
+                everything.append((r, o))
+        for r, o in everything:
+            m = o["metadata"]
+            fins = m.get("finalizers") or []
+            if m.get("deletionTimestamp") and "foregroundDeletion" in fins:
+                deps = self.ops.dependents(m.get("uid"))
+                for dr, d in deps:
+                    if not d["metadata"].get("deletionTimestamp"):
+                        try:
+                            self.ops.delete(dr, d["metadata"].get("namespace") or "", d["metadata"]["name"],
+                                            {"propagationPolicy": "Foreground" if dr.kind != "Pod" else "Background"})
+                        except ApiError:
+                            pass
+                if not self.ops.dependents(m.get("uid")):
+                    self.ops.mutate(r, m.get("namespace") or "", m["name"], lambda x: x["metadata"].__setitem__(
+                        "finalizers", [f for f in x["metadata"].get("finalizers") or [] if f != "foregroundDeletion"]))
+            if m.get("deletionTimestamp") and "orphan" in fins:
+                self.ops.orphan_dependents(m.get("uid"))
+                self.ops.mutate(r, m.get("namespace") or "", m["name"], lambda x: x["metadata"].__setitem__(
+                    "finalizers", [f for f in x["metadata"].get("finalizers") or [] if f != "orphan"]))
+            refs = m.get("ownerReferences") or []
+            if refs and not m.get("deletionTimestamp"):
+                if all(ref.get("uid") not in uids for ref in refs):
+                    try:
+                        self.ops.delete(r, m.get("namespace") or "", m["name"], {"propagationPolicy": "Background"})
+                    except ApiError:
+                        pass
+
+    # ---- namespaces ----
+    def namespaces(self):
+        ns_res = self.res("", "namespaces")
+        for n in self.store.list("core/namespaces"):
+            if not n["metadata"].get("deletionTimestamp"):
+                continue
+            name = n["metadata"]["name"]
+            left = 0
+            for r in self.app.registry.all():
+                if not r.namespaced:
+                    continue
+                for o in self.store.list(r.key, name):
+                    left += 1
+                    if not o["metadata"].get("deletionTimestamp"):
+                        try:
+                            self.ops.delete(r, name, o["metadata"]["name"], {"propagationPolicy": "Background"})
+                        except ApiError:
+                            pass
+            if left == 0:
+                self.ops.mutate(ns_res, "", name, lambda x: x.setdefault("spec", {}).__setitem__("finalizers", []))
+
+    # ---- nodes ----
+    def set_node_ready(self, name, ready):
+        nodes = self.res("", "nodes")
+        pods = self.res("", "pods")
+        with self.store.lock:
+            self.ops.get(nodes, None, name)
+            now = now_rfc3339()
+
+            def fn(n):
+                st = n.setdefault("status", {})
+                for c in st.get("conditions") or []:
+                    if c["type"] == "Ready":
+                        if ready:
+                            c.update({"status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                                      "lastTransitionTime": now, "lastHeartbeatTime": now})
+                        else:
+                            c.update({"status": "Unknown", "reason": "NodeStatusUnknown",
+                                      "message": "Kubelet stopped posting node status.", "lastTransitionTime": now})
+                    elif not ready:
+                        c.update({"status": "Unknown", "reason": "NodeStatusUnknown",
+                                  "message": "Kubelet stopped posting node status.", "lastTransitionTime": now})
+                    else:
+                        c.update({"status": "False", "lastTransitionTime": now})
+                taints = [t for t in (n.get("spec") or {}).get("taints") or [] if t.get("key") != "node.kubernetes.io/unreachable"]
+                if not ready:
+                    taints.append({"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "timeAdded": now})
+                    taints.append({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": now})
+                sp = n.setdefault("spec", {})
+                if taints:
+                    sp["taints"] = taints
+                else:
+                    sp.pop("taints", None)
+            self.ops.mutate(nodes, None, name, fn)
+            if ready:
+                self.lost.pop(name, None)
+            else:
+                self.lost.setdefault(name, time.monotonic())
+                for p in self.store.list("core/pods"):
+                    if get_path(p, "spec", "nodeName") == name and get_path(p, "status", "phase") not in TERMINAL:
+                        self.ops.mutate(pods, p["metadata"]["namespace"], p["metadata"]["name"], _pod_not_ready, status_only=True)
+        if not ready:
+            self.app.kubelets.node_lost(name)
+
+    def node_lifecycle(self):
+        pods = self.res("", "pods")
+        for name, since in list(self.lost.items()):
+            if time.monotonic() < since + self.app.node_loss_delay:
+                continue
+            for p in self.store.list("core/pods"):
+                if get_path(p, "spec", "nodeName") != name or get_path(p, "status", "phase") in TERMINAL:
+                    continue
+                ns, pn = p["metadata"]["namespace"], p["metadata"]["name"]
+                self.ops.mutate(pods, ns, pn, _pod_lost, status_only=True)
+                try:
+                    self.ops.delete(pods, ns, pn, {"gracePeriodSeconds": 0})
+                except ApiError:
+                    pass
+
+
+def _pod_not_ready(p):
+    now = now_rfc3339()
+    for c in get_path(p, "status", "conditions") or []:
+        if c.get("type") in ("Ready", "ContainersReady") and c.get("status") != "False":
+            c.update({"status": "False", "lastTransitionTime": now})
+    for c in get_path(p, "status", "conditions") or []:
+        if c.get("type") == "Ready":
+            c["reason"] = "NodeNotReady" if False else c.get("reason")
+
+
+def _pod_lost(p):
+    now = now_rfc3339()
+    st = p.setdefault("status", {})
+    conds = [c for c in st.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+    conds.append({"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
+                  "message": "Taint manager: deleting due to NoExecute taint", "lastProbeTime": None,
+                  "lastTransitionTime": now})
+    st["conditions"] = conds
+    st["phase"] = "Failed"
+    for cs in st.get("containerStatuses") or []:
+        if "running" in (cs.get("state") or {}) or "waiting" in (cs.get("state") or {}):
+            started = get_path(cs, "state", "running", "startedAt")
+            cs["state"] = {"terminated": {"exitCode": 137, "reason": "Error", "message": "the node was lost",
+                                          "startedAt": started, "finishedAt": now}}
+            cs["ready"] = False
+            cs["started"] = False

@@ -1,0 +1,147 @@
+"""tables.py: meta.k8s.io/v1 Table answers for kubectl get (jobs, pods,
+nodes, namespaces, services, PVCs, events, and NAME/AGE for the rest)."""
+import time
+
+from .util import get_path, parse_time
+
+
+def age(ts, now=None):
+    t = parse_time(ts)
+    if t is None:
+        return "<unknown>"
+    return duration(max(0, (now or time.time()) - t))
+
+
+def duration(s):
+    s = int(s)
+    if s < 120:
+        return "%ds" % s
+    m = s // 60
+    if m < 10:
+        return "%dm%ds" % (m, s % 60) if s % 60 else "%dm" % m
+    if m < 180:
+        return "%dm" % m
+    h = m // 60
+    if h < 8:
+        return "%dh%dm" % (h, m % 60) if m % 60 else "%dh" % h
+    if h < 48:
+        return "%dh" % h
+    d = h // 24
+    if d < 8:
+        return "%dd%dh" % (d, h % 24) if h % 24 else "%dd" % d
+    if d < 365 * 2:
+        return "%dd" % d
+    return "%dy" % (d // 365)
+
+
+def _col(name, typ="string", fmt="", desc="", prio=0):
+    return {"name": name, "type": typ, "format": fmt, "description": desc or name, "priority": prio}
+
+
+def _job_status(j):
+    conds = {c.get("type"): c for c in get_path(j, "status", "conditions") or [] if c.get("status") == "True"}
+    if "Complete" in conds:
+        return "Complete"
+    if "Failed" in conds:
+        return "Failed"
+    if j["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    if "SuccessCriteriaMet" in conds or "FailureTarget" in conds:
+        return "Terminating"
+    if "Suspended" in conds:
+        return "Suspended"
+    return "Running"
+
+
+def _job_row(j):
+    st = j.get("status") or {}
+    comp = get_path(j, "spec", "completions")
+    succ = st.get("succeeded", 0)
+    if comp is None:
+        par = get_path(j, "spec", "parallelism", default=1)
+        compl = "%d/1 of %d" % (succ, par) if par > 1 else "%d/1" % succ
+    else:
+        compl = "%d/%d" % (succ, comp)
+    start = parse_time(st.get("startTime"))
+    end = parse_time(st.get("completionTime"))
+    dur = duration((end or time.time()) - start) if start else ""
+    return [j["metadata"]["name"], _job_status(j), compl, dur, age(j["metadata"].get("creationTimestamp"))]
+
+
+def _pod_row(p):
+    st = p.get("status") or {}
+    cs = st.get("containerStatuses") or []
+    ready = sum(1 for c in cs if c.get("ready"))
+    total = len(get_path(p, "spec", "containers") or [])
+    reason = st.get("reason") or st.get("phase") or "Pending"
+    restarts = sum(c.get("restartCount", 0) for c in cs)
+    for c in cs:
+        w = get_path(c, "state", "waiting", "reason")
+        t = get_path(c, "state", "terminated")
+        if w:
+            reason = w
+        elif t:
+            reason = t.get("reason") or ("Signal:%d" % t["signal"] if t.get("signal") else "ExitCode:%d" % t.get("exitCode", 0))
+    if p["metadata"].get("deletionTimestamp"):
+        reason = "Terminating"
+    return [p["metadata"]["name"], "%d/%d" % (ready, total), reason, restarts, age(p["metadata"].get("creationTimestamp"))]
+
+
+def _node_row(n):
+    ready = "Unknown"
+    for c in get_path(n, "status", "conditions") or []:
+        if c.get("type") == "Ready":
+            ready = "Ready" if c.get("status") == "True" else "NotReady"
+    if get_path(n, "spec", "unschedulable"):
+        ready += ",SchedulingDisabled"
+    labels = n["metadata"].get("labels") or {}
+    roles = ",".join(sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))) or "<none>"
+    return [n["metadata"]["name"], ready, roles, age(n["metadata"].get("creationTimestamp")),
+            get_path(n, "status", "nodeInfo", "kubeletVersion", default="v1.32.2")]
+
+
+TABLES = {
+    "jobs": ([_col("Name", fmt="name"), _col("Status"), _col("Completions"), _col("Duration"), _col("Age")], _job_row),
+    "pods": ([_col("Name", fmt="name"), _col("Ready"), _col("Status"), _col("Restarts", "string"), _col("Age")], _pod_row),
+    "nodes": ([_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version")], _node_row),
+    "namespaces": ([_col("Name", fmt="name"), _col("Status"), _col("Age")],
+                   lambda o: [o["metadata"]["name"], get_path(o, "status", "phase", default="Active"),
+                              age(o["metadata"].get("creationTimestamp"))]),
+    "persistentvolumeclaims": ([_col("Name", fmt="name"), _col("Status"), _col("Volume"), _col("Capacity"),
+                                _col("Access Modes"), _col("StorageClass"), _col("Age")],
+                               lambda o: [o["metadata"]["name"], get_path(o, "status", "phase", default=""),
+                                          get_path(o, "spec", "volumeName", default=""),
+                                          get_path(o, "status", "capacity", "storage", default=""),
+                                          ",".join({"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX",
+                                                    "ReadWriteOncePod": "RWOP"}.get(a, a) for a in get_path(o, "status", "accessModes", default=[])),
+                                          get_path(o, "spec", "storageClassName", default="<unset>"),
+                                          age(o["metadata"].get("creationTimestamp"))]),
+    "services": ([_col("Name", fmt="name"), _col("Type"), _col("Cluster-IP"), _col("External-IP"), _col("Port(s)"), _col("Age")],
+                 lambda o: [o["metadata"]["name"], get_path(o, "spec", "type", default="ClusterIP"),
+                            get_path(o, "spec", "clusterIP", default=""), "<none>",
+                            ",".join("%s/%s" % (p.get("port"), p.get("protocol", "TCP")) for p in get_path(o, "spec", "ports", default=[])) or "<none>",
+                            age(o["metadata"].get("creationTimestamp"))]),
+    "priorityclasses": ([_col("Name", fmt="name"), _col("Value", "integer"), _col("Global-Default", "boolean"), _col("Age")],
+                        lambda o: [o["metadata"]["name"], o.get("value", 0), bool(o.get("globalDefault", False)),
+                                   age(o["metadata"].get("creationTimestamp"))]),
+    "resourcequotas": ([_col("Name", fmt="name"), _col("Age"), _col("Request"), _col("Limit")],
+                       lambda o: [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp")),
+                                  ", ".join("%s: %s/%s" % (k, get_path(o, "status", "used", k, default="0"), v)
+                                            for k, v in sorted((get_path(o, "spec", "hard") or {}).items()) if not k.startswith("limits.")),
+                                  ", ".join("%s: %s/%s" % (k, get_path(o, "status", "used", k, default="0"), v)
+                                            for k, v in sorted((get_path(o, "spec", "hard") or {}).items()) if k.startswith("limits."))]),
+}
+
+
+def to_table(plural, objs, list_meta, include_object="Metadata"):
+    cols, rowfn = TABLES.get(plural, ([_col("Name", fmt="name"), _col("Age")],
+                                      lambda o: [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"))]))
+    rows = []
+    for o in objs:
+        row = {"cells": rowfn(o)}
+        if include_object == "Object":
+            row["object"] = o
+        elif include_object != "None":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}
+        rows.append(row)
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "columnDefinitions": cols, "rows": rows}
