@@ -11,8 +11,12 @@
  *   per team:
  *     Namespace      <namespace of the team> labelled lathe.dev/team, managed-by
  *     ResourceQuota  lathe-gpu-quota: {hard: {requests.<gpu resource>: "<GPUs>"}}
- *                    the team's quota summed over GPU types; a team with no
- *                    quota may use the whole cluster: its cluster's GPUs
+ *                    the most GPUs lathe's rules let the team hold (quota
+ *                    plus borrowing limit per type; a type's GPUs where it
+ *                    borrows without limit; the cluster's for no quota):
+ *                    lathe's scheduler enforces the exact rules, the
+ *                    ResourceQuota is the hard outer bound; none when that
+ *                    bound needs nodes the Cluster file does not list
  *     LimitRange     lathe-defaults: containers that ask nothing get cpu 1,
  *                    memory 4Gi as requests
  *     PVCs           the checkpoint PVC (ReadWriteMany, checkpointSize) and
@@ -69,19 +73,46 @@ static json_t *priority_class(const spec_priority_class *pc)
     return o;
 }
 
-/* The team's GPUs in all: its quota summed over GPU types ("*" included);
- * every GPU of the cluster for a team without a quota. */
-static long long team_gpus(const spec_cluster *c, const spec_team *t)
+/* GPUs of the cluster's nodes of one type ("*" or NULL: every type). */
+static long long cluster_gpus(const spec_cluster *c, const char *type)
 {
     long long n = 0;
-    if (t->n_quota == 0) {
-        for (size_t i = 0; i < c->n_nodes; i++)
-            if (c->nodes[i].gpus > 0) n += c->nodes[i].gpus;
-        return n;
-    }
-    for (size_t i = 0; i < t->n_quota; i++)
-        if (t->quota[i].count > 0) n += t->quota[i].count;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].gpus > 0 &&
+            (!type || strcmp(type, "*") == 0 || (c->nodes[i].gpu_type && strcmp(c->nodes[i].gpu_type, type) == 0)))
+            n += c->nodes[i].gpus;
     return n;
+}
+
+/* The most GPUs the team may hold under lathe's rules: per quota entry its
+ * quota plus its borrowing limit, or every GPU of that type where it may
+ * borrow without limit; every GPU of the cluster for a team without a
+ * quota. The ResourceQuota is this outer bound, so it never refuses a pod
+ * lathe admitted by its borrowing rules. -1 when the bound needs the
+ * cluster's GPUs and the Cluster file lists no nodes (they come from the
+ * Kubernetes API): then the team gets no ResourceQuota. */
+static long long team_gpus(const spec_cluster *c, const spec_team *t)
+{
+    long long all = cluster_gpus(c, NULL);
+    if (t->n_quota == 0) return all > 0 ? all : -1;
+    long long n = 0;
+    for (size_t i = 0; i < t->n_quota; i++) {
+        const spec_quota *q = &t->quota[i];
+        const spec_quota *b = NULL;
+        for (size_t k = 0; k < t->n_borrowing_limit && !b; k++)
+            if (strcmp(t->borrowing_limit[k].gpu_type, q->gpu_type) == 0) b = &t->borrowing_limit[k];
+        long long of_type = cluster_gpus(c, q->gpu_type);
+        long long cap;
+        if (b) {
+            cap = (long long)(q->count > 0 ? q->count : 0) + (b->count > 0 ? b->count : 0);
+            if (of_type > 0 && cap > of_type) cap = of_type;
+        } else {
+            if (of_type <= 0) return -1;
+            cap = of_type;
+        }
+        n += cap;
+    }
+    return all > 0 && n > all ? all : n;
 }
 
 /* {apiVersion: v1, kind: ResourceQuota, metadata: {name: lathe-gpu-quota, ...},
@@ -131,7 +162,7 @@ static void team_objects(const spec_cluster *c, const spec_team *t, const spec_k
 {
     char *ns = spec_k8s_namespace(k, t->name);
     json_array_append_new(out, object("v1", "Namespace", meta(ns, NULL, t->name)));
-    json_array_append_new(out, resource_quota(c, t, ns, k));
+    if (team_gpus(c, t) >= 0) json_array_append_new(out, resource_quota(c, t, ns, k));
     json_array_append_new(out, limit_range(t, ns));
     if (given(k->checkpoint_pvc))
         json_array_append_new(out, pvc(k->checkpoint_pvc, ns, t->name, "ReadWriteMany",

@@ -119,7 +119,8 @@ render cluster-example "$cluster"
 query cluster-example "kinds.count('PriorityClass') == 2 and kinds.count('Namespace') == 2"
 query cluster-example "kinds.count('ResourceQuota') == 2 and kinds.count('LimitRange') == 2"
 query cluster-example "kinds.count('PersistentVolumeClaim') == 6"
-query cluster-example "[o for o in objs if o['kind'] == 'ResourceQuota'][0]['spec']['hard'] == {'requests.nvidia.com/gpu': '66'}"
+# team-a: A100 quota 64 + borrowing 32, L4 quota 2 borrowing without limit (the 4 L4s)
+query cluster-example "[o for o in objs if o['kind'] == 'ResourceQuota'][0]['spec']['hard'] == {'requests.nvidia.com/gpu': '100'}"
 for f in "$LATHE_SOURCE_DIR"/examples/demo/cluster.yaml "$LATHE_SOURCE_DIR"/examples/seed-scenario/cluster.yaml \
          "$LATHE_SOURCE_DIR"/examples/traces/small-cluster.yaml; do
     render "cluster-$(basename "$(dirname "$f")")" "$f"

@@ -770,7 +770,8 @@ static void test_cluster(void **state)
     json_t *q = find_obj(objs, "ResourceQuota", "team-a", "lathe-gpu-quota");
     assert_non_null(q);
     /* A100-80GB: 64 + L4-24GB: 2 */
-    assert_string_equal(json_string_value(at_key(q, "spec.hard", "requests.nvidia.com/gpu")), "66");
+    /* A100: quota 64 + borrowing 32; L4: quota 2, borrows without limit: the 4 L4s */
+    assert_string_equal(json_string_value(at_key(q, "spec.hard", "requests.nvidia.com/gpu")), "100");
     assert_true(index_of(objs, ns) < index_of(objs, q)); /* the namespace first */
 
     json_t *lr = find_obj(objs, "LimitRange", "team-b", "lathe-defaults");
@@ -816,7 +817,7 @@ static void test_cluster(void **state)
     assert_non_null(ck);
     assert_string_equal(str_at(ck, "spec.storageClassName"), "cephfs");
     q = find_obj(objs, "ResourceQuota", "ml-team-a", "lathe-gpu-quota");
-    assert_string_equal(json_string_value(at_key(q, "spec.hard", "requests.example.com/gpu")), "66");
+    assert_string_equal(json_string_value(at_key(q, "spec.hard", "requests.example.com/gpu")), "100");
     json_decref(objs);
     spec_k8s_free(&k);
     spec_file_free(&f);
@@ -843,7 +844,7 @@ static void test_cluster_no_quota(void **state)
     json_t *q0 = find_obj(objs, "ResourceQuota", "ml", "lathe-gpu-quota");
     assert_string_equal(json_string_value(at_key(q0, "spec.hard", "requests.nvidia.com/gpu")), "8");
     json_t *q = find_obj(objs, "ResourceQuota", "any", "lathe-gpu-quota");
-    assert_string_equal(json_string_value(at_key(q, "spec.hard", "requests.nvidia.com/gpu")), "6");
+    assert_string_equal(json_string_value(at_key(q, "spec.hard", "requests.nvidia.com/gpu")), "8"); /* borrows without limit: every GPU */
     json_t *pc = find_obj(objs, "PriorityClass", NULL, "batch");
     assert_string_equal(str_at(pc, "preemptionPolicy"), "Never");
     assert_int_equal(int_at(pc, "value"), -10);
