@@ -35,7 +35,7 @@ T=$(mktemp -d /tmp/lathe-k8s.XXXXXX)
 DOUBLE_PID=
 SRV_PID=
 cleanup() {
-    [ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null
+    if [ -n "$SRV_PID" ]; then kill -KILL "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; fi
     [ -n "$DOUBLE_PID" ] && kill -TERM "$DOUBLE_PID" 2>/dev/null
     for _ in $(seq 50); do
         [ -n "$DOUBLE_PID" ] && kill -0 "$DOUBLE_PID" 2>/dev/null || break
