@@ -311,6 +311,7 @@ class PodWorker:
                                        or get_path(c, "resources", "requests", "nvidia.com/gpu") or 0) or 0)
         self.gpu_ids = self.k.alloc_gpus(self.node, gpus) if gpus else []
         # volumes, images and configuration: retried until they work or the pod goes
+        pulls = 0
         while True:
             if self._gone_or_deleting():
                 return self._finish_deleted()
@@ -327,10 +328,13 @@ class PodWorker:
                 err = e
             self._report_waiting(init + conts, err, bool(init))
             if err.reason == "ErrImagePull":
-                if self._sleep(1.0):
+                pulls += 1
+                if not self._sleep(1.0):
                     continue
                 self._report_waiting(init + conts, ConfigError("ImagePullBackOff", 'Back-off pulling image "%s"' % next(
                     (c.get("image") for c in init + conts if "does-not-exist" in (c.get("image") or "")), "")), bool(init))
+                self._sleep(min(10.0, 2.0 ** pulls))
+                continue
             self._sleep(1.0)
         # init containers, one after the other
         for i, c in enumerate(init):

@@ -253,6 +253,7 @@ class Ops:
                 raise
             if keep_status is not None:
                 obj["status"] = keep_status
+            normalize(res, obj)
             if res.kind == "Pod" and not internal:
                 self.quota_check(obj, ns)
             elif res.kind == "Pod":
@@ -320,6 +321,7 @@ class Ops:
                     # spec.nodeName is set by binding only
                     if get_path(old, "spec", "nodeName") and "spec" in new:
                         new["spec"].setdefault("nodeName", old["spec"]["nodeName"])
+            normalize(res, new)
             return self._write(res, old, new, sub, dry_run, field_validation, internal)
 
     def _write(self, res, old, new, sub, dry_run, field_validation, internal):
@@ -570,6 +572,19 @@ class Ops:
         if group and plural:
             self.store.drop_key(group + "/" + plural)
             self.reg.remove_group_resource(group, plural)
+
+
+def normalize(res, obj):
+    """What the server rewrites on every write: a Secret's stringData into data."""
+    if res.kind == "Secret":
+        import base64
+        sd = obj.pop("stringData", None)
+        if isinstance(sd, dict):
+            data = obj.setdefault("data", {}) or {}
+            obj["data"] = data
+            for k, v in sd.items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
+        obj.setdefault("type", "Opaque")
 
 
 def _crd_schema(s):

@@ -115,10 +115,10 @@ class Store:
         """{(ns, name): obj} of key at resourceVersion at_rv (None = now)."""
         with self.lock:
             cur = dict(self.objs[key])
+            if at_rv is not None and at_rv < self.compacted:
+                raise Expired(at_rv, self.compacted)
             if at_rv is None or at_rv >= self.rv:
                 return cur, self.rv
-            if at_rv < self.compacted:
-                raise Expired(at_rv, self.compacted + 1)
             for ev in reversed(self.history):
                 if ev.rv <= at_rv:
                     break
@@ -186,7 +186,7 @@ class Store:
                         first.append(("EVENT", "ADDED", o))
             else:
                 if since_rv < self.compacted:
-                    raise Expired(since_rv, self.compacted + 1)
+                    raise Expired(since_rv, self.compacted)
                 for ev in self.history:
                     if ev.rv > since_rv and ev.key == w.key:
                         t = w.translate(ev)
@@ -206,6 +206,10 @@ class Store:
 
     def compact(self, mode):
         with self.lock:
+            # the compaction takes a resourceVersion of its own: everything
+            # before it (continue tokens, watches) is too old
+            self.rv += 1
+            self.seq += 1
             self.compacted = self.rv
             self.history.clear()
             self.expired_mode = "status" if mode == "status" else "event"
