@@ -606,6 +606,465 @@ static void test_lines_and_events(void **state)
     assert_true(k8s_backoff(10, 0.2, 5, 0) >= 2.5);
 }
 
+/* ---- against the double ---- */
+typedef struct dbl {
+    pid_t pid;
+    char *dir;
+    k8s_config cfg;
+    k8s_client *cl;
+} dbl;
+
+static dbl *the_double; /* the double of the group, for the tests (test code) */
+
+static int double_setup(void **state)
+{
+    char *exe = path_join(LATHE_SOURCE_DIR, "tests/k8s/kube-double");
+    if (!file_exists(exe) || !file_exists("/usr/bin/python3")) {
+        free(exe);
+        *state = NULL;
+        return 0;
+    }
+    dbl *d = xcalloc(1, sizeof *d);
+    d->dir = xstrdup("/tmp/lathe-k8s-double-XXXXXX");
+    if (!mkdtemp(d->dir)) abort();
+    char ppid[32];
+    snprintf(ppid, sizeof ppid, "%d", (int)getpid());
+    char *log = path_join(d->dir, "double.log");
+    d->pid = fork();
+    if (d->pid == 0) {
+        FILE *f = fopen(log, "w");
+        if (f) {
+            dup2(fileno(f), 1);
+            dup2(fileno(f), 2);
+        }
+        char *argv[] = {"/usr/bin/python3", exe, "--state", d->dir, "--port", "0",
+                        "--parent-pid", ppid, "--bookmark-interval", "1", NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    free(log);
+    free(exe);
+    char *ready = path_join(d->dir, "ready");
+    double end = k8s_now_mono() + 60;
+    while (!file_exists(ready) && k8s_now_mono() < end) th_sleep(0.05);
+    bool up = file_exists(ready);
+    free(ready);
+    char *kc = path_join(d->dir, "kubeconfig");
+    char err[1024];
+    if (!up || !k8s_config_kubeconfig(&d->cfg, kc, NULL, err, sizeof err)) {
+        fprintf(stderr, "the double did not start (%s)\n", up ? err : "no ready file");
+        free(kc);
+        return -1;
+    }
+    free(kc);
+    d->cl = k8s_client_new(&d->cfg, err, sizeof err);
+    if (!d->cl) return -1;
+    the_double = d;
+    *state = d;
+    return 0;
+}
+
+static int double_teardown(void **state)
+{
+    dbl *d = *state;
+    if (!d) return 0;
+    k8s_client_free(d->cl);
+    k8s_config_free(&d->cfg);
+    kill(d->pid, SIGTERM);
+    int st;
+    waitpid(d->pid, &st, 0);
+    char err[256];
+    file_remove_tree(d->dir, err, sizeof err);
+    free(d->dir);
+    free(d);
+    the_double = NULL;
+    return 0;
+}
+
+static dbl *need_double(void **state)
+{
+    dbl *d = *state;
+    if (!d) skip();
+    return d;
+}
+
+/* POST /_double/... */
+static void control(k8s_client *cl, const char *path)
+{
+    k8s_call c = {.method = "POST", .kind = K8S_K_CREATE, .ask = {.verb = "create"},
+                  .path = path, .ctype = "application/json", .body = "{}", .body_len = 2};
+    sb body;
+    sb_init(&body);
+    long http;
+    k8s_error e;
+    if (k8s_call_do(cl, &c, &http, &body, &e) != K8S_OK) fail_msg("%s: %s", path, e.message);
+    sb_free(&body);
+}
+
+static void make_ns(k8s_client *cl, const char *ns)
+{
+    k8s_ref ref = {.api = "v1", .resource = "namespaces", .name = ns};
+    json_t *o = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
+                          "metadata", "name", ns);
+    k8s_error e;
+    k8s_rc rc = k8s_create(cl, &ref, o, NULL, &e);
+    if (rc != K8S_OK && rc != K8S_E_EXISTS) fail_msg("namespace %s: %s", ns, e.message);
+    json_decref(o);
+}
+
+static json_t *configmap(const char *ns, const char *name, const char *label, const char *v)
+{
+    return json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s}}", "apiVersion", "v1", "kind",
+                     "ConfigMap", "metadata", "name", name, "namespace", ns, "labels", "lt",
+                     label, "data", "v", v);
+}
+
+static k8s_rc put_cm(k8s_client *cl, const char *ns, const char *name, const char *label,
+                     const char *v, k8s_error *e)
+{
+    k8s_ref ref = {.api = "v1", .resource = "configmaps", .ns = ns, .name = name};
+    json_t *o = configmap(ns, name, label, v);
+    k8s_rc rc = k8s_apply(cl, &ref, o, true, NULL, e);
+    json_decref(o);
+    return rc;
+}
+
+static void test_double_crud(void **state)
+{
+    dbl *d = need_double(state);
+    k8s_client *cl = d->cl;
+    make_ns(cl, "lt-crud");
+    k8s_ref cm = {.api = "v1", .resource = "configmaps", .ns = "lt-crud", .name = "a"};
+    json_t *o = configmap("lt-crud", "a", "crud", "1"), *out = NULL;
+    k8s_error e;
+    assert_int_equal(k8s_create(cl, &cm, o, &out, &e), K8S_OK);
+    assert_string_equal(meta(out, "name"), "a");
+    json_decref(out);
+    /* again: AlreadyExists, with the sentence */
+    assert_int_equal(k8s_create(cl, &cm, o, NULL, &e), K8S_E_EXISTS);
+    assert_int_equal(e.http, 409);
+    assert_string_equal(e.reason, "AlreadyExists");
+    assert_non_null(strstr(e.message, "creating configmaps a in lt-crud"));
+    assert_int_equal(k8s_get(cl, &cm, &out, &e), K8S_OK);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "data"), "v")), "1");
+    /* replace with the object read */
+    json_object_set_new(json_object_get(out, "data"), "v", json_string("2"));
+    json_t *rep = NULL;
+    assert_int_equal(k8s_replace(cl, &cm, out, &rep, &e), K8S_OK);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(rep, "data"), "v")), "2");
+    /* a stale resourceVersion: Conflict */
+    assert_int_equal(k8s_replace(cl, &cm, out, NULL, &e), K8S_E_CONFLICT);
+    assert_non_null(strstr(e.message, "updating configmaps a in lt-crud"));
+    json_decref(out);
+    json_decref(rep);
+    json_t *patch = json_pack("{s:{s:s}}", "data", "w", "3");
+    assert_int_equal(k8s_merge_patch(cl, &cm, patch, &out, &e), K8S_OK);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "data"), "w")), "3");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "data"), "v")), "2");
+    json_decref(out);
+    json_decref(patch);
+    /* server-side apply creates and updates */
+    assert_int_equal(put_cm(cl, "lt-crud", "b", "crud", "x", &e), K8S_OK);
+    assert_int_equal(put_cm(cl, "lt-crud", "b", "crud", "y", &e), K8S_OK);
+    k8s_ref cmb = cm;
+    cmb.name = "b";
+    assert_int_equal(k8s_get(cl, &cmb, &out, &e), K8S_OK);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "data"), "v")), "y");
+    json_decref(out);
+    /* delete, foreground */
+    assert_int_equal(k8s_delete(cl, &cm, "Foreground", 0, &e), K8S_OK);
+    double end = k8s_now_mono() + 10;
+    k8s_rc rc;
+    while ((rc = k8s_get(cl, &cm, NULL, &e)) == K8S_OK && k8s_now_mono() < end) th_sleep(0.05);
+    assert_int_equal(rc, K8S_E_NOT_FOUND);
+    assert_int_equal(e.http, 404);
+    assert_non_null(strstr(e.message, "getting configmaps a in lt-crud"));
+    assert_non_null(strstr(e.message, "not found"));
+    assert_int_equal(k8s_delete(cl, &cm, NULL, -1, &e), K8S_E_NOT_FOUND);
+    /* a namespace that does not exist */
+    k8s_ref job = {.api = "batch/v1", .resource = "jobs", .ns = "lt-nowhere", .name = "lathe-x-1"};
+    json_t *j = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "batch/v1", "kind", "Job",
+                          "metadata", "name", "lathe-x-1");
+    assert_int_equal(k8s_create(cl, &job, j, NULL, &e), K8S_E_NOT_FOUND);
+    assert_non_null(strstr(e.message, "creating jobs.batch lathe-x-1 in lt-nowhere"));
+    assert_non_null(strstr(e.message, "create the namespace"));
+    /* an invalid Job: 422 with its causes */
+    job.ns = "lt-crud";
+    assert_int_equal(k8s_create(cl, &job, j, NULL, &e), K8S_E_INVALID);
+    assert_int_equal(e.http, 422);
+    assert_non_null(strstr(e.message, "causes: spec"));
+    assert_non_null(strstr(e.message, "fix: fix the fields named above"));
+    json_decref(j);
+    json_decref(o);
+}
+
+static void test_double_pagination(void **state)
+{
+    dbl *d = need_double(state);
+    k8s_client *cl = d->cl;
+    make_ns(cl, "lt-page");
+    k8s_error e;
+    for (int i = 0; i < 25; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "cm-%02d", i);
+        assert_int_equal(put_cm(cl, "lt-page", name, "page", "v", &e), K8S_OK);
+    }
+    assert_int_equal(put_cm(cl, "lt-page", "other", "no", "v", &e), K8S_OK);
+    k8s_stats s0, s1;
+    k8s_client_stats(cl, &s0);
+    k8s_ref cms = {.api = "v1", .resource = "configmaps", .ns = "lt-page"};
+    json_t *items;
+    char *rv;
+    assert_int_equal(k8s_list(cl, &cms, "lt=page", NULL, 10, &items, &rv, &e), K8S_OK);
+    k8s_client_stats(cl, &s1);
+    assert_int_equal(json_array_size(items), 25);
+    assert_int_equal(s1.lists - s0.lists, 3);
+    assert_true(rv[0] != '\0');
+    for (size_t i = 0; i < 25; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "cm-%02zu", i);
+        bool found = false;
+        for (size_t k = 0; k < 25; k++)
+            if (strcmp(meta(json_array_get(items, k), "name"), name) == 0) found = true;
+        assert_true(found);
+    }
+    json_decref(items);
+    free(rv);
+    /* a field selector */
+    assert_int_equal(k8s_list(cl, &cms, NULL, "metadata.name=other", 0, &items, NULL, &e), K8S_OK);
+    assert_int_equal(json_array_size(items), 1);
+    json_decref(items);
+}
+
+static void test_double_client_cert(void **state)
+{
+    dbl *d = need_double(state);
+    char *kc = path_join(d->dir, "kubeconfig-cert");
+    k8s_config c;
+    char err[1024];
+    assert_true(k8s_config_kubeconfig(&c, kc, NULL, err, sizeof err));
+    assert_non_null(c.cert_data);
+    k8s_client *cl = k8s_client_new(&c, err, sizeof err);
+    k8s_ref ns = {.api = "v1", .resource = "namespaces", .name = "default"};
+    k8s_error e;
+    assert_int_equal(k8s_get(cl, &ns, NULL, &e), K8S_OK);
+    k8s_client_free(cl);
+    /* a wrong CA: verification fails, no retry helps */
+    free(c.ca_data);
+    c.ca_data = xstrdup(
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ0ZtZXN0LWNhLW5vdC10aGUtcmlnaHQtb25lMAoGCCqGSM49BAMC\n-----END CERTIFICATE-----\n");
+    c.max_retries = -1;
+    cl = k8s_client_new(&c, err, sizeof err);
+    assert_int_equal(k8s_get(cl, &ns, NULL, &e), K8S_E_UNREACHABLE);
+    assert_non_null(strstr(e.message, "is the API server at"));
+    k8s_client_free(cl);
+    k8s_config_free(&c);
+    free(kc);
+}
+
+static void test_double_retries(void **state)
+{
+    dbl *d = need_double(state);
+    k8s_client *cl = d->cl;
+    k8s_ref ns = {.api = "v1", .resource = "namespaces", .name = "default"};
+    k8s_error e;
+    control(cl, "/_double/fail?status=503&count=3");
+    k8s_stats s0, s1;
+    k8s_client_stats(cl, &s0);
+    assert_int_equal(k8s_get(cl, &ns, NULL, &e), K8S_OK);
+    k8s_client_stats(cl, &s1);
+    assert_int_equal(s1.retries - s0.retries, 3);
+    assert_int_equal(s1.requests - s0.requests, 4);
+    /* more failures than retries */
+    k8s_config c;
+    k8s_config_copy(&c, &d->cfg);
+    c.max_retries = 1;
+    char err[256];
+    k8s_client *few = k8s_client_new(&c, err, sizeof err);
+    control(cl, "/_double/fail?status=500&count=2");
+    assert_int_equal(k8s_get(few, &ns, NULL, &e), K8S_E_SERVER);
+    assert_int_equal(e.http, 500);
+    k8s_client_free(few);
+    k8s_config_free(&c);
+    /* rate limit against the double: 25 requests at qps 20 burst 5 */
+    k8s_config_copy(&c, &d->cfg);
+    c.qps = 20;
+    c.burst = 5;
+    k8s_client *slow = k8s_client_new(&c, err, sizeof err);
+    double t0 = k8s_now_mono();
+    for (int i = 0; i < 25; i++) assert_int_equal(k8s_get(slow, &ns, NULL, &e), K8S_OK);
+    assert_true(k8s_now_mono() - t0 >= 1.0 - 0.02);
+    k8s_client_free(slow);
+    k8s_config_free(&c);
+}
+
+/* Every object's transitions in rec's record: "name:TYPE ..." per object. */
+static char *per_object(const char *events, const char *name)
+{
+    sb out;
+    sb_init(&out);
+    char *copy = xstrdup(events);
+    for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+        char type[16], nm[64], rv[32];
+        if (sscanf(line, "%15s %63s %31s", type, nm, rv) == 3 && strcmp(nm, name) == 0)
+            sb_printf(&out, "%s%s", out.len ? " " : "", type);
+    }
+    free(copy);
+    return sb_take(&out);
+}
+
+typedef struct want_objs {
+    const char *name, *seq;
+} want_objs;
+
+static bool has_seqs(recorder *r, void *arg)
+{
+    const want_objs *w = arg;
+    for (; w->name; w++) {
+        char *got = per_object(sb_str(&r->events), w->name);
+        bool ok = strcmp(got, w->seq) == 0;
+        free(got);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static void check_seqs(recorder *r, const want_objs *w)
+{
+    if (!rec_wait(r, has_seqs, (void *)w, 30)) {
+        char *ev = rec_take(r);
+        fail_msg("events:\n%s", ev);
+    }
+    th_sleep(0.5); /* and nothing repeated after */
+    pthread_mutex_lock(&r->mu);
+    bool still = has_seqs(r, (void *)w);
+    pthread_mutex_unlock(&r->mu);
+    if (!still) {
+        char *ev = rec_take(r);
+        fail_msg("repeated events:\n%s", ev);
+    }
+}
+
+static bool synced_again(recorder *r, void *arg)
+{
+    return r->unsyncs > 0 && r->syncs > *(size_t *)arg;
+}
+
+static void test_double_watch_compaction(void **state)
+{
+    dbl *d = need_double(state);
+    k8s_client *cl = d->cl;
+    make_ns(cl, "lt-watch");
+    k8s_error e;
+    assert_int_equal(put_cm(cl, "lt-watch", "a", "w", "1", &e), K8S_OK);
+    assert_int_equal(put_cm(cl, "lt-watch", "b", "w", "1", &e), K8S_OK);
+    k8s_ref cms = {.api = "v1", .resource = "configmaps", .ns = "lt-watch"};
+    recorder r;
+    rec_init(&r);
+    char err[256];
+    k8s_informer *inf = k8s_informer_start(cl, &cms, "lt=w", rec_event, rec_sync, &r, err, sizeof err);
+    const want_objs w0[] = {{"a", "ADDED"}, {"b", "ADDED"}, {NULL, NULL}};
+    check_seqs(&r, w0);
+    assert_int_equal(put_cm(cl, "lt-watch", "a", "w", "2", &e), K8S_OK);
+    const want_objs w1[] = {{"a", "ADDED MODIFIED"}, {"b", "ADDED"}, {NULL, NULL}};
+    check_seqs(&r, w1);
+    /* compaction (a 410 ERROR event), then changes while the informer relists */
+    control(cl, "/_double/compact?mode=event");
+    assert_int_equal(put_cm(cl, "lt-watch", "b", "w", "2", &e), K8S_OK);
+    k8s_ref a = {.api = "v1", .resource = "configmaps", .ns = "lt-watch", .name = "a"};
+    assert_int_equal(k8s_delete(cl, &a, NULL, 0, &e), K8S_OK);
+    assert_int_equal(put_cm(cl, "lt-watch", "c", "w", "1", &e), K8S_OK);
+    const want_objs w2[] = {{"a", "ADDED MODIFIED DELETED"}, {"b", "ADDED MODIFIED"},
+                            {"c", "ADDED"}, {NULL, NULL}};
+    check_seqs(&r, w2);
+    k8s_informer_stats s;
+    k8s_informer_stats_get(inf, &s);
+    assert_true(s.gone >= 1);
+    assert_true(s.lists >= 2);
+    /* the other kind: an HTTP 410 when the watch starts again */
+    control(cl, "/_double/compact?mode=status");
+    assert_int_equal(put_cm(cl, "lt-watch", "c", "w", "2", &e), K8S_OK);
+    assert_int_equal(put_cm(cl, "lt-watch", "d", "w", "1", &e), K8S_OK);
+    const want_objs w3[] = {{"a", "ADDED MODIFIED DELETED"}, {"b", "ADDED MODIFIED"},
+                            {"c", "ADDED MODIFIED"}, {"d", "ADDED"}, {NULL, NULL}};
+    check_seqs(&r, w3);
+    json_t *c = k8s_informer_get(inf, "lt-watch", "c");
+    assert_non_null(c);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(c, "data"), "v")), "2");
+    json_decref(c);
+    assert_null(k8s_informer_get(inf, "lt-watch", "a"));
+
+    /* an outage: unsynced, then synced again, and nothing lost */
+    size_t syncs;
+    pthread_mutex_lock(&r.mu);
+    syncs = r.syncs;
+    pthread_mutex_unlock(&r.mu);
+    control(cl, "/_double/outage?seconds=2");
+    th_sleep(0.3);
+    /* the first write after the outage, while the informer may still back off */
+    double end = k8s_now_mono() + 30;
+    while (put_cm(cl, "lt-watch", "b", "w", "3", &e) != K8S_OK && k8s_now_mono() < end) th_sleep(0.05);
+    k8s_ref b = {.api = "v1", .resource = "configmaps", .ns = "lt-watch", .name = "b"};
+    assert_int_equal(k8s_delete(cl, &b, NULL, 0, &e), K8S_OK);
+    assert_int_equal(put_cm(cl, "lt-watch", "e", "w", "1", &e), K8S_OK);
+    const want_objs w4[] = {{"a", "ADDED MODIFIED DELETED"}, {"b", "ADDED MODIFIED MODIFIED DELETED"},
+                            {"c", "ADDED MODIFIED"}, {"d", "ADDED"}, {"e", "ADDED"}, {NULL, NULL}};
+    check_seqs(&r, w4);
+    assert_true(rec_wait(&r, synced_again, &syncs, 30));
+    assert_true(strlen(r.why) > 0);
+    k8s_informer_free(inf);
+    rec_free(&r);
+}
+
+static bool has_lines(lines *l, size_t n)
+{
+    pthread_mutex_lock(&l->mu);
+    bool ok = l->n >= n;
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+static void test_double_log_follower(void **state)
+{
+    dbl *d = need_double(state);
+    k8s_client *cl = d->cl;
+    make_ns(cl, "lt-logs");
+    json_error_t je;
+    json_t *pod = json_loads(
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"lt-logs\"},"
+        "\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"trainer\",\"image\":\"busybox\","
+        "\"command\":[\"/bin/sh\",\"-c\",\"for i in 1 2 3 4 5 6 7 8 9 10; do echo line-$i; echo same-$i; sleep 0.3; done\"]}]}}",
+        0, &je);
+    assert_non_null(pod);
+    k8s_ref ref = {.api = "v1", .resource = "pods", .ns = "lt-logs", .name = "p"};
+    k8s_error e;
+    assert_int_equal(k8s_create(cl, &ref, pod, NULL, &e), K8S_OK);
+    json_decref(pod);
+    lines l = {0};
+    pthread_mutex_init(&l.mu, NULL);
+    sb_init(&l.text);
+    k8s_stats s0, s1;
+    k8s_client_stats(cl, &s0);
+    k8s_log_follower *f = k8s_log_follow(cl, "lt-logs", "p", "trainer", NULL, 0, on_line, on_end, &l);
+    double end = k8s_now_mono() + 30;
+    while (!has_lines(&l, 4) && k8s_now_mono() < end) th_sleep(0.02);
+    control(cl, "/_double/outage?seconds=1");
+    assert_true(wait_end(&l, 60));
+    assert_string_equal(l.end, "container ended");
+    sb want;
+    sb_init(&want);
+    for (int i = 1; i <= 10; i++) sb_printf(&want, "line-%d\nsame-%d\n", i, i);
+    assert_string_equal(sb_str(&l.text), sb_str(&want));
+    k8s_client_stats(cl, &s1);
+    assert_true(s1.logs - s0.logs >= 2);            /* it reconnected */
+    assert_true(k8s_log_follower_skipped(f) >= 1); /* the last line seen came again */
+    k8s_log_follower_free(f);
+    sb_free(&want);
+    free(l.end);
+    sb_free(&l.text);
+    pthread_mutex_destroy(&l.mu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -620,5 +1079,15 @@ int main(void)
         cmocka_unit_test(test_informer_unreachable),
         cmocka_unit_test(test_log_follower_scripted),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest with_double[] = {
+        cmocka_unit_test(test_double_crud),
+        cmocka_unit_test(test_double_pagination),
+        cmocka_unit_test(test_double_client_cert),
+        cmocka_unit_test(test_double_retries),
+        cmocka_unit_test(test_double_watch_compaction),
+        cmocka_unit_test(test_double_log_follower),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    failed += cmocka_run_group_tests(with_double, double_setup, double_teardown);
+    return failed;
 }
