@@ -479,6 +479,9 @@ class Controllers:
             if not n["metadata"].get("deletionTimestamp"):
                 continue
             name = n["metadata"]["name"]
+            since = parse_time(n["metadata"]["deletionTimestamp"]) or 0
+            if time.time() < since + 1:
+                continue  # the real controller takes a moment too (kubectl delete -f of a namespace and its objects)
             left = 0
             for r in self.app.registry.all():
                 if not r.namespaced:

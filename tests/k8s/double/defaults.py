@@ -174,3 +174,61 @@ def apply_create_defaults(res, obj, uid, priority_of=None):
         obj.setdefault("spec", {})
     elif res.has_status() and k not in ("Node",):
         obj["status"] = {} if k != "CustomResourceDefinition" else obj.get("status") or {}
+
+
+def apply_update_defaults(res, new, old):
+    """The defaults of decoding, on an update (no new uid, no status reset)."""
+    k = res.kind
+    uid = old["metadata"].get("uid", "")
+    if k == "Job":
+        st = new.get("status")
+        job_defaults(new, uid)
+        if st is None:
+            new.pop("status", None)
+        else:
+            new["status"] = st
+    elif k == "Pod":
+        spec = new.setdefault("spec", {})
+        pod_spec_defaults(spec)
+        ospec = old.get("spec") or {}
+        for key in ("serviceAccountName", "serviceAccount", "enableServiceLinks", "preemptionPolicy", "priority",
+                    "tolerations", "nodeName"):
+            if key in ospec and key not in spec:
+                spec[key] = ospec[key]
+    elif k == "Namespace":
+        new.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"]["name"]
+    elif k == "Service":
+        spec = new.setdefault("spec", {})
+        ospec = old.get("spec") or {}
+        for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+            if key in ospec and not spec.get(key):
+                spec[key] = ospec[key]
+        st = new.get("status")
+        service_defaults(new)
+        new["status"] = st if st is not None else old.get("status", {})
+    elif k == "PersistentVolumeClaim":
+        spec = new.setdefault("spec", {})
+        spec.setdefault("volumeMode", "Filesystem")
+        if get_path_simple(old, "spec", "volumeName"):
+            spec.setdefault("volumeName", old["spec"]["volumeName"])
+        if get_path_simple(old, "spec", "storageClassName") is not None:
+            spec.setdefault("storageClassName", old["spec"]["storageClassName"])
+    elif k == "PriorityClass":
+        new.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    elif k == "Deployment":
+        spec = new.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        spec.setdefault("strategy", {"type": "RollingUpdate",
+                                     "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+        pod_spec_defaults(spec.setdefault("template", {}).setdefault("spec", {}))
+
+
+def get_path_simple(o, *keys):
+    for key in keys:
+        if not isinstance(o, dict) or key not in o:
+            return None
+        o = o[key]
+    return o

@@ -11,7 +11,7 @@ import time
 import uuid
 
 from . import patch as P
-from .defaults import apply_create_defaults
+from .defaults import apply_create_defaults, apply_update_defaults
 from .resources import Resource
 from .util import (ApiError, already_exists, bad_request, c_immutable, c_forbidden, conflict, deep,
                    get_path, invalid, kind_group, not_found, now_rfc3339, ns_not_found, parse_quantity,
@@ -312,6 +312,7 @@ class Ops:
                 else:
                     bm.pop("namespace", None)
                 bm.pop("managedFields", None)
+                apply_update_defaults(res, new, old)
                 if res.has_status() and not internal:
                     if "status" in old:
                         new["status"] = deep(old["status"])
