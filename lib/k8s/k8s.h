@@ -137,6 +137,11 @@ k8s_rc k8s_get(k8s_client *cl, const k8s_ref *ref, json_t **out, k8s_error *e);
  * be NULL; caller frees). label / field: selectors or NULL. */
 k8s_rc k8s_list(k8s_client *cl, const k8s_ref *ref, const char *label, const char *field,
                 int limit, json_t **items, char **rv, k8s_error *e);
+/* POST to ref's collection (ref->name is for messages). Retried like every
+ * call (429, 5xx, a lost connection): a create the server applied before
+ * its answer was lost then answers 409 AlreadyExists, so a caller treats
+ * K8S_E_EXISTS from a create as "maybe mine" (compare its labels, or read
+ * it). */
 k8s_rc k8s_create(k8s_client *cl, const k8s_ref *ref, const json_t *obj, json_t **out,
                   k8s_error *e);
 /* Server-side apply (PATCH application/apply-patch+yaml, fieldManager=lathe,

@@ -20,6 +20,7 @@
 #define BACKOFF_BASE 0.2
 #define BACKOFF_CAP 5.0
 #define RETRY_AFTER_MAX 60.0
+#define POOL_MAX 16
 
 struct k8s_client {
     k8s_config cfg;
@@ -36,6 +37,10 @@ struct k8s_client {
     pthread_mutex_t exec_mu; /* one plugin run at a time; the cached credential */
     k8s_cred cred;
     bool cred_valid;
+    /* idle easy handles of finished calls (under mu): a handle keeps its
+     * connections and TLS sessions, so calls reuse them */
+    CURL *pool[POOL_MAX];
+    size_t n_pool;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -87,6 +92,7 @@ k8s_client *k8s_client_new(const k8s_config *cfg, char *err, size_t errsz)
 void k8s_client_free(k8s_client *cl)
 {
     if (!cl) return;
+    for (size_t i = 0; i < cl->n_pool; i++) curl_easy_cleanup(cl->pool[i]);
     k8s_config_free(&cl->cfg);
     k8s_bucket_destroy(&cl->bucket);
     pthread_mutex_destroy(&cl->mu);
@@ -206,6 +212,33 @@ static bool auth_get(k8s_client *cl, bool refresh, auth *a, k8s_error *e)
     return true;
 }
 
+/* ---- handles ---- */
+static CURL *handle_get(k8s_client *cl, bool stream)
+{
+    CURL *h = NULL;
+    if (!stream) {
+        pthread_mutex_lock(&cl->mu);
+        if (cl->n_pool) h = cl->pool[--cl->n_pool];
+        pthread_mutex_unlock(&cl->mu);
+    }
+    return h ? h : curl_easy_init();
+}
+
+/* Back into the pool after a call that went well, else closed. */
+static void handle_put(k8s_client *cl, CURL *h, bool reuse)
+{
+    if (reuse) {
+        curl_easy_reset(h);
+        pthread_mutex_lock(&cl->mu);
+        if (cl->n_pool < POOL_MAX) {
+            cl->pool[cl->n_pool++] = h;
+            h = NULL;
+        }
+        pthread_mutex_unlock(&cl->mu);
+    }
+    if (h) curl_easy_cleanup(h);
+}
+
 /* ---- one exchange ---- */
 typedef struct xfer {
     k8s_client *cl;
@@ -320,7 +353,7 @@ static bool transport_retryable(CURLcode rc)
 /* One attempt: returns the curl code; *http the status. */
 static CURLcode attempt(k8s_client *cl, k8s_call *c, const auth *a, xfer *x, char *cerr)
 {
-    CURL *h = curl_easy_init();
+    CURL *h = handle_get(cl, c->stream);
     if (!h) {
         snprintf(cerr, CURL_ERROR_SIZE, "curl_easy_init failed");
         return CURLE_FAILED_INIT;
@@ -393,7 +426,7 @@ k8s_rc k8s_call_do(k8s_client *cl, k8s_call *c, long *http, sb *body, k8s_error 
         CURLcode rc = attempt(cl, c, &a, &x, cerr);
         auth_free(&a);
         *http = x.h ? response_code(x.h) : 0;
-        if (x.h) curl_easy_cleanup(x.h);
+        if (x.h) handle_put(cl, x.h, rc == CURLE_OK && !c->stream);
         retry = false;
         double wait = -1;
         if (rc == CURLE_ABORTED_BY_CALLBACK || x.aborted) goto aborted;
