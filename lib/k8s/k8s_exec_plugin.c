@@ -135,6 +135,19 @@ static int read_output(int fd, double timeout, sb *out)
     }
 }
 
+/* Waits for the child until the deadline; false when it still runs. */
+static bool wait_until(pid_t pid, double deadline, int *status)
+{
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid) return true;
+        if (r < 0 && errno != EINTR) return true; /* not ours any more */
+        if (k8s_now_mono() >= deadline) return false;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 bool k8s_exec_run(const k8s_config *cfg, double timeout, k8s_cred *out, char *err,
                   size_t errsz)
 {
@@ -178,11 +191,15 @@ bool k8s_exec_run(const k8s_config *cfg, double timeout, k8s_cred *out, char *er
     }
     sb text;
     sb_init(&text);
+    double deadline = k8s_now_mono() + timeout;
     int rr = read_output(pfd[0], timeout, &text);
     close(pfd[0]);
-    if (rr != 0) kill(pid, SIGKILL);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    if (rr == 0 && !wait_until(pid, deadline, &status)) rr = 2; /* closed its stdout, runs on */
+    if (rr != 0) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
     }
     bool ok = false;
     if (rr == 1) {

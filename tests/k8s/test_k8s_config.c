@@ -547,6 +547,18 @@ static void test_exec_plugin_failures(void **state)
     assert_false(k8s_exec_run(&c, 0.5, &cr, err, sizeof err));
     assert_non_null(strstr(err, "did not finish"));
     assert_true(k8s_now_mono() - t0 < 20);
+    /* one that closes its stdout and runs on */
+    free(c.exec_argv[0]);
+    c.exec_argv[0] = xstrdup("/bin/sh");
+    free(c.exec_argv[1]);
+    c.exec_argv[1] = xstrdup("-c");
+    c.exec_argv = xrealloc(c.exec_argv, 3 * sizeof *c.exec_argv);
+    c.exec_argv[2] = xstrdup("exec >&-; sleep 30");
+    c.exec_argc = 3;
+    t0 = k8s_now_mono();
+    assert_false(k8s_exec_run(&c, 0.5, &cr, err, sizeof err));
+    assert_non_null(strstr(err, "did not finish"));
+    assert_true(k8s_now_mono() - t0 < 20);
     k8s_config_free(&c);
 
     /* what a plugin prints */
