@@ -101,22 +101,30 @@ static size_t log_data(void *ud, const char *p, size_t n)
 static int container_running(k8s_log_follower *f)
 {
     k8s_ref ref = {.api = "v1", .resource = "pods", .ns = f->ns, .name = f->pod};
-    json_t *pod;
+    char *path = k8s_path(&ref);
+    k8s_call c = {.method = "GET", .kind = K8S_K_GET, .ask = {.verb = "get", .ref = &ref},
+                  .path = path, .stop = &f->stop};
+    sb body;
+    sb_init(&body);
+    long http;
     k8s_error e;
-    k8s_rc rc = k8s_get(f->cl, &ref, &pod, &e);
+    k8s_rc rc = k8s_call_do(f->cl, &c, &http, &body, &e);
+    free(path);
+    json_t *pod = rc == K8S_OK ? json_loadb(sb_str(&body), body.len, 0, NULL) : NULL;
+    sb_free(&body);
     if (rc == K8S_E_NOT_FOUND) return -1;
-    if (rc != K8S_OK) return -2;
+    if (!pod) return -2;
     const json_t *st = json_object_get(pod, "status");
     const json_t *cs = json_object_get(st, "containerStatuses");
     int out = -3;
     size_t i;
-    json_t *c;
-    json_array_foreach(cs, i, c) {
-        const json_t *name = json_object_get(c, "name");
+    json_t *cst;
+    json_array_foreach(cs, i, cst) {
+        const json_t *name = json_object_get(cst, "name");
         if (f->container && (!json_is_string(name) ||
                              strcmp(json_string_value(name), f->container) != 0))
             continue;
-        const json_t *state = json_object_get(c, "state");
+        const json_t *state = json_object_get(cst, "state");
         out = json_object_get(state, "terminated") ? 0 : 1;
         break;
     }
