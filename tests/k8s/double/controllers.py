@@ -125,29 +125,144 @@ class Controllers:
         self.thread.start()
 
     def loop(self):
+        """Woken by every write (or every 0.2 s): reads the new events, works
+        out what they touch, and reconciles only that, one object at a time
+        under the store lock (so the API is served in between). A full
+        resync runs at start, when the history no longer reaches back, and
+        every 10 s."""
         seq = -1
+        cursor = None
+        self.timers = {}
+        self.terminating_ns = set()
+        self.pending = set()
+        last_full = 0.0
         while not self.app.stopping.is_set():
             seq = self.store.wait_change(seq, 0.2)
             try:
-                with self.store.lock:
-                    self.pass_once()
+                now = time.monotonic()
+                events, rv = (None, None) if cursor is None or now - last_full > 10 else self.store.events_since(cursor)
+                if events is None:
+                    work = self.full_work()
+                    last_full = now
+                    with self.store.lock:
+                        cursor = self.store.rv
+                else:
+                    work = self.event_work(events)
+                    cursor = rv
+                self.run_work(work)
             except Exception:  # noqa: BLE001 - keep the loop alive, say why
                 traceback.print_exc()
                 self.app.stopping.wait(0.2)
 
-    def pass_once(self):
-        self.node_lifecycle()
-        self.namespaces()
-        self.gc()
-        for job in list(self.store.list("batch/jobs")):
-            try:
-                self.sync_job(job)
-            except ApiError as e:
-                self.app.stats.record_invalid("INTERNAL", "job controller %s/%s" % (
-                    job["metadata"].get("namespace"), job["metadata"]["name"]), e.code, e.message)
-        self.ttl()
-        self.ops.update_quota_usage()
-        self.scheduler.run_once()
+    def full_work(self):
+        w = {"jobs": set(), "gc": set(), "owners": set(), "quota": set(), "sched": True}
+        with self.store.lock:
+            for j in self.store.list("batch/jobs"):
+                w["jobs"].add((j["metadata"]["namespace"], j["metadata"]["name"]))
+            for r in self.app.registry.all():
+                for o in self.store.list(r.key):
+                    m = o["metadata"]
+                    if m.get("ownerReferences"):
+                        w["gc"].add((r.key, m.get("namespace") or "", m["name"]))
+                    if m.get("deletionTimestamp") and set(m.get("finalizers") or []) & {"foregroundDeletion", "orphan"}:
+                        w["owners"].add(m.get("uid"))
+                    if r.key == "core/namespaces" and m.get("deletionTimestamp"):
+                        self.terminating_ns.add(m["name"])
+            for q in self.store.list("core/resourcequotas"):
+                w["quota"].add(q["metadata"]["namespace"])
+            self.pending = set((p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.list("core/pods")
+                               if _is_pending(p))
+        return w
+
+    def event_work(self, events):
+        w = {"jobs": set(), "gc": set(), "owners": set(), "quota": set(), "sched": False}
+        with self.store.lock:
+            for ev in events:
+                o, m = ev.obj, ev.obj["metadata"]
+                ns, name = m.get("namespace") or "", m["name"]
+                if ev.key == "batch/jobs":
+                    w["jobs"].add((ns, name))
+                elif ev.key == "core/pods":
+                    for src in (ev.obj, ev.prev):
+                        for ref in (src or {}).get("metadata", {}).get("ownerReferences") or []:
+                            if ref.get("kind") == "Job":
+                                w["jobs"].add((ns, ref.get("name")))
+                    was = ev.prev is not None and _is_pending(ev.prev)
+                    now_p = ev.type != "DELETED" and _is_pending(o)
+                    if now_p:
+                        if (ns, name) not in self.pending:
+                            w["sched"] = True
+                        self.pending.add((ns, name))
+                    else:
+                        self.pending.discard((ns, name))
+                    phase_changed = ev.prev is None or ev.type == "DELETED" or \
+                        get_path(ev.prev, "status", "phase") != get_path(o, "status", "phase")
+                    if phase_changed or was != now_p:
+                        if self.store.list("core/resourcequotas", ns):
+                            w["quota"].add(ns)
+                        if ev.type == "DELETED" or get_path(o, "status", "phase") in TERMINAL:
+                            w["sched"] = True  # resources freed
+                elif ev.key == "core/resourcequotas":
+                    w["quota"].add(ns)
+                elif ev.key == "core/nodes":
+                    w["sched"] = True
+                elif ev.key == "core/namespaces" and m.get("deletionTimestamp") and ev.type != "DELETED":
+                    self.terminating_ns.add(name)
+                if ev.type != "DELETED" and m.get("ownerReferences"):
+                    w["gc"].add((ev.key, ns, name))
+                if ev.type == "DELETED":
+                    for ident in list(self.store.owned.get(m.get("uid"), ())):
+                        w["gc"].add(ident)
+                    for ref in m.get("ownerReferences") or []:
+                        w["owners"].add(ref.get("uid"))
+                elif m.get("deletionTimestamp") and set(m.get("finalizers") or []) & {"foregroundDeletion", "orphan"}:
+                    w["owners"].add(m.get("uid"))
+        now = time.monotonic()
+        for key, t in list(self.timers.items()):
+            if now >= t:
+                del self.timers[key]
+                w["jobs"].add(key)
+        if self.pending and now - getattr(self, "_last_sched", 0) > 1.0:
+            w["sched"] = True
+        return w
+
+    def run_work(self, w):
+        lock = self.store.lock
+        with lock:
+            self.node_lifecycle()
+        for name in sorted(self.terminating_ns):
+            with lock:
+                self.namespace(name)
+        for uid in w["owners"]:
+            with lock:
+                self.gc_owner(uid)
+        for ident in sorted(w["gc"]):
+            with lock:
+                self.gc_dependent(ident)
+        for key in sorted(w["jobs"]):
+            with lock:
+                job = self.store.get("batch/jobs", key[0], key[1])
+                if job is None:
+                    self.timers.pop(key, None)
+                    continue
+                try:
+                    self.sync_job(job)
+                except ApiError as e:
+                    self.app.stats.record_invalid("INTERNAL", "job controller %s/%s" % key, e.code, e.message)
+        if w["quota"]:
+            with lock:
+                self.ops.update_quota_usage(w["quota"])
+        if w["sched"] and self.pending:
+            self._last_sched = time.monotonic()
+            with lock:
+                self.scheduler.run_once()
+
+    def due(self, job, t):
+        """Sync the Job again at monotonic time t (the earliest asked for wins)."""
+        key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        cur = self.timers.get(key)
+        if cur is None or t < cur:
+            self.timers[key] = t
 
     # ---- events ----
     def event(self, obj, type_, reason, message, component="job-controller"):
@@ -170,7 +285,9 @@ class Controllers:
     def job_pods(self, job):
         uid = job["metadata"]["uid"]
         out = []
-        for p in self.store.list("core/pods", job["metadata"]["namespace"]):
+        for key, p in self.store.dependents(uid):
+            if key != "core/pods":
+                continue
             for ref in p["metadata"].get("ownerReferences") or []:
                 if ref.get("uid") == uid and ref.get("controller"):
                     out.append(p)
@@ -196,6 +313,8 @@ class Controllers:
                 if TRACKING in (p["metadata"].get("finalizers") or []) and (
                         get_path(p, "status", "phase") in TERMINAL or p["metadata"].get("deletionTimestamp") or finished):
                     self.remove_tracking(p)
+            if finished:
+                self.ttl(job)
             return
         now_s = now_rfc3339()
         now = time.time()
@@ -237,6 +356,7 @@ class Controllers:
                 if count:
                     status["failed"] = status.get("failed", 0) + 1
                     self.next_try[m["uid"]] = time.monotonic() + self.job_backoff
+                    self.due(job, self.next_try[m["uid"]])
                     if indexed and spec.get("backoffLimitPerIndex") is not None and pod_index(p) is not None:
                         # failures per index are counted on the pods' annotation in the real one; here: failed index at once
                         failed_ix.add(pod_index(p)) if spec["backoffLimitPerIndex"] == 0 else None
@@ -318,8 +438,16 @@ class Controllers:
                 set_cond(status, "Suspended", "False", "JobResumed", "Job resumed", now_s)
                 status["startTime"] = now_s
                 self.event(job, "Normal", "Resumed", "Job resumed")
-            if m.get("deletionTimestamp") is None and time.monotonic() >= self.next_try.get(m["uid"], 0):
-                active += self._create_pods(job, status, active, terminating, completed_ix, failed_ix, only_failed)
+            if m.get("deletionTimestamp") is None:
+                wait = self.next_try.get(m["uid"], 0)
+                if time.monotonic() >= wait:
+                    active += self._create_pods(job, status, active, terminating, completed_ix, failed_ix, only_failed)
+                else:
+                    self.due(job, wait)
+            ads = spec.get("activeDeadlineSeconds")
+            if ads and status.get("startTime"):
+                left = (parse_time(status["startTime"]) or now) + ads - time.time()
+                self.due(job, time.monotonic() + max(0.0, left) + 0.05)
         pods = self.job_pods(job)
         act = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL and not p["metadata"].get("deletionTimestamp")]
         term = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL and p["metadata"].get("deletionTimestamp")]
@@ -415,86 +543,99 @@ class Controllers:
             self.app.stats.record_invalid("INTERNAL", "job controller: create pod for %s/%s" % (m["namespace"], m["name"]), e.code, e.message)
             self.event(job, "Warning", "FailedCreate", "Error creating: %s" % e.message)
             self.next_try[m["uid"]] = time.monotonic() + self.job_backoff
+            self.due(job, self.next_try[m["uid"]])
             return None
         self.event(job, "Normal", "SuccessfulCreate", "Created pod: %s" % p["metadata"]["name"])
         return p
 
     # ---- TTL after finished ----
-    def ttl(self):
+    def ttl(self, j):
         jobs = self.res("batch", "jobs")
+        ttl = get_path(j, "spec", "ttlSecondsAfterFinished")
+        if ttl is None or j["metadata"].get("deletionTimestamp"):
+            return
+        c = cond(j, "Complete") if cond_true(j, "Complete") else cond(j, "Failed")
         now = time.time()
-        for j in self.store.list("batch/jobs"):
-            ttl = get_path(j, "spec", "ttlSecondsAfterFinished")
-            if ttl is None or j["metadata"].get("deletionTimestamp"):
-                continue
-            c = cond(j, "Complete") if cond_true(j, "Complete") else (cond(j, "Failed") if cond_true(j, "Failed") else None)
-            if c is None:
-                continue
-            t = parse_time(get_path(j, "status", "completionTime") or c.get("lastTransitionTime")) or now
-            if now >= t + ttl:
+        t = parse_time(get_path(j, "status", "completionTime") or (c or {}).get("lastTransitionTime")) or now
+        if now >= t + ttl:
+            try:
+                self.ops.delete(jobs, j["metadata"]["namespace"], j["metadata"]["name"], {"propagationPolicy": "Foreground"})
+            except ApiError:
+                pass
+        else:
+            self.due(j, time.monotonic() + (t + ttl - now) + 0.05)
+
+    # ---- garbage collector ----
+    def gc_owner(self, uid):
+        """An owner being deleted with foregroundDeletion / orphan finalizers."""
+        if not uid:
+            return
+        o = self.store.by_uid(uid)
+        if o is None:
+            return
+        m = o["metadata"]
+        r = self.ops.res_by_key(self.store.uids[uid][0])
+        fins = m.get("finalizers") or []
+        if not m.get("deletionTimestamp") or r is None:
+            return
+        if "orphan" in fins:
+            self.ops.orphan_dependents(uid)
+            self.ops.mutate(r, m.get("namespace") or "", m["name"], lambda x: x["metadata"].__setitem__(
+                "finalizers", [f for f in x["metadata"].get("finalizers") or [] if f != "orphan"]))
+        if "foregroundDeletion" in fins:
+            deps = self.ops.dependents(uid)
+            for dr, d in deps:
+                if not d["metadata"].get("deletionTimestamp"):
+                    try:
+                        self.ops.delete(dr, d["metadata"].get("namespace") or "", d["metadata"]["name"],
+                                        {"propagationPolicy": "Foreground" if dr.kind != "Pod" else "Background"})
+                    except ApiError:
+                        pass
+            if not self.ops.dependents(uid):
+                self.ops.mutate(r, m.get("namespace") or "", m["name"], lambda x: x["metadata"].__setitem__(
+                    "finalizers", [f for f in x["metadata"].get("finalizers") or [] if f != "foregroundDeletion"]))
+
+    def gc_dependent(self, ident):
+        """A dependent whose owners may all be gone: deleted (in the background)."""
+        key, ns, name = ident
+        o = self.store.get(key, ns, name)
+        if o is None:
+            return
+        m = o["metadata"]
+        refs = m.get("ownerReferences") or []
+        if not refs or m.get("deletionTimestamp"):
+            return
+        if all(self.store.by_uid(ref.get("uid")) is None for ref in refs):
+            r = self.ops.res_by_key(key)
+            if r is not None:
                 try:
-                    self.ops.delete(jobs, j["metadata"]["namespace"], j["metadata"]["name"], {"propagationPolicy": "Foreground"})
+                    self.ops.delete(r, ns, name, {"propagationPolicy": "Background"})
                 except ApiError:
                     pass
 
-    # ---- garbage collector ----
-    def gc(self):
-        uids = {}
-        everything = []
+    # ---- namespaces ----
+    def namespace(self, name):
+        ns_res = self.res("", "namespaces")
+        n = self.store.get("core/namespaces", "", name)
+        if n is None or not n["metadata"].get("deletionTimestamp"):
+            self.terminating_ns.discard(name)
+            return
+        since = parse_time(n["metadata"]["deletionTimestamp"]) or 0
+        if time.time() < since + 1:
+            return  # the real controller takes a moment too (kubectl delete -f of a namespace and its objects)
+        left = 0
         for r in self.app.registry.all():
-            for o in self.store.list(r.key):
-                uids[o["metadata"].get("uid")] = (r, o)
-                everything.append((r, o))
-        for r, o in everything:
-            m = o["metadata"]
-            fins = m.get("finalizers") or []
-            if m.get("deletionTimestamp") and "foregroundDeletion" in fins:
-                deps = self.ops.dependents(m.get("uid"))
-                for dr, d in deps:
-                    if not d["metadata"].get("deletionTimestamp"):
-                        try:
-                            self.ops.delete(dr, d["metadata"].get("namespace") or "", d["metadata"]["name"],
-                                            {"propagationPolicy": "Foreground" if dr.kind != "Pod" else "Background"})
-                        except ApiError:
-                            pass
-                if not self.ops.dependents(m.get("uid")):
-                    self.ops.mutate(r, m.get("namespace") or "", m["name"], lambda x: x["metadata"].__setitem__(
-                        "finalizers", [f for f in x["metadata"].get("finalizers") or [] if f != "foregroundDeletion"]))
-            if m.get("deletionTimestamp") and "orphan" in fins:
-                self.ops.orphan_dependents(m.get("uid"))
-                self.ops.mutate(r, m.get("namespace") or "", m["name"], lambda x: x["metadata"].__setitem__(
-                    "finalizers", [f for f in x["metadata"].get("finalizers") or [] if f != "orphan"]))
-            refs = m.get("ownerReferences") or []
-            if refs and not m.get("deletionTimestamp"):
-                if all(ref.get("uid") not in uids for ref in refs):
+            if not r.namespaced:
+                continue
+            for o in self.store.list(r.key, name):
+                left += 1
+                if not o["metadata"].get("deletionTimestamp"):
                     try:
-                        self.ops.delete(r, m.get("namespace") or "", m["name"], {"propagationPolicy": "Background"})
+                        self.ops.delete(r, name, o["metadata"]["name"], {"propagationPolicy": "Background"})
                     except ApiError:
                         pass
-
-    # ---- namespaces ----
-    def namespaces(self):
-        ns_res = self.res("", "namespaces")
-        for n in self.store.list("core/namespaces"):
-            if not n["metadata"].get("deletionTimestamp"):
-                continue
-            name = n["metadata"]["name"]
-            since = parse_time(n["metadata"]["deletionTimestamp"]) or 0
-            if time.time() < since + 1:
-                continue  # the real controller takes a moment too (kubectl delete -f of a namespace and its objects)
-            left = 0
-            for r in self.app.registry.all():
-                if not r.namespaced:
-                    continue
-                for o in self.store.list(r.key, name):
-                    left += 1
-                    if not o["metadata"].get("deletionTimestamp"):
-                        try:
-                            self.ops.delete(r, name, o["metadata"]["name"], {"propagationPolicy": "Background"})
-                        except ApiError:
-                            pass
-            if left == 0:
-                self.ops.mutate(ns_res, "", name, lambda x: x.setdefault("spec", {}).__setitem__("finalizers", []))
+        if left == 0:
+            self.ops.mutate(ns_res, "", name, lambda x: x.setdefault("spec", {}).__setitem__("finalizers", []))
 
     # ---- nodes ----
     def set_node_ready(self, name, ready):
@@ -553,6 +694,11 @@ class Controllers:
                     self.ops.delete(pods, ns, pn, {"gracePeriodSeconds": 0})
                 except ApiError:
                     pass
+
+
+def _is_pending(p):
+    return (not get_path(p, "spec", "nodeName") and not p["metadata"].get("deletionTimestamp")
+            and get_path(p, "status", "phase") == "Pending")
 
 
 def _pod_not_ready(p):

@@ -121,14 +121,28 @@ class Kubelets:
         self.thread.start()
 
     def loop(self):
+        """Starts a worker for each pod newly bound to a live node: from the
+        new events, with a full scan at start, on a history overflow and
+        every 5 s."""
         seq = -1
         store = self.app.store
+        cursor, last_full = None, 0.0
         while not self.app.stopping.is_set():
             seq = store.wait_change(seq, 0.3)
+            now = time.monotonic()
+            events, rv = (None, None) if cursor is None or now - last_full > 5 else store.events_since(cursor)
             with store.lock:
                 lost = set(self.app.controllers.lost)
-                pods = [p for p in store.list("core/pods")
-                        if get_path(p, "spec", "nodeName") and get_path(p, "status", "phase") not in TERMINAL]
+                if events is None:
+                    cand = store.list("core/pods")
+                    cursor, last_full = store.rv, now
+                else:
+                    # the current state of the pods the events name (an event may be old news)
+                    keys = {(ev.obj["metadata"]["namespace"], ev.obj["metadata"]["name"]) for ev in events
+                            if ev.key == "core/pods" and ev.type != "DELETED"}
+                    cand = [p for p in (store.get("core/pods", ns, n) for ns, n in sorted(keys)) if p is not None]
+                    cursor = rv
+                pods = [p for p in cand if get_path(p, "spec", "nodeName") and get_path(p, "status", "phase") not in TERMINAL]
             for p in pods:
                 uid = p["metadata"]["uid"]
                 node = p["spec"]["nodeName"]
@@ -137,6 +151,9 @@ class Kubelets:
                         continue
                     if store.get("core/nodes", "", node) is None:
                         continue
+                    cur = store.get("core/pods", p["metadata"]["namespace"], p["metadata"]["name"])
+                    if cur is None or cur["metadata"].get("uid") != uid or get_path(cur, "status", "phase") in TERMINAL:
+                        continue  # it ended meanwhile (its worker is gone)
                     w = PodWorker(self, p)
                     self.workers[uid] = w
                 w.start()

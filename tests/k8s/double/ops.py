@@ -56,7 +56,9 @@ class Ops:
         """Validates obj; prunes unknown fields for fieldValidation=Ignore.
         Raises ApiError 400 (Strict, unknown fields) or 422."""
         v = None
-        if res.schema and self.schemas.available():
+        if internal:
+            pass  # the controllers' own writes: semantic checks only (the schema costs milliseconds)
+        elif res.schema and self.schemas.available():
             v = self.schemas.validator(res.api_version, res.kind)
         elif res.crd_schema is not None:
             v = res.crd_schema
@@ -176,11 +178,13 @@ class Ops:
                     ",".join("%s=%s" % (o[0], o[3]) for o in over)),
                     {"name": name, "kind": "pods"})
 
-    def update_quota_usage(self):
-        """Keeps status.used of every ResourceQuota current (quota controller)."""
+    def update_quota_usage(self, namespaces=None):
+        """Keeps status.used of the ResourceQuotas current (quota controller)."""
         with self.lock:
             for q in self.store.list("core/resourcequotas"):
                 ns = q["metadata"]["namespace"]
+                if namespaces is not None and ns not in namespaces:
+                    continue
                 used = {}
                 for p in self.store.list("core/pods", ns):
                     if get_path(p, "status", "phase") in TERMINAL:
@@ -258,7 +262,7 @@ class Ops:
                 self.quota_check(obj, ns)
             elif res.kind == "Pod":
                 self.quota_check(obj, ns)
-            self.check(res, obj, field_validation)
+            self.check(res, obj, field_validation, internal=internal)
             if self.store.get(res.key, ns, m["name"]) is not None:
                 raise already_exists(res, m["name"])
             m["uid"] = uid
@@ -339,7 +343,7 @@ class Ops:
             added = set(nm.get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
             if added:
                 raise invalid(res, nm["name"], [c_forbidden("metadata.finalizers", "no new finalizers can be added if the object is being deleted, found new finalizers %s" % json.dumps(sorted(added)))])
-        self.check(res, new, field_validation, old=None if (internal or sub == "status") else old)
+        self.check(res, new, field_validation, internal=internal, old=None if (internal or sub == "status") else old)
         if res.kind == "CustomResourceDefinition":
             new["status"] = crd_status(new)
         if new == old:
@@ -527,13 +531,17 @@ class Ops:
         out = []
         if not uid:
             return out
-        for r in self.reg.all():
-            for o in self.store.list(r.key):
-                for ref in o["metadata"].get("ownerReferences") or []:
-                    if ref.get("uid") == uid:
-                        out.append((r, o))
-                        break
+        for key, o in self.store.dependents(uid):
+            r = self.res_by_key(key)
+            if r is not None:
+                out.append((r, o))
         return out
+
+    def res_by_key(self, key):
+        for r in self.reg.all():
+            if r.key == key:
+                return r
+        return None
 
     def has_dependents(self, uid):
         return bool(self.dependents(uid))

@@ -99,6 +99,8 @@ class Store:
         self.compacted = 0  # every event with rv > compacted is in history
         self.watchers = set()
         self.expired_mode = "event"  # how a watch start that is too old is answered
+        self.uids = {}  # uid -> (key, ns, name)
+        self.owned = collections.defaultdict(set)  # owner uid -> {(key, ns, name)} of its dependents
 
     # ---- reads (return stored objects: treat as read-only) ----
     def get(self, key, ns, name):
@@ -148,12 +150,60 @@ class Store:
         self.changed.notify_all()
         return self.rv
 
+    def _index(self, key, obj, prev):
+        ident = (key,) + _okey(obj if obj is not None else prev)
+        if prev is not None:
+            for ref in prev["metadata"].get("ownerReferences") or []:
+                deps = self.owned.get(ref.get("uid"))
+                if deps is not None:
+                    deps.discard(ident)
+                    if not deps:
+                        del self.owned[ref.get("uid")]
+            if obj is None:
+                self.uids.pop(prev["metadata"].get("uid"), None)
+        if obj is not None:
+            self.uids[obj["metadata"].get("uid")] = ident
+            for ref in obj["metadata"].get("ownerReferences") or []:
+                self.owned[ref.get("uid")].add(ident)
+
+    def dependents(self, uid):
+        """The objects with an ownerReference to uid: [(key, obj)]."""
+        with self.lock:
+            out = []
+            for (key, ns, name) in sorted(self.owned.get(uid, ())):
+                o = self.objs[key].get((ns, name))
+                if o is not None:
+                    out.append((key, o))
+            return out
+
+    def by_uid(self, uid):
+        with self.lock:
+            ident = self.uids.get(uid)
+            if ident is None:
+                return None
+            return self.objs[ident[0]].get((ident[1], ident[2]))
+
+    def events_since(self, rv):
+        """The events after rv, oldest first, or None when the history no
+        longer reaches back to rv (the caller resyncs)."""
+        with self.lock:
+            if rv < self.compacted:
+                return None, self.rv
+            out = []
+            for ev in reversed(self.history):
+                if ev.rv <= rv:
+                    break
+                out.append(ev)
+            out.reverse()
+            return out, self.rv
+
     def put(self, key, obj):
         """Create or replace obj (a new dict the store now owns)."""
         with self.lock:
             k = _okey(obj)
             prev = self.objs[key].get(k)
             self.objs[key][k] = obj
+            self._index(key, obj, prev)
             self._record(key, "MODIFIED" if prev is not None else "ADDED", obj, prev)
             return obj
 
@@ -162,6 +212,7 @@ class Store:
             prev = self.objs[key].pop((ns or "", name), None)
             if prev is None:
                 return None
+            self._index(key, None, prev)
             # The DELETED event carries the last state with a new resourceVersion.
             last = dict(prev)
             last["metadata"] = dict(prev["metadata"])
