@@ -180,8 +180,8 @@ static void *follow_main(void *arg)
         long http;
         k8s_error e;
         k8s_rc rc = k8s_call_do(f->cl, &c, &http, &body, &e);
-        if (rc == K8S_OK || (rc == K8S_E_UNREACHABLE && http == 200))
-            k8s_lines_finish(&f->lines, log_line, f);
+        /* a stream that broke keeps its unfinished line: it comes again, whole */
+        if (rc == K8S_OK) k8s_lines_finish(&f->lines, log_line, f);
         k8s_lines_free(&f->lines);
         sb_free(&body);
         free(path);
