@@ -65,7 +65,9 @@ class Ops:
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName") or ""
         causes = []
         if v is not None:
-            unknown = unknown_fields(v, obj) if res.crd_schema is None else []
+            errors = list(v.iter_errors(obj))
+        if v is not None and errors:
+            unknown = unknown_fields(v, obj, errors) if res.crd_schema is None else []
             if unknown:
                 if field_validation == "Strict":
                     raise ApiError(400, "BadRequest", '%s in version "%s" cannot be handled as a %s: strict decoding error: %s' % (
@@ -73,8 +75,10 @@ class Ops:
                 if field_validation == "Ignore":
                     for u in unknown:
                         _prune(obj, u)
-            causes += schema_causes(v, obj, skip_unknown=(field_validation == "Ignore" or res.crd_schema is not None))
-        else:
+                    errors = list(v.iter_errors(obj))
+            causes += schema_causes(v, obj, skip_unknown=(field_validation == "Ignore" or res.crd_schema is not None),
+                                    errors=errors)
+        elif v is None:
             for k in ("metadata", "spec", "status"):
                 if k in obj and not isinstance(obj[k], dict):
                     causes.append({"reason": "FieldValueInvalid", "field": k,

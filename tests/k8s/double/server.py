@@ -191,6 +191,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kube-double"
     sys_version = ""
+    wbufsize = 65536  # one write per answer (flushed after each request and each chunk)
+    timeout = 600  # an idle keep-alive connection is closed after this
+
+    def setup(self):
+        super().setup()
+        try:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
 
     def log_message(self, fmt, *args):
         if self.server.app.verbose:
@@ -209,6 +218,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+        self.wfile.flush()
         self.server.app.stats.answered(code)
 
     def _error(self, e):
@@ -222,6 +232,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
+        self.wfile.flush()
         self.server.app.stats.answered(200)
 
     def _chunk(self, data):

@@ -68,10 +68,10 @@ def field_path(parts):
     return out
 
 
-def unknown_fields(validator, obj):
+def unknown_fields(validator, obj, errors=None):
     """Paths ("spec.foo") of the fields the schema does not declare."""
     out = []
-    for e in validator.iter_errors(obj):
+    for e in (errors if errors is not None else validator.iter_errors(obj)):
         for sub in [e] + list(e.context or []):
             if sub.validator == "additionalProperties" and isinstance(sub.instance, dict):
                 props = sub.schema.get("properties") or {}
@@ -83,9 +83,10 @@ def unknown_fields(validator, obj):
     return out
 
 
-def schema_causes(validator, obj, skip_unknown=False):
+def schema_causes(validator, obj, skip_unknown=False, errors=None):
     causes = []
-    for e in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+    errs = errors if errors is not None else list(validator.iter_errors(obj))
+    for e in sorted(errs, key=lambda e: list(map(str, e.absolute_path))):
         path = list(e.absolute_path)
         if e.validator == "additionalProperties":
             if skip_unknown:
