@@ -510,6 +510,117 @@ def t_node_lost():
     assert m.startswith("0/2 nodes are available: ") and "Insufficient nvidia.com/gpu" in m, m
 
 
+def t_ttl_orphan():
+    ns("j11")
+    job("ttl", "j11", ["true"], ttlSecondsAfterFinished=0)
+    k.wait(lambda: k.get("/apis/batch/v1/namespaces/j11/jobs/ttl")[0] == 404, 30, "the finished Job to go (TTL)")
+    k.wait(lambda: not pods_of("j11", "ttl"), 20, "its pods to go")
+    # DELETE without a propagation policy orphans a Job's pods (batch/v1's default)
+    job("orph", "j11", ["/bin/sh", "-c", "exec sleep 30"], pod={"terminationGracePeriodSeconds": 1})
+    p = one_pod("j11", "orph", running)
+    eq(k.req("DELETE", "/apis/batch/v1/namespaces/j11/jobs/orph")[0], 200, "delete")
+    def orphaned():
+        x = k.ok("GET", "/api/v1/namespaces/j11/pods/" + p["metadata"]["name"])
+        return not x["metadata"].get("ownerReferences") and not x["metadata"].get("finalizers")
+    k.wait(orphaned, 20, "the pod orphaned, without the tracking finalizer")
+    k.ok("DELETE", "/api/v1/namespaces/j11/pods/" + p["metadata"]["name"], want=(200, 202))
+    k.wait(lambda: k.get("/api/v1/namespaces/j11/pods/" + p["metadata"]["name"])[0] == 404, 20, "the orphan to go")
+
+
+def t_replacement():
+    ns("j12")
+    slow = "trap 'sleep 2; exit 1' TERM; while :; do sleep 0.1; done"
+    for policy in ("Failed", "TerminatingOrFailed"):
+        name = "rp-" + policy.lower()
+        job(name, "j12", ["/bin/sh", "-c", slow], podReplacementPolicy=policy, backoffLimit=3,
+            pod={"terminationGracePeriodSeconds": 10})
+        p = one_pod("j12", name, running)
+        time.sleep(0.3)
+        k.ok("DELETE", "/api/v1/namespaces/j12/pods/" + p["metadata"]["name"], want=(202,))
+        if policy == "Failed":
+            time.sleep(1.0)
+            j = get_job("j12", name)
+            eq(len(pods_of("j12", name)), 1, "no replacement while the pod terminates (Failed)")
+            eq(j["status"].get("terminating"), 1, "terminating")
+            one_pod("j12", name, lambda x: x["metadata"]["name"] != p["metadata"]["name"], 20)
+            k.wait(lambda: get_job("j12", name)["status"].get("failed") == 1, 10, "failed counted")
+        else:
+            one_pod("j12", name, lambda x: x["metadata"]["name"] != p["metadata"]["name"] and
+                    not x["metadata"].get("deletionTimestamp"), 5)
+            old = k.get("/api/v1/namespaces/j12/pods/" + p["metadata"]["name"])
+            eq(old[0], 200, "the replacement came while the old pod terminated (TerminatingOrFailed)")
+
+
+def t_pod_features():
+    ns("j13")
+    k.ok("POST", "/api/v1/namespaces/j13/configmaps", {"metadata": {"name": "cfg"}, "data": {"greeting": "hello"}})
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "labels": {"a": "b"}, "annotations": {"note": "n1"}},
+           "spec": {"restartPolicy": "OnFailure",
+                    "initContainers": [{"name": "init", "image": "busybox", "command": ["sh", "-c", "echo init > /work/init.txt"],
+                                        "volumeMounts": [{"name": "scratch", "mountPath": "/work"}]}],
+                    "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c"],
+                                    "args": ["cat /work/init.txt /cfg/greeting; echo; cat /info/note; echo; echo CPU=$CPU IP=$IP; "
+                                             "if [ ! -f /work/second ]; then touch /work/second; exit 1; fi; echo second run"],
+                                    "env": [{"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+                                            {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                                    "resources": {"limits": {"cpu": "2", "memory": "1Gi"}},
+                                    "volumeMounts": [{"name": "scratch", "mountPath": "/work"},
+                                                     {"name": "cfg", "mountPath": "/cfg", "readOnly": True},
+                                                     {"name": "info", "mountPath": "/info"}]}],
+                    "volumes": [{"name": "scratch", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}},
+                                {"name": "info", "downwardAPI": {"items": [
+                                    {"path": "note", "fieldRef": {"fieldPath": "metadata.annotations['note']"}}]}}]}}
+    if os.geteuid() != 0:  # mount paths must not exist on the host without root (symlinks)
+        for v in pod["spec"]["containers"][0]["volumeMounts"] + pod["spec"]["initContainers"][0]["volumeMounts"]:
+            v["mountPath"] = os.path.join(TMP, "p1" + v["mountPath"])
+        a = pod["spec"]["containers"][0]["args"][0]
+        for d in ("/work", "/cfg", "/info"):
+            a = a.replace(d + "/", os.path.join(TMP, "p1" + d) + "/")
+        pod["spec"]["containers"][0]["args"][0] = a
+        pod["spec"]["initContainers"][0]["command"][2] = pod["spec"]["initContainers"][0]["command"][2].replace("/work/", os.path.join(TMP, "p1/work/"))
+    k.ok("POST", "/api/v1/namespaces/j13/pods", pod)
+    p = k.wait(lambda: (lambda x: x if x["status"].get("phase") == "Succeeded" else None)(
+        k.ok("GET", "/api/v1/namespaces/j13/pods/p1")), 30, "p1 to succeed")
+    cs = p["status"]["containerStatuses"][0]
+    eq((cs["restartCount"], cs["lastState"]["terminated"]["exitCode"]), (1, 1), "restarted once (OnFailure)")
+    eq(p["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"], "Completed", "init container")
+    log = k.get("/api/v1/namespaces/j13/pods/p1/log?container=main")[1].decode()
+    eq(log, "init\nhello\nn1\nCPU=2 IP=127.0.0.1\nsecond run\n", "log")
+    prev = k.get("/api/v1/namespaces/j13/pods/p1/log?container=main&previous=true")[1].decode()
+    eq(prev, "init\nhello\nn1\nCPU=2 IP=127.0.0.1\n", "previous log")
+    st, e, _ = k.get("/api/v1/namespaces/j13/pods/p1/log")
+    eq(st, 200, "one container (init containers do not count)")
+    # deletecollection
+    for i in range(3):
+        k.ok("POST", "/api/v1/namespaces/j13/configmaps", {"metadata": {"name": "dc%d" % i, "labels": {"dc": "y"}}})
+    k.ok("DELETE", "/api/v1/namespaces/j13/configmaps?labelSelector=dc%3Dy")
+    eq([o["metadata"]["name"] for o in k.ok("GET", "/api/v1/namespaces/j13/configmaps")["items"]], ["cfg"], "deletecollection")
+
+
+def t_crd():
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wg"]},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                  "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                      "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                                      "status": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}}}]}}
+    k.ok("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    rl = k.ok("GET", "/apis/example.com/v1")
+    eq(rl["resources"][0]["name"], "widgets", "discovery of the CRD")
+    ns("crd")
+    w = k.ok("POST", "/apis/example.com/v1/namespaces/crd/widgets", {"apiVersion": "example.com/v1", "kind": "Widget",
+                                                                    "metadata": {"name": "w1"}, "spec": {"size": 3}})
+    st, e, _ = k.post("/apis/example.com/v1/namespaces/crd/widgets", {"apiVersion": "example.com/v1", "kind": "Widget",
+                                                                     "metadata": {"name": "w2"}, "spec": {"size": "big"}})
+    eq((st, e["details"]["causes"][0]["field"]), (422, "spec.size"), "the CRD's schema")
+    w = k.ok("PATCH", "/apis/example.com/v1/namespaces/crd/widgets/w1/status", {"status": {"ok": True}}, ctype="application/merge-patch+json")
+    eq(w["status"], {"ok": True}, "status subresource")
+    k.ok("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+    eq(k.get("/apis/example.com/v1/namespaces/crd/widgets")[0], 404, "the CRD's resource is gone")
+
+
 def main():
     for name, fn in [("discovery", t_discovery), ("crud, conflicts, not found, patches, apply", t_crud),
                      ("validation (422 / 400 Strict / immutable)", t_invalid),
@@ -520,7 +631,10 @@ def main():
            ("an Indexed Job of 2", t_indexed), ("podFailurePolicy FailJob, backoffLimit", t_failure_policy),
            ("eviction: DisruptionTarget", t_evict), ("OOMKilled", t_oom), ("ErrImagePull, CreateContainerConfigError", t_image),
            ("graceful deletion (SIGTERM), foreground deletion", t_graceful), ("logs: follow, timestamps, sinceTime", t_logs),
-           ("node NotReady; Unschedulable", t_node_lost)]
+           ("node NotReady; Unschedulable", t_node_lost), ("TTL after finished, orphaned pods", t_ttl_orphan),
+           ("podReplacementPolicy Failed / TerminatingOrFailed", t_replacement),
+           ("init containers, volumes, env, OnFailure restarts, previous logs, deletecollection", t_pod_features),
+           ("CustomResourceDefinitions", t_crd)]
     ths = [threading.Thread(target=check, args=(n, f), daemon=True) for n, f in par]
     for t in ths:
         t.start()

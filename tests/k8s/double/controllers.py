@@ -170,6 +170,8 @@ class Controllers:
                         self.terminating_ns.add(m["name"])
             for q in self.store.list("core/resourcequotas"):
                 w["quota"].add(q["metadata"]["namespace"])
+            w["orphans"] = set((p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.list("core/pods")
+                               if TRACKING in (p["metadata"].get("finalizers") or []))
             self.pending = set((p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.list("core/pods")
                                if _is_pending(p))
         return w
@@ -183,6 +185,8 @@ class Controllers:
                 if ev.key == "batch/jobs":
                     w["jobs"].add((ns, name))
                 elif ev.key == "core/pods":
+                    if ev.type != "DELETED" and TRACKING in (m.get("finalizers") or []):
+                        w.setdefault("orphans", set()).add((ns, name))
                     for src in (ev.obj, ev.prev):
                         for ref in (src or {}).get("metadata", {}).get("ownerReferences") or []:
                             if ref.get("kind") == "Job":
@@ -249,6 +253,9 @@ class Controllers:
                     self.sync_job(job)
                 except ApiError as e:
                     self.app.stats.record_invalid("INTERNAL", "job controller %s/%s" % key, e.code, e.message)
+        for key in sorted(w.get("orphans") or ()):
+            with lock:
+                self.orphan_finalizer(key)
         if w["quota"]:
             with lock:
                 self.ops.update_quota_usage(w["quota"])
@@ -256,6 +263,17 @@ class Controllers:
             self._last_sched = time.monotonic()
             with lock:
                 self.scheduler.run_once()
+
+    def orphan_finalizer(self, key):
+        """A pod with the job-tracking finalizer whose Job is gone (or that
+        was orphaned) loses the finalizer, as the real controller does."""
+        p = self.store.get("core/pods", key[0], key[1])
+        if p is None or TRACKING not in (p["metadata"].get("finalizers") or []):
+            return
+        ctl = [r for r in p["metadata"].get("ownerReferences") or [] if r.get("controller") and r.get("kind") == "Job"]
+        if ctl and self.store.by_uid(ctl[0].get("uid")) is not None:
+            return
+        self.remove_tracking(p)
 
     def due(self, job, t):
         """Sync the Job again at monotonic time t (the earliest asked for wins)."""
@@ -671,7 +689,16 @@ class Controllers:
                     sp.pop("taints", None)
             self.ops.mutate(nodes, None, name, fn)
             if ready:
-                self.lost.pop(name, None)
+                if self.lost.pop(name, None) is not None:
+                    # the pods the node lost (their processes were killed) end now
+                    for p in self.store.list("core/pods"):
+                        if get_path(p, "spec", "nodeName") == name and get_path(p, "status", "phase") not in TERMINAL:
+                            pn, pns = p["metadata"]["name"], p["metadata"]["namespace"]
+                            self.ops.mutate(pods, pns, pn, _pod_lost, status_only=True)
+                            try:
+                                self.ops.delete(pods, pns, pn, {"gracePeriodSeconds": 0})
+                            except ApiError:
+                                pass
             else:
                 self.lost.setdefault(name, time.monotonic())
                 for p in self.store.list("core/pods"):
