@@ -219,6 +219,9 @@ static void running(k8s_handle *kh, verdict *vd)
 static void ended(k8s_handle *kh, verdict *vd, exec_phase phase, double now)
 {
     vd->ended = true;
+    /* an attempt lathe stopped (cancel, preemption, timeout) is not looked
+     * at again: its Job goes, pods first; others stay for their TTL */
+    if (kh->term_at > 0) vd->cleanup = "Foreground";
     vd->st.phase = phase;
     vd->st.term_sent = kh->term_at > 0;
     vd->st.kill_sent = kh->kill_sent;
