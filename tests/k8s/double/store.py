@@ -94,6 +94,7 @@ class Store:
         self.rv = 0
         self.seq = 0  # bumped on every write (controllers wait on it)
         self.objs = collections.defaultdict(dict)  # key -> {(ns, name): obj}
+        self.by_ns = collections.defaultdict(lambda: collections.defaultdict(dict))  # key -> ns -> {name: obj}
         self.history = collections.deque()
         self.history_max = max(1, history_max)
         self.compacted = 0  # every event with rv > compacted is in history
@@ -110,7 +111,8 @@ class Store:
     def list(self, key, ns=None):
         with self.lock:
             if ns:
-                return [o for (n, _), o in self.objs[key].items() if n == ns]
+                d = self.by_ns[key].get(ns)
+                return list(d.values()) if d else []
             return list(self.objs[key].values())
 
     def snapshot(self, key, at_rv=None):
@@ -203,6 +205,7 @@ class Store:
             k = _okey(obj)
             prev = self.objs[key].get(k)
             self.objs[key][k] = obj
+            self.by_ns[key][k[0]][k[1]] = obj
             self._index(key, obj, prev)
             self._record(key, "MODIFIED" if prev is not None else "ADDED", obj, prev)
             return obj
@@ -212,6 +215,11 @@ class Store:
             prev = self.objs[key].pop((ns or "", name), None)
             if prev is None:
                 return None
+            d = self.by_ns[key].get(ns or "")
+            if d is not None:
+                d.pop(name, None)
+                if not d:
+                    del self.by_ns[key][ns or ""]
             self._index(key, None, prev)
             # The DELETED event carries the last state with a new resourceVersion.
             last = dict(prev)
