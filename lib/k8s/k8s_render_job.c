@@ -373,6 +373,24 @@ static json_t *pod_volumes(const k8s_job_params *p, volumes_on v)
     return vols;
 }
 
+/* An argv element exactly as given: Kubernetes expands $(NAME) in command
+ * and args to the container's variables and reduces $$ to $, so every $ is
+ * written $$ (an argument "$(touch /tmp/x)" or "$HOME" reaches execve as
+ * text, as it does locally). */
+static json_t *literal_arg(const char *arg)
+{
+    if (!strchr(arg, '$')) return json_string(arg);
+    sb out;
+    sb_init(&out);
+    for (const char *q = arg; *q; q++) {
+        if (*q == '$') sb_putc(&out, '$');
+        sb_putc(&out, *q);
+    }
+    json_t *v = json_string(sb_str(&out));
+    sb_free(&out);
+    return v;
+}
+
 /* The "trainer" container: image, command (argv, never a shell), env,
  * resources, a locked-down securityContext, volume mounts. */
 static json_t *trainer_container(const k8s_job_params *p, volumes_on v)
@@ -386,7 +404,7 @@ static json_t *trainer_container(const k8s_job_params *p, volumes_on v)
         json_object_set_new(c, "imagePullPolicy", json_string(k->image_pull_policy));
     json_t *cmd = json_array();
     for (size_t i = 0; i < p->argc; i++)
-        if (p->argv[i]) json_array_append_new(cmd, json_string(p->argv[i]));
+        if (p->argv[i]) json_array_append_new(cmd, literal_arg(p->argv[i]));
     if (json_array_size(cmd))
         json_object_set_new(c, "command", cmd);
     else

@@ -385,6 +385,7 @@ void ctl_prepare_queued(ctl *c, int budget)
             exec_request q;
             fill_request(c, j, &l, &q);
             q.attempt = next;
+            q.contract.attempt = next;
             ok = exec_prepare(c->be, &q, err, sizeof err) == EXEC_OK;
         }
         j->n_gpus = saved_n;

@@ -20,5 +20,5 @@ wait_state badimage failed 120; check "failed" $?
 "$LATHE" describe job badimage > "$T/describe" 2>&1
 grep -Eq "ErrImagePull|ImagePullBackOff" "$T/describe"; check "the reason names the image pull" $?
 grep -q "does-not-exist" "$T/describe"; check "and the image" $?
-[ "$(job_field badimage attempts)" = "1" ]; check "not retried (attempts $(job_field badimage attempts))" $?
+[ "$(job_field badimage attempt)" = "1" ]; check "not retried (attempts $(job_field badimage attempt))" $?
 finish
