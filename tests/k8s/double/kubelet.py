@@ -392,7 +392,17 @@ class PodWorker:
         return {"name": c["name"], "state": {"waiting": w}, "lastState": {}, "ready": False, "restartCount": 0,
                 "image": c.get("image", ""), "imageID": "", "started": False}
 
+    def event(self, type_, reason, message):
+        p = self.pod()
+        if p is not None and not self.lost.is_set():
+            self.app.controllers.event(p, type_, reason, message, "kubelet")
+
     def _report_waiting(self, conts, err, has_init):
+        if err.reason in ("ErrImagePull", "CreateContainerConfigError"):
+            self.event("Warning", "Failed", "Error: %s" % err.message if err.reason == "CreateContainerConfigError"
+                       else "Failed to pull image: %s" % err.message)
+        elif err.reason == "ImagePullBackOff":
+            self.event("Normal", "BackOff", err.message)
         def fn(p):
             st = p.setdefault("status", {})
             names = {c["name"] for c in get_path(p, "spec", "initContainers") or []}
@@ -652,6 +662,7 @@ class PodWorker:
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                     close_fds=True, env={"PATH": self.app.path_env})
         run.started = now_rfc3339()
+        self.event("Normal", "Started", "Started container %s" % c["name"])
         for stream, pipe in (("stdout", run.proc.stdout), ("stderr", run.proc.stderr)):
             t = threading.Thread(target=self._reader, args=(run, stream, pipe), daemon=True)
             t.start()
@@ -876,6 +887,9 @@ class PodWorker:
 
     def _terminate(self, runs, c_list, grace=None):
         """SIGTERM, then SIGKILL when the grace period is over (deletionTimestamp)."""
+        for r in runs:
+            if r.proc.poll() is None:
+                self.event("Normal", "Killing", "Stopping container %s" % r.name)
         for r in runs:
             if r.proc.poll() is None:
                 r.killed_by_us = True

@@ -99,6 +99,8 @@ class Scheduler:
                           "lastTransitionTime": now_rfc3339()})
             st["conditions"] = conds
         self.ops.mutate(pods, pod["metadata"]["namespace"], pod["metadata"]["name"], fn)
+        self.app.controllers.event(pod, "Normal", "Scheduled", "Successfully assigned %s/%s to %s" % (
+            pod["metadata"]["namespace"], pod["metadata"]["name"], node_name), "default-scheduler")
 
     def run_once(self):
         store = self.app.store
@@ -179,3 +181,4 @@ class Scheduler:
                           "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
             st["conditions"] = conds
         self.ops.mutate(pods_res, pod["metadata"]["namespace"], pod["metadata"]["name"], fn, status_only=True)
+        self.app.controllers.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
