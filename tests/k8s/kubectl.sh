@@ -87,6 +87,8 @@ has "server-side apply" "job.batch/kjob serverside-applied"
 run "kubectl apply --server-side again" kubectl apply --server-side -f "$MAN"
 run "kubectl get nodes" kubectl get nodes
 has "the node" "^gpu-a1 +Ready"
+run "kubectl with the client certificate" kubectl --kubeconfig "$T/state/kubeconfig-cert" get ns default
+kubectl --token=wrong get ns > "$T/out" 2>&1 && fail "a wrong token: refused" "$T/out" || has "a wrong token: refused" "Unauthorized"
 run "kubectl get nodes -o yaml" kubectl get nodes -o yaml
 has "allocatable GPUs" "nvidia.com/gpu: \"4\""
 run "kubectl cordon" kubectl cordon gpu-a1

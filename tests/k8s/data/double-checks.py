@@ -357,7 +357,7 @@ def t_suspend_resume():
 def t_indexed():
     ns("j3")
     job("idx", "j3", ["/bin/sh", "-c", "echo index=$JOB_COMPLETION_INDEX host=$HOSTNAME"],
-        completions=2, parallelism=2, completionMode="Indexed")
+        completions=2, parallelism=2, completionMode="Indexed", pod={"subdomain": "idx"})
     wait_cond("j3", "idx", "Complete")
     j = get_job("j3", "idx")
     eq(j["status"].get("completedIndexes"), "0-1", "completedIndexes")
@@ -369,6 +369,12 @@ def t_indexed():
         eq(p["spec"]["hostname"], "idx-" + ix, "hostname")
         logs.add(k.get("/api/v1/namespaces/j3/pods/%s/log" % p["metadata"]["name"])[1])
     eq(logs, {b"index=0 host=idx-0\n", b"index=1 host=idx-1\n"}, "env")
+    if os.geteuid() == 0:  # as root: the pod's hostname and its peers' names in /etc/hosts
+        job("idx2", "j3", ["/bin/sh", "-c", "hostname; grep -c idx2-1.idx2 /etc/hosts"],
+            completions=2, parallelism=2, completionMode="Indexed", pod={"subdomain": "idx2"})
+        wait_cond("j3", "idx2", "Complete")
+        p0 = next(p for p in pods_of("j3", "idx2") if p["spec"]["hostname"] == "idx2-0")
+        eq(k.get("/api/v1/namespaces/j3/pods/%s/log" % p0["metadata"]["name"])[1], b"idx2-0\n1\n", "hostname and /etc/hosts")
 
 
 def t_failure_policy():

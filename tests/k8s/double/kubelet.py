@@ -616,6 +616,7 @@ class PodWorker:
                 with open(ca, "rb") as f:
                     files.append(("ca.crt", f.read(), 0o644))
             self._write_files(sa_dir, files)
+        hosts = self._hosts_file(pod) if os.geteuid() == 0 else None
         for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
             ms = []
             for vm in c.get("volumeMounts") or []:
@@ -633,8 +634,48 @@ class PodWorker:
                 ms.append({"src": src, "dst": dst, "ro": bool(vm.get("readOnly")) or ro, "tmpfs": tmpfs})
             if sa_dir and not any(m["dst"].startswith("/var/run/secrets/kubernetes.io/serviceaccount") for m in ms):
                 ms.append({"src": sa_dir, "dst": "/var/run/secrets/kubernetes.io/serviceaccount", "ro": True, "tmpfs": False})
+            if hosts and not any(m["dst"] == "/etc/hosts" for m in ms):
+                ms.append({"src": hosts, "dst": "/etc/hosts", "ro": False, "tmpfs": False, "root_only": True})
             out[c["name"]] = ms
         return out
+
+    def _hosts_file(self, pod):
+        """The pod's /etc/hosts (as the kubelet manages it), with the names a
+        headless Service would give the pods of its Indexed Job (everything
+        is 127.0.0.1 here): HOST, HOST.SUB, HOST.SUB.NS, HOST.SUB.NS.svc,
+        HOST.SUB.NS.svc.cluster.local, and the Service's own names."""
+        spec = pod["spec"]
+        ns = self.ns
+        host = spec.get("hostname") or self.name
+        sub = spec.get("subdomain")
+        names = [host]
+        hosts = [host]
+        ann = pod["metadata"].get("annotations") or {}
+        job = next((r.get("name") for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == "Job"), None)
+        if sub and job and "batch.kubernetes.io/job-completion-index" in ann:
+            j = self.app.store.get("batch/jobs", ns, job)
+            n = get_path(j or {}, "spec", "completions") or 0
+            hosts = ["%s-%d" % (job, i) for i in range(min(int(n), 1000))] or [host]
+        lines = []
+        try:
+            with open("/etc/hosts") as f:
+                lines = [l.rstrip("\n") for l in f if l.strip() and not l.lstrip().startswith("#")]
+        except OSError:
+            lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+        out = ["# Kubernetes-managed hosts file (kube-double)."] + lines
+        for h in hosts:
+            names = [h]
+            if sub:
+                names = ["%s.%s.%s.svc.cluster.local" % (h, sub, ns), "%s.%s.%s.svc" % (h, sub, ns),
+                         "%s.%s.%s" % (h, sub, ns), "%s.%s" % (h, sub), h]
+            out.append("127.0.0.1\t" + " ".join(names))
+        if sub:
+            out.append("127.0.0.1\t%s.%s.svc.cluster.local %s.%s.svc %s.%s %s" % (sub, ns, sub, ns, sub, ns, sub))
+        path = os.path.join(self.dir, "etc-hosts")
+        with open(path + ".tmp", "w") as f:
+            f.write("\n".join(out) + "\n")
+        os.replace(path + ".tmp", path)
+        return path
 
     # ---- containers ----
     def _launch(self, c, mounts, run):
@@ -654,7 +695,7 @@ class PodWorker:
             pass
         with open(spec_path, "w") as f:
             json.dump({"argv": argv, "env": env, "cwd": cwd, "mounts": mounts, "errfile": errfile,
-                       "parent": os.getpid()}, f)
+                       "parent": os.getpid(), "hostname": (pod["spec"].get("hostname") or self.name)[:63]}, f)
         run.errfile = errfile
         logf = open(run.log_path, "ab")
         run.logf = logf

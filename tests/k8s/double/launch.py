@@ -13,6 +13,7 @@ import signal
 import sys
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
 
@@ -38,12 +39,20 @@ def main():
         os._exit(137)  # the kubelet is already gone
     mounts = spec.get("mounts") or []
     warnings = []
+    if os.geteuid() == 0 and spec.get("hostname") and libc.unshare(CLONE_NEWUTS) == 0:
+        try:
+            import socket
+            socket.sethostname(spec["hostname"])
+        except OSError:
+            pass
     if mounts:
         private = False
         if os.geteuid() == 0 and libc.unshare(CLONE_NEWNS) == 0:
             if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0:
                 private = True
         for m in mounts:
+            if m.get("root_only") and not private:
+                continue
             dst, src = m["dst"], m.get("src")
             if private:
                 try:
