@@ -199,7 +199,44 @@ static void test_retries(void **state)
     assert_int_equal(s.requests, 7);
     assert_int_equal(s.retries, 4);
     k8s_client_free(cl);
+    /* connection refused: retried, then unreachable */
+    int port = t->port;
     th_stop(t);
+    cl = plain_client(port, 2, 0, 0);
+    assert_int_equal(k8s_get(cl, &pod, NULL, &e), K8S_E_UNREACHABLE);
+    k8s_client_stats(cl, &s);
+    assert_int_equal(s.requests, 3);
+    assert_int_equal(s.retries, 2);
+    k8s_client_free(cl);
+}
+
+static int count_line(void *ud, const char *line, size_t len, bool first, bool more)
+{
+    sb *out = ud;
+    sb_printf(out, "[%.*s%s%s]", (int)len, line, first ? "" : "<", more ? ">" : "");
+    return 0;
+}
+
+static void test_line_splitter(void **state)
+{
+    (void)state;
+    k8s_lines l;
+    sb out;
+    sb_init(&out);
+    k8s_lines_init(&l, 8, false);
+    assert_int_equal(k8s_lines_feed(&l, "ab\r\ncd", 6, count_line, &out), 0);
+    assert_int_equal(k8s_lines_feed(&l, "e\n\n", 3, count_line, &out), 0);
+    assert_int_equal(k8s_lines_feed(&l, "123456789\n", 10, count_line, &out), -1);
+    assert_true(l.overflow);
+    assert_string_equal(sb_str(&out), "[ab][cde][]");
+    k8s_lines_free(&l);
+    sb_clear(&out);
+    k8s_lines_init(&l, 4, true);
+    assert_int_equal(k8s_lines_feed(&l, "1234567890\nab", 13, count_line, &out), 0);
+    assert_int_equal(k8s_lines_finish(&l, count_line, &out), 0);
+    assert_string_equal(sb_str(&out), "[1234>][5678<>][90<][ab]");
+    k8s_lines_free(&l);
+    sb_free(&out);
 }
 
 static void test_retry_after(void **state)
@@ -1072,6 +1109,7 @@ int main(void)
         cmocka_unit_test(test_lines_and_events),
         cmocka_unit_test(test_verbs_on_wire),
         cmocka_unit_test(test_retries),
+        cmocka_unit_test(test_line_splitter),
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_rate_limit),
         cmocka_unit_test(test_continue_gone),
