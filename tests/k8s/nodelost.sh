@@ -15,6 +15,8 @@ node=$(kc get pods -n team-a -l batch.kubernetes.io/job-name=lathe-nl-1 -o jsonp
 [ -n "$node" ]; check "its pod runs on $node" $?
 dbl POST "/_double/nodes/$node/ready?value=false" > /dev/null; check "node $node goes NotReady" $?
 wait_for 120 kc get job lathe-nl-2 -n team-a; check "attempt 2 is a new Job" $?
+wait_for 120 sh -c "[ \"\$(KUBECONFIG='$T/kube/kubeconfig' kubectl get job lathe-nl-2 -n team-a -o jsonpath='{.spec.suspend}')\" = false ]"
+check "attempt 2 was admitted" $?
 other=$(kc get job lathe-nl-2 -n team-a -o json | "$PY" -c '
 import json, sys
 t = json.load(sys.stdin)["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
