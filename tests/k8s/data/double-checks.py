@@ -403,6 +403,9 @@ def t_evict():
          {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "j5"}})
     c = wait_cond("j5", "ev", "Failed")
     eq(c["reason"], "PodFailurePolicy", "evicted Job")
+    pc = next(x for x in pods_of("j5", "ev")[0]["status"]["conditions"] if x["type"] == "DisruptionTarget") if pods_of("j5", "ev") else None
+    if pc is not None:
+        eq((pc["status"], pc["reason"], pc["message"]), ("True", "EvictionByEvictionAPI", "Eviction API: evicting"), "the pod's condition")
     assert "has condition DisruptionTarget matching FailJob rule at index 0" in c["message"], c["message"]
 
 
@@ -627,6 +630,34 @@ def t_crd():
     eq(k.get("/apis/example.com/v1/namespaces/crd/widgets")[0], 404, "the CRD's resource is gone")
 
 
+def t_gpus_limits():
+    ns("j14")
+    k.ok("POST", "/api/v1/namespaces/j14/limitranges", {"metadata": {"name": "defaults"}, "spec": {"limits": [
+        {"type": "Container", "defaultRequest": {"cpu": "1", "memory": "4Gi"}, "max": {"nvidia.com/gpu": "4"}}]}})
+    k.ok("POST", "/api/v1/namespaces/j14/resourcequotas", {"metadata": {"name": "q"}, "spec": {"hard": {"requests.nvidia.com/gpu": "3"}}})
+    gpu = lambda n: {"containers": [{"name": "main", "image": "busybox", "command": ["/bin/sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES; sleep 2"],
+                                     "resources": {"limits": {"nvidia.com/gpu": str(n)}}}], "nodeSelector": {"kubernetes.io/hostname": "node-a"}}
+    job("g2", "j14", [], pod=gpu(2))
+    job("g1", "j14", [], pod=gpu(1))
+    p2 = one_pod("j14", "g2", running)
+    p1 = one_pod("j14", "g1", running)
+    eq(p2["spec"]["containers"][0]["resources"]["requests"], {"nvidia.com/gpu": "2", "cpu": "1", "memory": "4Gi"}, "LimitRange defaults")
+    k.wait(lambda: k.get("/api/v1/namespaces/j14/pods/%s/log" % p1["metadata"]["name"])[1], 10, "g1's log")
+    devs = [k.get("/api/v1/namespaces/j14/pods/%s/log" % p["metadata"]["name"])[1].strip() for p in (p2, p1)]
+    got = sorted(int(x) for d in devs for x in d.split(b","))
+    eq(len(got), 3, "three GPUs allotted (%s)" % devs)
+    eq(len(set(got)), 3, "distinct GPUs (%s)" % devs)
+    q = k.wait(lambda: (lambda o: o if o["status"].get("used", {}).get("requests.nvidia.com/gpu") == "3" else None)(
+        k.ok("GET", "/api/v1/namespaces/j14/resourcequotas/q")), 10, "quota usage")
+    st, e, _ = k.post("/api/v1/namespaces/j14/pods", {"metadata": {"name": "over"}, "spec": gpu(1)})
+    eq((st, e["reason"]), (403, "Forbidden"), "quota exceeded")
+    assert e["message"].startswith('pods "over" is forbidden: exceeded quota: q, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=3, limited: requests.nvidia.com/gpu=3'), e["message"]
+    st, e, _ = k.post("/api/v1/namespaces/j14/pods", {"metadata": {"name": "big"}, "spec": gpu(5)})
+    eq((st, e["message"]), (403, 'pods "big" is forbidden: maximum nvidia.com/gpu usage per Container is 4, but limit is 5'), "LimitRange max")
+    st, e, _ = k.post("/api/v1/namespaces/j14/pods", {"metadata": {"name": "pc"}, "spec": dict(gpu(0), priorityClassName="nope")})
+    eq((st, e["message"]), (403, 'pods "pc" is forbidden: no PriorityClass with name nope was found'), "priority class")
+
+
 def main():
     for name, fn in [("discovery", t_discovery), ("crud, conflicts, not found, patches, apply", t_crud),
                      ("validation (422 / 400 Strict / immutable)", t_invalid),
@@ -640,7 +671,7 @@ def main():
            ("node NotReady; Unschedulable", t_node_lost), ("TTL after finished, orphaned pods", t_ttl_orphan),
            ("podReplacementPolicy Failed / TerminatingOrFailed", t_replacement),
            ("init containers, volumes, env, OnFailure restarts, previous logs, deletecollection", t_pod_features),
-           ("CustomResourceDefinitions", t_crd)]
+           ("CustomResourceDefinitions", t_crd), ("GPUs, LimitRange, ResourceQuota, priority classes", t_gpus_limits)]
     ths = [threading.Thread(target=check, args=(n, f), daemon=True) for n, f in par]
     for t in ths:
         t.start()

@@ -182,6 +182,43 @@ class Ops:
                     ",".join("%s=%s" % (o[0], o[3]) for o in over)),
                     {"name": name, "kind": "pods"})
 
+    def limit_ranges(self, pod, ns):
+        """LimitRange admission of a pod: default limits and requests of
+        containers that lack them, then max / min per container (403)."""
+        from .defaults import qos_class
+        lrs = self.store.list("core/limitranges", ns)
+        if not lrs:
+            return
+        name = pod["metadata"].get("name") or pod["metadata"].get("generateName", "")
+        spec = pod.get("spec") or {}
+        conts = (spec.get("initContainers") or []) + (spec.get("containers") or [])
+        for lr in sorted(lrs, key=lambda x: x["metadata"]["name"]):
+            for item in get_path(lr, "spec", "limits") or []:
+                if item.get("type") != "Container":
+                    continue
+                for c in conts:
+                    r = c.setdefault("resources", {})
+                    for k, v in (item.get("default") or {}).items():
+                        r.setdefault("limits", {}).setdefault(k, v)
+                    for k, v in (item.get("defaultRequest") or {}).items():
+                        req = r.setdefault("requests", {})
+                        req.setdefault(k, v)
+                    for k, v in (item.get("max") or {}).items():
+                        lim = (r.get("limits") or {}).get(k)
+                        if lim is None or (parse_quantity(lim) or 0) > (parse_quantity(v) or 0):
+                            raise ApiError(403, "Forbidden", 'pods "%s" is forbidden: %s' % (
+                                name, "maximum %s usage per Container is %s, but limit is %s" % (k, v, lim) if lim is not None
+                                else "maximum %s usage per Container is %s.  No limit is specified" % (k, v)),
+                                {"name": name, "kind": "pods"})
+                    for k, v in (item.get("min") or {}).items():
+                        rq = (r.get("requests") or {}).get(k)
+                        if rq is None or (parse_quantity(rq) or 0) < (parse_quantity(v) or 0):
+                            raise ApiError(403, "Forbidden", 'pods "%s" is forbidden: %s' % (
+                                name, "minimum %s usage per Container is %s, but request is %s" % (k, v, rq) if rq is not None
+                                else "minimum %s usage per Container is %s.  No request is specified" % (k, v)),
+                                {"name": name, "kind": "pods"})
+        pod.setdefault("status", {})["qosClass"] = qos_class(spec)
+
     def update_quota_usage(self, namespaces=None):
         """Keeps status.used of the ResourceQuotas current (quota controller)."""
         with self.lock:
@@ -262,9 +299,8 @@ class Ops:
             if keep_status is not None:
                 obj["status"] = keep_status
             normalize(res, obj)
-            if res.kind == "Pod" and not internal:
-                self.quota_check(obj, ns)
-            elif res.kind == "Pod":
+            if res.kind == "Pod":
+                self.limit_ranges(obj, ns)
                 self.quota_check(obj, ns)
             self.check(res, obj, field_validation, internal=internal)
             if self.store.get(res.key, ns, m["name"]) is not None:
