@@ -136,7 +136,11 @@ def t_crud():
     st, o, _ = k.req("PATCH", "/api/v1/namespaces/api/configmaps/applied?fieldManager=t", ap, ctype="application/apply-patch+yaml")
     eq(st, 201, "apply creates")
     st, o, _ = k.req("PATCH", "/api/v1/namespaces/api/configmaps/applied?fieldManager=t", ap.replace("k: v", "k2: v2"), ctype="application/apply-patch+yaml")
-    eq((st, o["data"]), (200, {"k": "v", "k2": "v2"}), "apply merges")
+    eq((st, o["data"]), (200, {"k2": "v2"}), "apply: the manager's fields")
+    eq((st, o["data"]), (200, {"k2": "v2"}), "apply removes what the manager no longer applies")
+    k.ok("PATCH", "/api/v1/namespaces/api/configmaps/applied", {"data": {"other": "x"}}, ctype="application/merge-patch+json")
+    st, o, _ = k.req("PATCH", "/api/v1/namespaces/api/configmaps/applied?fieldManager=t", ap, ctype="application/apply-patch+yaml")
+    eq((st, o["data"]), (200, {"k": "v", "other": "x"}), "apply keeps what others set")
     st, o, _ = k.req("PATCH", "/api/v1/namespaces/api/configmaps/applied", ap, ctype="application/apply-patch+yaml")
     eq(st, 400, "apply without fieldManager")
 
@@ -538,7 +542,7 @@ def t_ttl_orphan():
 
 def t_replacement():
     ns("j12")
-    slow = "trap 'sleep 2; exit 1' TERM; while :; do sleep 0.1; done"
+    slow = "trap 'sleep 4; exit 1' TERM; while :; do sleep 0.1; done"
     for policy in ("Failed", "TerminatingOrFailed"):
         name = "rp-" + policy.lower()
         job(name, "j12", ["/bin/sh", "-c", slow], podReplacementPolicy=policy, backoffLimit=3,
@@ -547,10 +551,8 @@ def t_replacement():
         time.sleep(0.3)
         k.ok("DELETE", "/api/v1/namespaces/j12/pods/" + p["metadata"]["name"], want=(202,))
         if policy == "Failed":
-            time.sleep(1.0)
-            j = get_job("j12", name)
+            k.wait(lambda: get_job("j12", name)["status"].get("terminating") == 1, 3, "terminating: 1")
             eq(len(pods_of("j12", name)), 1, "no replacement while the pod terminates (Failed)")
-            eq(j["status"].get("terminating"), 1, "terminating")
             one_pod("j12", name, lambda x: x["metadata"]["name"] != p["metadata"]["name"], 20)
             k.wait(lambda: get_job("j12", name)["status"].get("failed") == 1, 10, "failed counted")
         else:

@@ -28,6 +28,7 @@ class Ops:
         self.schemas = schemas
         self.stats = stats
         self.lock = store.lock
+        self.applied = {}  # (key, uid, fieldManager, sub) -> the paths that manager applied last
 
     # ---- helpers ----
     def res_of(self, obj):
@@ -452,9 +453,18 @@ class Ops:
                     if sub:
                         raise not_found(res, name)
                     applied.setdefault("metadata", {})["name"] = name
-                    return self.create(res, ns, applied, dry_run, field_validation), True
+                    out = self.create(res, ns, applied, dry_run, field_validation)
+                    if not dry_run:
+                        self.applied[(res.key, out["metadata"]["uid"], field_manager, None)] = P.applied_paths(applied)
+                    return out, True
                 merged = P.strategic_merge(old, applied, apply_mode=True)
-                return self._patched(res, old, merged, applied, sub, dry_run, field_validation), False
+                akey = (res.key, old["metadata"].get("uid"), field_manager, sub)
+                now_paths = P.applied_paths(applied)
+                merged = P.prune_unapplied(merged, self.applied.get(akey, set()), now_paths)
+                out = self._patched(res, old, merged, applied, sub, dry_run, field_validation)
+                if not dry_run:
+                    self.applied[akey] = now_paths
+                return out, False
             if old is None:
                 raise not_found(res, name)
             try:

@@ -209,3 +209,60 @@ def _merge_list(field, cur, patch, apply_mode):
         else:
             out[idx] = strategic_merge(out[idx], item, apply_mode)
     return out
+
+
+# ---- server-side apply: the fields a manager applied ----
+def applied_paths(obj, path=()):
+    """The leaf paths of an applied configuration: map keys, list items of
+    lists with a merge key as ("=", key, value), other lists as leaves."""
+    out = set()
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            p = path + (k,)
+            if isinstance(v, dict) and v:
+                out |= applied_paths(v, p)
+            elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v) and _merge_key(k, v):
+                mk = _merge_key(k, v)
+                for it in v:
+                    ip = p + (("=", mk, it.get(mk)),)
+                    out.add(ip)
+                    out |= applied_paths({kk: vv for kk, vv in it.items() if kk != mk}, ip)
+            else:
+                out.add(p)
+    return out
+
+
+def remove_path(obj, path):
+    """Removes path (as applied_paths gives them) from obj when it is there."""
+    cur = obj
+    for i, part in enumerate(path):
+        last = i == len(path) - 1
+        if isinstance(part, tuple):
+            _, mk, val = part
+            if not isinstance(cur, list):
+                return
+            idx = next((j for j, x in enumerate(cur) if isinstance(x, dict) and x.get(mk) == val), None)
+            if idx is None:
+                return
+            if last:
+                cur.pop(idx)
+                return
+            cur = cur[idx]
+        else:
+            if not isinstance(cur, dict) or part not in cur:
+                return
+            if last:
+                del cur[part]
+                return
+            cur = cur[part]
+
+
+def prune_unapplied(merged, before, now):
+    """Fields the manager applied before and no longer applies are removed
+    (not those it still applies under them)."""
+    keep = ({("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")})
+    for p in sorted(before - now, key=len, reverse=True):
+        if p in keep or any(q[:len(p)] == p for q in now):
+            continue
+        remove_path(merged, p)
+    return merged
