@@ -26,6 +26,9 @@ VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.2", "gitCommit": "0
            "compiler": "gc", "platform": "linux/amd64"}
 
 
+MAX_BODY = 3 * 1024 * 1024  # the real server's default --max-request-bytes
+
+
 class Stats:
     def __init__(self):
         self.lock = threading.Lock()
@@ -194,6 +197,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
     wbufsize = 65536  # one write per answer (flushed after each request and each chunk)
     timeout = 600  # an idle keep-alive connection is closed after this
 
+    def handle_expect_100(self):
+        self.send_response_only(100)
+        self.end_headers()
+        self.wfile.flush()  # buffered: the client waits for it before it sends the body
+        return True
+
     def setup(self):
         super().setup()
         try:
@@ -261,11 +270,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     break
                 out += self.rfile.read(n)
                 self.rfile.readline(8)
-                if len(out) > 64 * 1024 * 1024:
+                if len(out) > MAX_BODY:
                     raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
             return out
         n = int(self.headers.get("Content-Length") or 0)
-        if n > 64 * 1024 * 1024:
+        if n > MAX_BODY:
             raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
         return self.rfile.read(n) if n else b""
 

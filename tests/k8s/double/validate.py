@@ -403,6 +403,13 @@ def semantic_causes(res, obj):
         out += pod_spec_causes(obj.get("spec"), "spec")
     elif res.kind == "Job":
         out += job_causes(obj)
+    elif res.kind in ("ConfigMap", "Secret"):
+        size = 0
+        for k in ("data", "binaryData"):
+            for key, v in (obj.get(k) or {}).items():
+                size += len(key) + len(v or "") * (3 / 4 if res.kind == "Secret" or k == "binaryData" else 1)
+        if size > 1048576:
+            out.append(cause("FieldValueTooLong", "[]", "Too long: must have at most 1048576 bytes"))
     elif res.kind == "PriorityClass":
         v = obj.get("value")
         if not isinstance(v, int):
