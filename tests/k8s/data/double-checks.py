@@ -511,6 +511,16 @@ def t_node_lost():
     assert any(t["key"] == "node.kubernetes.io/unreachable" and t["effect"] == "NoExecute" for t in n["spec"]["taints"]), n["spec"]
     c = wait_cond("j10", "nl", "Failed")
     k.ok("POST", "/_double/nodes/node-b/ready?value=true")
+    # a node deleted through the API: its pods go (PodGC)
+    k.ok("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-c", "labels": {"kubernetes.io/hostname": "node-c"}},
+                                   "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                                              "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                                              "conditions": [{"type": "Ready", "status": "True"}]}})
+    job("gc", "j10", ["/bin/sh", "-c", "exec sleep 30"], backoffLimit=0, pod={"nodeSelector": {"kubernetes.io/hostname": "node-c"}})
+    p = one_pod("j10", "gc", running)
+    k.ok("DELETE", "/api/v1/nodes/node-c")
+    c = wait_cond("j10", "gc", "Failed")
+    eq(c["reason"], "BackoffLimitExceeded", "the Job of a pod on a deleted node")
     # unschedulable: a pod that fits nowhere
     job("big", "j10", ["true"], pod={"containers": [{"name": "main", "image": "busybox", "command": ["true"],
                                                      "resources": {"limits": {"nvidia.com/gpu": "8"}}}]})
@@ -660,6 +670,21 @@ def t_gpus_limits():
     eq((st, e["message"]), (403, 'pods "pc" is forbidden: no PriorityClass with name nope was found'), "priority class")
 
 
+def t_deadline():
+    ns("j15")
+    job("dl", "j15", ["/bin/sh", "-c", "exec sleep 30"], activeDeadlineSeconds=1, pod={"terminationGracePeriodSeconds": 1})
+    c = wait_cond("j15", "dl", "Failed", 30)
+    eq((c["reason"], c["message"]), ("DeadlineExceeded", "Job was active longer than specified deadline"), "deadline")
+    eq([p["status"]["phase"] for p in pods_of("j15", "dl") if p["status"].get("phase") not in ("Failed", "Succeeded")], [],
+       "no pod left running")
+    # suspended time does not count: the deadline starts again on resume
+    job("dl2", "j15", ["/bin/sh", "-c", "sleep 1"], activeDeadlineSeconds=4, suspend=True)
+    wait_cond("j15", "dl2", "Suspended")
+    time.sleep(4.5)
+    k.ok("PATCH", "/apis/batch/v1/namespaces/j15/jobs/dl2", {"spec": {"suspend": False}}, ctype="application/merge-patch+json")
+    wait_cond("j15", "dl2", "Complete", 30)
+
+
 def main():
     for name, fn in [("discovery", t_discovery), ("crud, conflicts, not found, patches, apply", t_crud),
                      ("validation (422 / 400 Strict / immutable)", t_invalid),
@@ -673,7 +698,8 @@ def main():
            ("node NotReady; Unschedulable", t_node_lost), ("TTL after finished, orphaned pods", t_ttl_orphan),
            ("podReplacementPolicy Failed / TerminatingOrFailed", t_replacement),
            ("init containers, volumes, env, OnFailure restarts, previous logs, deletecollection", t_pod_features),
-           ("CustomResourceDefinitions", t_crd), ("GPUs, LimitRange, ResourceQuota, priority classes", t_gpus_limits)]
+           ("CustomResourceDefinitions", t_crd), ("GPUs, LimitRange, ResourceQuota, priority classes", t_gpus_limits),
+           ("activeDeadlineSeconds (suspended time does not count)", t_deadline)]
     ths = [threading.Thread(target=check, args=(n, f), daemon=True) for n, f in par]
     for t in ths:
         t.start()

@@ -210,6 +210,8 @@ class Controllers:
                     w["quota"].add(ns)
                 elif ev.key == "core/nodes":
                     w["sched"] = True
+                    if ev.type == "DELETED":
+                        w.setdefault("gone_nodes", set()).add(name)
                 elif ev.key == "core/namespaces" and m.get("deletionTimestamp") and ev.type != "DELETED":
                     self.terminating_ns.add(name)
                 if ev.type != "DELETED" and m.get("ownerReferences"):
@@ -253,6 +255,10 @@ class Controllers:
                     self.sync_job(job)
                 except ApiError as e:
                     self.app.stats.record_invalid("INTERNAL", "job controller %s/%s" % key, e.code, e.message)
+        for node in sorted(w.get("gone_nodes") or ()):
+            self.app.kubelets.node_lost(node)
+            with lock:
+                self.pod_gc(node)
         for key in sorted(w.get("orphans") or ()):
             with lock:
                 self.orphan_finalizer(key)
@@ -263,6 +269,27 @@ class Controllers:
             self._last_sched = time.monotonic()
             with lock:
                 self.scheduler.run_once()
+
+    def pod_gc(self, node):
+        """Pods bound to a node that no longer exists: Failed with
+        DisruptionTarget (DeletionByPodGC), deleted (as PodGC does)."""
+        pods = self.res("", "pods")
+        self.lost.pop(node, None)
+        for p in self.store.list("core/pods"):
+            if get_path(p, "spec", "nodeName") != node:
+                continue
+            ns, pn = p["metadata"]["namespace"], p["metadata"]["name"]
+            if get_path(p, "status", "phase") not in TERMINAL:
+                def fn(x):
+                    _pod_lost(x)
+                    for c in x["status"]["conditions"]:
+                        if c["type"] == "DisruptionTarget":
+                            c.update({"reason": "DeletionByPodGC", "message": "PodGC: node no longer exists"})
+                self.ops.mutate(pods, ns, pn, fn, status_only=True)
+            try:
+                self.ops.delete(pods, ns, pn, {"gracePeriodSeconds": 0})
+            except ApiError:
+                pass
 
     def orphan_finalizer(self, key):
         """A pod with the job-tracking finalizer whose Job is gone (or that
