@@ -586,7 +586,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if cont:
             try:
                 tok = json.loads(base64.urlsafe_b64decode(cont + "=" * (-len(cont) % 4)).decode())
-                at, start = int(tok["rv"]), tok["start"]
+                at, start = int(tok["rv"]), tuple(tok["start"])
+                if len(start) != 2:
+                    raise ValueError("start")
             except (ValueError, KeyError, TypeError):
                 raise bad_request("continue key is not valid: the continue token is not valid")
         else:
@@ -603,9 +605,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
             raise ApiError(410, "Expired", str(e))
         items = []
-        for k in sorted(snap):
-            o = snap[k]
-            key = "%s/%s" % k
+        for key in sorted(snap):
+            o = snap[key]
             if start is not None and key <= start:
                 continue
             if ns and o["metadata"].get("namespace") != ns:
@@ -616,7 +617,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if limit and len(items) > limit:
             rest = len(items) - limit
             items = items[:limit]
-            tok = dumps({"rv": rv, "start": items[-1][0]}).encode()
+            tok = dumps({"rv": rv, "start": list(items[-1][0])}).encode()
             lm["continue"] = base64.urlsafe_b64encode(tok).decode().rstrip("=")
             if not lreqs and not freqs:
                 lm["remainingItemCount"] = rest
