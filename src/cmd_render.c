@@ -167,97 +167,25 @@ static void ctx_close(render_ctx *c)
 
 /* ---- one job: its plan, the server's request, the executor's objects ---- */
 
-/* The strings an exec_request borrows. */
-typedef struct job_req {
-    exec_request q;
-    char **argv, **env;
-    size_t argc, n_env;
-    char *job_name, *spec_yaml;
-} job_req;
-
-/* Frees what a job_req owns (not the request's borrowed spec strings). */
-static void job_req_free(job_req *r)
-{
-    str_list_free(r->argv, r->argc);
-    str_list_free(r->env, r->n_env);
-    free(r->job_name);
-    free(r->spec_yaml);
-}
-
-/* Fills r as the server fills the request that prepares a queued job's
- * next attempt for a cluster engine (lib/server/ctl_run.c: build_command,
- * fill_request, fill_cluster): the resolved spec, the plan's shape (nodes,
- * GPUs per node), no placement yet (the GPU type, nodes and rack come with
- * the admission patch), paths as the spec writes them, and Kubernetes'
- * deadline as a backstop behind lathe's own: maxDuration + grace + 60 s. */
+/* The request the server makes to prepare a queued job's next attempt
+ * for a cluster engine (exec_job_req_init, as lib/server/ctl_run.c calls
+ * it): the resolved spec, the plan's shape (nodes, GPUs per node), no
+ * placement yet (the GPU type, nodes and rack come with the admission
+ * patch), paths as the spec writes them. */
 static void build_request(const render_ctx *c, const spec_job *job, const spec_job *resolved,
-                          const plan_result *plan, job_req *r)
+                          const plan_result *plan, exec_job_req *r)
 {
-    memset(r, 0, sizeof *r);
-    bool builtin = !(job->trainer.kind == TRAINER_COMMAND && job->trainer.n_command > 0);
-    r->spec_yaml = spec_job_to_yaml(resolved);
-    r->job_name = xasprintf("%s/%s", job->team, job->name);
-    if (builtin) { /* the engine runs its image's lathe on its own copy of the spec */
-        r->argc = 3;
-        r->argv = xcalloc(4, sizeof *r->argv);
-        r->argv[0] = xstrdup(c->k->lathe_path);
-        r->argv[1] = xstrdup("train");
-        r->argv[2] = xstrdup("spec.yaml");
-    } else {
-        r->argc = job->trainer.n_command;
-        r->argv = xcalloc(r->argc + 1, sizeof *r->argv);
-        for (size_t i = 0; i < r->argc; i++) r->argv[i] = xstrdup(job->trainer.command[i]);
-    }
-    r->n_env = job->trainer.n_env;
-    r->env = xcalloc(r->n_env + 1, sizeof *r->env);
-    for (size_t i = 0; i < r->n_env; i++)
-        r->env[i] = xasprintf("%s=%s", job->trainer.env[i].key, job->trainer.env[i].value);
-
-    exec_request *q = &r->q;
-    q->argv = r->argv;
-    q->argc = r->argc;
-    q->env = (const char *const *)r->env;
-    q->n_env = r->n_env;
-    q->attempt = c->a->attempt;
-    q->no_retry_codes = builtin ? EXEC_BUILTIN_NO_RETRY : NULL;
-    q->n_no_retry_codes = builtin ? 1 : 0;
     const plan_config *cfg = plan->found ? &plan->chosen : NULL;
-    int nnodes = cfg && cfg->nodes > 0 ? cfg->nodes : 1;
-    int per_node = cfg ? (cfg->gpus_per_node > 0 ? cfg->gpus_per_node : cfg->gpus) : 0;
-    double grace = job->timeout.grace_period > 0 ? job->timeout.grace_period : 120;
-
-    exec_contract *t = &q->contract;
-    t->job = r->job_name;
-    t->attempt = c->a->attempt;
-    t->base_model_path = resolved->base_model.path;
-    t->dataset_path = resolved->training_data.dataset_path;
-    t->lora_rank = resolved->lora.rank;
-    t->checkpoint_interval = resolved->checkpoint.enabled ? resolved->checkpoint.interval_steps : 0;
-    t->nnodes = nnodes;
-    t->node_rank = 0;
-    t->nproc_per_node = per_node > 0 ? per_node : 1;
-    t->master_addr = "127.0.0.1";
-    t->master_port = c->k->master_port;
-
-    exec_cluster_req *x = &q->cluster;
-    x->team = job->team;
-    x->name = job->name;
-    x->experiment = job->experiment;
-    x->image = job->trainer.image;
-    x->builtin = builtin;
-    x->spec_yaml = r->spec_yaml;
-    x->nnodes = nnodes;
-    x->gpus_per_node = per_node;
-    x->cpu = resolved->resources.cpu;
-    x->memory = resolved->resources.memory;
-    x->priority_class = job->priority_class;
-    if (!x->priority_class && c->cluster) {
+    exec_job_desc d = {.spec = resolved, .team = job->team, .name = job->name,
+                       .experiment = job->experiment, .priority_class = job->priority_class,
+                       .attempt = c->a->attempt, .program = c->k->lathe_path,
+                       .nnodes = cfg && cfg->nodes > 0 ? cfg->nodes : 1,
+                       .gpus_per_node = cfg ? (cfg->gpus_per_node > 0 ? cfg->gpus_per_node : cfg->gpus) : 0};
+    if (!d.priority_class && c->cluster) { /* as the server: the cluster's default class */
         const spec_priority_class *pc = spec_cluster_default_priority(c->cluster);
-        x->priority_class = pc ? pc->name : NULL;
+        d.priority_class = pc ? pc->name : NULL;
     }
-    x->checkpoint_pvc = job->checkpoint.pvc_name;
-    x->grace = grace;
-    if (job->timeout.max_duration > 0) x->max_duration = job->timeout.max_duration + grace + 60;
+    exec_job_req_init(r, &d);
 }
 
 /* Plans one job and appends its objects to items; returns its exit code. */
@@ -277,12 +205,12 @@ static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
                 c->a->cluster ? " --cluster " : "", c->a->cluster ? c->a->cluster : "");
     if (rc == LT_EXIT_OK) {
         spec_job *resolved = plan_resolved_job(&r, job);
-        job_req req;
+        exec_job_req req;
         build_request(c, job, resolved, &r, &req);
         json_t *objs = exec_k8s_objects(&req.q, c->k, true);
         json_array_extend(items, objs);
         json_decref(objs);
-        job_req_free(&req);
+        exec_job_req_free(&req);
         spec_job_free(resolved);
     }
     plan_result_free(&r);

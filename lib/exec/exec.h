@@ -140,6 +140,33 @@ typedef struct exec_request {
     exec_cluster_req cluster;  /* for cluster engines (k8s); ignored locally */
 } exec_request;
 
+/* The request of one attempt from the job's resolved spec, as the server
+ * and `lathe render` build it (exec_request.c): argv (the built-in trainer
+ * as `PROGRAM train SPEC_PATH`, or trainer.command), trainer.env, the
+ * contract's values from the spec (paths as written), and the cluster
+ * fields of the job itself (no placement). The caller adds folders, GPU
+ * ids, placement and local paths. */
+typedef struct exec_job_desc {
+    const spec_job *spec;       /* resolved (the plan's choices applied) */
+    int64_t job_id;             /* 0 = none (lathe render) */
+    const char *team, *name, *experiment, *priority_class;
+    int attempt;
+    const char *program;        /* the built-in trainer's argv[0]; NULL = "lathe" */
+    const char *spec_path;      /* the spec file it reads; NULL = "spec.yaml" */
+    int nnodes, gpus_per_node;  /* the plan's shape */
+    double prior_run;           /* seconds earlier attempts ran (against maxDuration) */
+} exec_job_desc;
+
+typedef struct exec_job_req {
+    exec_request q; /* points into the fields below and into the spec */
+    char **argv, **env;
+    size_t argc, n_env;
+    char *job_label, *spec_yaml;
+} exec_job_req;
+
+void exec_job_req_init(exec_job_req *r, const exec_job_desc *d);
+void exec_job_req_free(exec_job_req *r);
+
 /* The built-in trainer's "cannot succeed" exit codes (docs/trainer.md:
  * 2 = invalid model / data / job). */
 extern const int EXEC_BUILTIN_NO_RETRY[1];

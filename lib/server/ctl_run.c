@@ -130,30 +130,29 @@ static char *absolute_path(const ctl *c, const char *p)
     return p[0] == '/' ? xstrdup(p) : path_join(c->cwd, p);
 }
 
-/* The executor's request for the job's current attempt, and its launch. */
+/* The executor's request for the job's current attempt, and its launch:
+ * what exec_job_req_init makes of the spec, plus this server's folders,
+ * the GPUs it placed the job on and, for local trainers, absolute paths. */
 typedef struct launch {
-    char *dir, *spec_path, *ckpt_dir, *gpus, *dataset, *model, *job_name, *spec_yaml;
-    char **argv, **env;
-    size_t argc, n_env;
+    exec_job_req r;
+    char *dir, *spec_path, *ckpt_dir, *gpus, *dataset, *model;
     const char **nodes; /* the placed nodes, one per replica (cluster engines) */
     size_t n_nodes;
 } launch;
 
 static void launch_free(launch *l)
 {
+    exec_job_req_free(&l->r);
     free(l->dir);
     free(l->spec_path);
     free(l->ckpt_dir);
     free(l->gpus);
     free(l->dataset);
     free(l->model);
-    free(l->job_name);
-    free(l->spec_yaml);
     free(l->nodes);
-    str_list_free(l->argv, l->argc);
-    str_list_free(l->env, l->n_env);
 }
 
+/* The job's folder and the spec file of attempt `attempt` in it. */
 static bool write_spec(ctl *c, ctl_job *j, int attempt, launch *l, char *err, size_t errsz)
 {
     l->dir = ctl_job_dir(c, j->id);
@@ -165,8 +164,9 @@ static bool write_spec(ctl *c, ctl_job *j, int attempt, launch *l, char *err, si
     snprintf(name, sizeof name, "spec-%d.yaml", attempt);
     l->spec_path = path_join(l->dir, name);
     l->ckpt_dir = path_join(l->dir, "checkpoints");
-    l->spec_yaml = spec_job_to_yaml(j->spec);
-    int e = l->spec_yaml ? file_write_atomic(l->spec_path, l->spec_yaml, strlen(l->spec_yaml)) : EINVAL;
+    char *yaml = spec_job_to_yaml(j->spec);
+    int e = yaml ? file_write_atomic(l->spec_path, yaml, strlen(yaml)) : EINVAL;
+    free(yaml);
     if (e) snprintf(err, errsz, "%s: %s", l->spec_path, strerror(e));
     return e == 0;
 }
@@ -178,101 +178,53 @@ static bool cluster_engine(const ctl *c)
     return strcmp(c->be->name, "local") != 0;
 }
 
-static void build_command(ctl *c, ctl_job *j, launch *l)
+/* Where lathe's scheduler placed the job, for a cluster engine. */
+static void fill_placement(ctl *c, ctl_job *j, launch *l, exec_cluster_req *k)
 {
-    const spec_job *s = j->spec;
-    if (s->trainer.kind == TRAINER_COMMAND && s->trainer.n_command > 0) {
-        l->argc = s->trainer.n_command;
-        l->argv = xcalloc(l->argc + 1, sizeof *l->argv);
-        for (size_t i = 0; i < l->argc; i++) l->argv[i] = xstrdup(s->trainer.command[i]);
-    } else {
-        l->argc = 3;
-        l->argv = xcalloc(4, sizeof *l->argv);
-        l->argv[0] = xstrdup(c->s->cfg.trainer_program);
-        l->argv[1] = xstrdup("train");
-        l->argv[2] = xstrdup(l->spec_path);
-    }
-    l->n_env = s->trainer.n_env;
-    l->env = xcalloc(l->n_env + 1, sizeof *l->env);
-    for (size_t i = 0; i < l->n_env; i++)
-        l->env[i] = xasprintf("%s=%s", s->trainer.env[i].key, s->trainer.env[i].value);
-}
-
-/* What a cluster engine needs beyond the argv (exec_cluster_req). */
-static void fill_cluster(ctl *c, ctl_job *j, launch *l, exec_request *q)
-{
-    const spec_job *s = j->spec;
     const sched_cluster *sc = c->s->cluster.sched;
-    exec_cluster_req *k = &q->cluster;
-    k->job_id = j->id;
-    k->team = j->team;
-    k->name = j->name;
-    k->experiment = j->experiment;
-    k->image = s->trainer.image;
-    k->builtin = !(s->trainer.kind == TRAINER_COMMAND && s->trainer.n_command > 0);
-    k->spec_yaml = l->spec_yaml;
-    k->nnodes = j->shape.replicas > 0 ? j->shape.replicas : 1;
-    k->gpus_per_node = j->shape.per_replica;
-    k->cpu = s->resources.cpu;
-    k->memory = s->resources.memory;
-    k->priority_class = j->priority_class;
-    k->checkpoint_pvc = s->checkpoint.pvc_name;
-    k->grace = grace_of(j);
-    /* Kubernetes' own deadline is a backstop behind lathe's maxDuration,
-     * which stops the job gracefully (SIGTERM, checkpoint) first. */
-    if (j->shape.max_duration > 0) {
-        double left = j->shape.max_duration - j->prior_run;
-        k->max_duration = (left > 0 ? left : 0) + grace_of(j) + 60;
+    if (!sc || j->n_gpus <= 0) return;
+    int t = sc->nodes[sc->gpu_node[j->gpus[0]]].type;
+    k->gpu_type = sc->types[t].name;
+    k->gpu_product = srv_cluster_product(&c->s->cluster, t);
+    l->nodes = xcalloc((size_t)j->n_gpus, sizeof *l->nodes);
+    int last = -1;
+    for (int i = 0; i < j->n_gpus; i++) {
+        int node = sc->gpu_node[j->gpus[i]];
+        if (node == last) continue;
+        l->nodes[l->n_nodes++] = sc->nodes[node].name;
+        last = node;
     }
-    if (sc && j->n_gpus > 0) {
-        int t = sc->nodes[sc->gpu_node[j->gpus[0]]].type;
-        k->gpu_type = sc->types[t].name;
-        k->gpu_product = srv_cluster_product(&c->s->cluster, t);
-        l->nodes = xcalloc((size_t)j->n_gpus, sizeof *l->nodes);
-        int last = -1;
-        for (int i = 0; i < j->n_gpus; i++) {
-            int node = sc->gpu_node[j->gpus[i]];
-            if (node == last) continue;
-            l->nodes[l->n_nodes++] = sc->nodes[node].name;
-            last = node;
-        }
-        k->nodes = l->nodes;
-        k->n_nodes = l->n_nodes;
-        k->rack = srv_cluster_rack(&c->s->cluster, sc->gpu_node[j->gpus[0]]);
-        if (k->gpus_per_node <= 0) k->gpus_per_node = j->n_gpus;
-    }
+    k->nodes = l->nodes;
+    k->n_nodes = l->n_nodes;
+    k->rack = srv_cluster_rack(&c->s->cluster, sc->gpu_node[j->gpus[0]]);
+    if (k->gpus_per_node <= 0) k->gpus_per_node = j->n_gpus;
 }
 
-static void fill_request(ctl *c, ctl_job *j, launch *l, exec_request *q)
+/* Fills l->r.q for attempt `attempt` (written by write_spec). */
+static void fill_request(ctl *c, ctl_job *j, int attempt, launch *l)
 {
-    const spec_job *s = j->spec;
-    bool virt = false;
-    bool cluster = cluster_engine(c);
-    l->gpus = gpu_list(c, j->gpus, j->n_gpus, &virt);
-    l->dataset = cluster ? (s->training_data.dataset_path ? xstrdup(s->training_data.dataset_path) : NULL)
-                         : absolute_path(c, s->training_data.dataset_path);
-    l->model = cluster ? (s->base_model.path ? xstrdup(s->base_model.path) : NULL)
-                       : absolute_path(c, s->base_model.path);
-    l->job_name = xasprintf("%s/%s", j->team, j->name);
-    memset(q, 0, sizeof *q);
-    q->argv = l->argv;
-    q->argc = l->argc;
-    q->env = (const char *const *)l->env;
-    q->n_env = l->n_env;
+    exec_job_desc d = {.spec = j->spec, .job_id = j->id, .team = j->team, .name = j->name,
+                       .experiment = j->experiment, .priority_class = j->priority_class,
+                       .attempt = attempt, .program = c->s->cfg.trainer_program,
+                       .spec_path = l->spec_path, .nnodes = j->shape.replicas,
+                       .gpus_per_node = j->shape.per_replica, .prior_run = j->prior_run};
+    if (!d.priority_class && c->s->cluster.spec) { /* the class the scheduler gave it */
+        const spec_priority_class *pc = spec_cluster_default_priority(c->s->cluster.spec);
+        d.priority_class = pc ? pc->name : NULL;
+    }
+    exec_job_req_init(&l->r, &d);
+    exec_request *q = &l->r.q;
     q->job_dir = l->dir;
-    q->attempt = j->attempt;
-    bool builtin = !(s->trainer.kind == TRAINER_COMMAND && s->trainer.n_command > 0);
-    q->no_retry_codes = builtin ? EXEC_BUILTIN_NO_RETRY : NULL;
-    q->n_no_retry_codes = builtin ? 1 : 0;
     exec_contract *k = &q->contract;
-    k->job = l->job_name;
-    k->attempt = j->attempt;
-    k->spec_path = l->spec_path;
-    k->base_model_path = l->model;
-    k->dataset_path = l->dataset;
-    k->lora_rank = s->lora.rank;
+    bool virt = false;
+    l->gpus = gpu_list(c, j->gpus, j->n_gpus, &virt);
+    if (!cluster_engine(c)) {
+        l->dataset = absolute_path(c, j->spec->training_data.dataset_path);
+        l->model = absolute_path(c, j->spec->base_model.path);
+        k->dataset_path = l->dataset;
+        k->base_model_path = l->model;
+    }
     k->checkpoint_dir = l->ckpt_dir;
-    k->checkpoint_interval = s->checkpoint.enabled ? s->checkpoint.interval_steps : 0;
     k->gpus = l->gpus;
     k->virtual_gpus = virt;
     k->gpu_share = j->n_gpus > 0 ? (double)j->share / SCHED_SHARE_WHOLE : 0;
@@ -280,12 +232,8 @@ static void fill_request(ctl *c, ctl_job *j, launch *l, exec_request *q)
         const sched_cluster *sc = c->s->cluster.sched;
         k->gpu_memory_limit = k->gpu_share * sc->types[sc->nodes[sc->gpu_node[j->gpus[0]]].type].memory;
     }
-    k->nnodes = j->shape.replicas > 0 ? j->shape.replicas : 1;
-    k->node_rank = 0;
-    k->nproc_per_node = j->shape.per_replica > 0 ? j->shape.per_replica : 1;
-    k->master_addr = "127.0.0.1";
     k->master_port = 29500 + (int)(j->id % 20000);
-    fill_cluster(c, j, l, q);
+    fill_placement(c, j, l, &q->cluster);
 }
 
 void ctl_record_start(ctl *c, ctl_job *j, const char *pid_note)
@@ -343,10 +291,8 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
         launch_free(&l);
         return;
     }
-    build_command(c, j, &l);
-    exec_request q;
-    fill_request(c, j, &l, &q);
-    exec_rc rc = exec_start(c->be, &q, &j->h, err, sizeof err);
+    fill_request(c, j, j->attempt, &l);
+    exec_rc rc = exec_start(c->be, &l.r.q, &j->h, err, sizeof err);
     c->placed_stale = true;
     if (rc == EXEC_OK) {
         j->run_started = j->h->started_at > 0 ? j->h->started_at : now;
@@ -381,12 +327,8 @@ void ctl_prepare_queued(ctl *c, int budget)
         j->gpus = NULL;
         bool ok = write_spec(c, j, next, &l, err, sizeof err);
         if (ok) {
-            build_command(c, j, &l);
-            exec_request q;
-            fill_request(c, j, &l, &q);
-            q.attempt = next;
-            q.contract.attempt = next;
-            ok = exec_prepare(c->be, &q, err, sizeof err) == EXEC_OK;
+            fill_request(c, j, next, &l);
+            ok = exec_prepare(c->be, &l.r.q, err, sizeof err) == EXEC_OK;
         }
         j->n_gpus = saved_n;
         j->gpus = saved_g;

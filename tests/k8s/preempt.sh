@@ -25,9 +25,9 @@ submit "$T/urgent.yaml"; check "submit team-b's urgent job" $?
 wait_state urgent running 120; check "the urgent job runs" $?
 victim=
 for n in a1 a2 a3; do
-    "$LATHE" describe job $n 2>/dev/null | grep -qi "preempt" && victim=$n
+    "$LATHE" describe job $n 2>/dev/null | grep -q "preempted for urgent" && victim="$victim$n"
 done
-[ -n "$victim" ]; check "one of team-a's jobs was preempted ($victim)" $?
+[ -n "$victim" ] && [ ${#victim} -eq 2 ]; check "one of team-a's jobs was preempted ($victim)" $?
 wait_state urgent succeeded 240; check "the urgent job succeeded" $?
 for n in a1 a2 a3; do wait_state $n succeeded 400; check "$n succeeded" $?; done
 if [ -n "$victim" ]; then

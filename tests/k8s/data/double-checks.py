@@ -212,6 +212,19 @@ def t_select_page():
             break
     eq(got, ["m%d" % i for i in range(7)], "pages")
     eq(len(rvs), 1, "one resourceVersion for all pages")
+    ns("sel-b")
+    ns("sel.c")
+    for n in ("sel-b", "sel.c"):
+        k.ok("POST", "/api/v1/namespaces/%s/configmaps" % n, {"metadata": {"name": "x"}})
+    full = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in k.ok("GET", "/api/v1/configmaps")["items"]]
+    paged, cont = [], None
+    for _ in range(100):
+        page = k.ok("GET", "/api/v1/configmaps" + q(limit=2, **({"continue": cont} if cont else {})))
+        paged += [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in page["items"]]
+        cont = page["metadata"].get("continue")
+        if not cont:
+            break
+    eq(paged, full, "pages across namespaces")
     page = k.ok("GET", "/api/v1/namespaces/sel/configmaps" + q(limit=2))
     k.ok("POST", "/_double/compact")
     st, e, _ = k.get("/api/v1/namespaces/sel/configmaps" + q(limit=2, **{"continue": page["metadata"]["continue"]}))
