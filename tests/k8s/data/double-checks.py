@@ -666,7 +666,8 @@ def t_gpus_limits():
     p2 = one_pod("j14", "g2", running)
     p1 = one_pod("j14", "g1", running)
     eq(p2["spec"]["containers"][0]["resources"]["requests"], {"nvidia.com/gpu": "2", "cpu": "1", "memory": "4Gi"}, "LimitRange defaults")
-    k.wait(lambda: k.get("/api/v1/namespaces/j14/pods/%s/log" % p1["metadata"]["name"])[1], 10, "g1's log")
+    for p in (p1, p2):
+        k.wait(lambda: k.get("/api/v1/namespaces/j14/pods/%s/log" % p["metadata"]["name"])[1].strip(), 10, "the GPU list in the log")
     devs = [k.get("/api/v1/namespaces/j14/pods/%s/log" % p["metadata"]["name"])[1].strip() for p in (p2, p1)]
     got = sorted(int(x) for d in devs for x in d.split(b","))
     eq(len(got), 3, "three GPUs allotted (%s)" % devs)
