@@ -253,7 +253,7 @@ static void print_items(const json_t *items, bool as_json)
         free(s);
         json_decref(list);
     } else {
-        char *y = k8s_to_yaml(items);
+        char *y = spec_json_to_yaml(items, true);
         fputs(y, stdout);
         free(y);
     }

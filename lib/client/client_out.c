@@ -1,7 +1,8 @@
 /* client_out.c: how the client commands print: JSON as indented JSON or as
- * YAML (libyaml's emitter), aligned tables, times and ages, progress bars.
+ * YAML (spec_json_to_yaml), aligned tables, times and ages, progress bars.
  */
 #include "client.h"
+#include "spec/spec.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -9,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <yaml.h>
 
 /* ---- JSON accessors ---- */
 
@@ -34,137 +34,9 @@ long long client_int(const json_t *o, const char *key, long long fallback)
 
 /* ---- YAML ---- */
 
-typedef struct yout {
-    yaml_emitter_t em;
-    sb text;
-    bool failed;
-} yout;
-
-static int yout_write(void *data, unsigned char *buf, size_t size)
-{
-    sb_putn(&((yout *)data)->text, (const char *)buf, size);
-    return 1;
-}
-
-static void yemit(yout *y, yaml_event_t *ev)
-{
-    if (!y->failed && !yaml_emitter_emit(&y->em, ev)) y->failed = true;
-}
-
-/* True when a YAML reader would take s as something other than a string
- * (a number, a boolean, null) or could not read it plain. */
-static bool needs_quotes(const char *s)
-{
-    static const char *const words[] = {"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"};
-    if (!*s) return true;
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (str_ieq(s, words[i])) return true;
-    char *end;
-    strtod(s, &end);
-    if (*end == 0) return true;
-    return strchr("-?:,[]{}#&*!|>'\"%@` ", s[0]) != NULL || strstr(s, ": ") || strstr(s, " #") ||
-           s[strlen(s) - 1] == ' ' || s[strlen(s) - 1] == ':';
-}
-
-static void yscalar(yout *y, const char *v, bool plain)
-{
-    yaml_event_t ev;
-    yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)v, (int)strlen(v), 1, 1,
-                                 plain ? YAML_PLAIN_SCALAR_STYLE : YAML_DOUBLE_QUOTED_SCALAR_STYLE);
-    yemit(y, &ev);
-}
-
-/* The shortest text of d that reads back as d. */
-static void number_text(char *buf, size_t n, double d)
-{
-    if (d == floor(d) && fabs(d) < 1e15) {
-        snprintf(buf, n, "%.1f", d);
-        return;
-    }
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, n, "%.*g", p, d);
-        if (strtod(buf, NULL) == d) return;
-    }
-}
-
-static void yvalue(yout *y, const json_t *v);
-
-static void ymapping(yout *y, const json_t *v)
-{
-    yaml_event_t ev;
-    yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE);
-    yemit(y, &ev);
-    const char *k;
-    const json_t *x;
-    json_object_foreach((json_t *)v, k, x) {
-        yscalar(y, k, !needs_quotes(k));
-        yvalue(y, x);
-    }
-    yaml_mapping_end_event_initialize(&ev);
-    yemit(y, &ev);
-}
-
-static void ysequence(yout *y, const json_t *v)
-{
-    yaml_event_t ev;
-    yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
-                                         json_array_size(v) ? YAML_BLOCK_SEQUENCE_STYLE
-                                                            : YAML_FLOW_SEQUENCE_STYLE);
-    yemit(y, &ev);
-    size_t i;
-    const json_t *x;
-    json_array_foreach(v, i, x) yvalue(y, x);
-    yaml_sequence_end_event_initialize(&ev);
-    yemit(y, &ev);
-}
-
-static void yvalue(yout *y, const json_t *v)
-{
-    char buf[64];
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: ymapping(y, v); break;
-    case JSON_ARRAY: ysequence(y, v); break;
-    case JSON_STRING: {
-        const char *s = json_string_value(v);
-        yscalar(y, s, !needs_quotes(s));
-        break;
-    }
-    case JSON_INTEGER:
-        snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        yscalar(y, buf, true);
-        break;
-    case JSON_REAL: number_text(buf, sizeof buf, json_real_value(v)); yscalar(y, buf, true); break;
-    case JSON_TRUE: yscalar(y, "true", true); break;
-    case JSON_FALSE: yscalar(y, "false", true); break;
-    case JSON_NULL: yscalar(y, "null", true); break;
-    }
-}
-
 char *client_json_to_yaml(const json_t *v)
 {
-    yout y = {.failed = false};
-    sb_init(&y.text);
-    yaml_emitter_initialize(&y.em);
-    yaml_emitter_set_output(&y.em, yout_write, &y);
-    yaml_emitter_set_unicode(&y.em, 1);
-    yaml_emitter_set_width(&y.em, 120);
-    yaml_event_t ev;
-    yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
-    yemit(&y, &ev);
-    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
-    yemit(&y, &ev);
-    yvalue(&y, v);
-    yaml_document_end_event_initialize(&ev, 1);
-    yemit(&y, &ev);
-    yaml_stream_end_event_initialize(&ev);
-    yemit(&y, &ev);
-    yaml_emitter_flush(&y.em);
-    yaml_emitter_delete(&y.em);
-    if (y.failed) {
-        sb_free(&y.text);
-        return xstrdup("# (this value could not be written as YAML)\n");
-    }
-    return sb_take(&y.text);
+    return spec_json_to_yaml(v, false);
 }
 
 void client_print_json(const json_t *v, FILE *f)

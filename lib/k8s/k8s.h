@@ -18,10 +18,9 @@
  *                  Service of a multi-node job) and of a cluster's setup
  *                  (Namespaces, ResourceQuotas, LimitRanges,
  *                  PriorityClasses, PVCs); pure functions of their inputs
- *   k8s_yaml.c     JSON values printed as YAML documents (`-o yaml`)
  *
  * JSON is jansson's json_t throughout; YAML is read with libyaml through
- * lib/spec's layer. Nothing here knows lathe's store, scheduler or
+ * lib/spec's layer and printed with spec_json_to_yaml. Nothing here knows lathe's store, scheduler or
  * executor: lib/exec/exec_k8s.c builds the Kubernetes executor on this.
  * Depends on base and spec only.
  */
@@ -309,10 +308,5 @@ json_t *k8s_render_cluster(const spec_cluster *c, const spec_k8s *k);
 void k8s_quantity_cpu(double cores, char *out, size_t outsz);
 void k8s_quantity_bytes(double bytes, char *out, size_t outsz);
 
-/* ---- output (k8s_yaml.c) ---- */
-/* objs (one object or an array of them) as YAML documents separated by
- * "---", keys in the objects' order, strings quoted where YAML would read
- * them as something else. Caller frees. */
-char *k8s_to_yaml(const json_t *objs);
 
 #endif

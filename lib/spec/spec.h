@@ -18,6 +18,7 @@
 
 #include "base/base.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -310,6 +311,13 @@ char *spec_job_to_json(const spec_job *j);
 
 /* Cluster lookups. */
 const spec_gpu_type *spec_cluster_gpu_type(const spec_cluster *c, const char *name);
+/* A JSON value as YAML (libyaml's emitter; spec_json_yaml.c): keys in the
+ * objects' order, strings quoted where a YAML reader would take them for
+ * something else, multi-line strings as literal blocks. documents: an array
+ * is one document per item, each after "---" (Kubernetes manifests);
+ * otherwise the value is one document without a "---". Caller frees. */
+char *spec_json_to_yaml(const json_t *v, bool documents);
+
 /* Removes every node (a cluster engine lists its own). */
 void spec_cluster_clear_nodes(spec_cluster *c);
 const spec_team *spec_cluster_team(const spec_cluster *c, const char *name);

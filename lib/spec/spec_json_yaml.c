@@ -1,6 +1,6 @@
-/* k8s_yaml.c: JSON values (jansson) printed as YAML documents, for
- * `lathe render -o yaml` and anything else that shows Kubernetes objects to
- * people. libyaml's emitter writes the text; this file only walks the
+/* spec_json_yaml.c: JSON values (jansson) printed as YAML, the one printer
+ * of lathe's `-o yaml` (the client commands, `lathe render`). libyaml's
+ * emitter writes the text; this file only walks the
  * value and chooses each scalar's style:
  *   - strings stay strings: a string a YAML 1.1 or 1.2 reader would take
  *     for a number, boolean, null, timestamp or merge key ("4", "500m",
@@ -14,7 +14,7 @@
  *   - keys keep the object's order (jansson keeps insertion order);
  *     empty objects and arrays are written {} and [].
  */
-#include "k8s.h"
+#include "spec.h"
 
 #include "base/base.h"
 
@@ -158,18 +158,18 @@ static void value(yout *y, const json_t *v)
     }
 }
 
-/* One document: "---" then the value. */
-static void document(yout *y, const json_t *obj)
+/* One document: "---" (unless implicit) then the value. */
+static void document(yout *y, const json_t *obj, int implicit)
 {
     yaml_event_t ev;
-    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 0);
+    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, implicit);
     emit(y, &ev);
     value(y, obj);
     yaml_document_end_event_initialize(&ev, 1);
     emit(y, &ev);
 }
 
-char *k8s_to_yaml(const json_t *objs)
+char *spec_json_to_yaml(const json_t *objs, bool documents)
 {
     if (!objs) return xstrdup("");
     yout y;
@@ -183,12 +183,12 @@ char *k8s_to_yaml(const json_t *objs)
     yaml_event_t ev;
     yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
     emit(&y, &ev);
-    if (json_is_array(objs)) {
+    if (documents && json_is_array(objs)) {
         size_t i;
         const json_t *o;
-        json_array_foreach(objs, i, o) document(&y, o);
+        json_array_foreach(objs, i, o) document(&y, o, 0);
     } else {
-        document(&y, objs);
+        document(&y, objs, !documents);
     }
     yaml_stream_end_event_initialize(&ev);
     emit(&y, &ev);

@@ -200,7 +200,7 @@ static void test_yaml(void **state)
     assert_non_null(strstr(y, "loss: 2.5\n"));
     assert_non_null(strstr(y, "exit: null\n"));
     assert_non_null(strstr(y, "ok: true\n"));
-    assert_non_null(strstr(y, "- \"b: c\"\n"));
+    assert_true(strstr(y, "- \"b: c\"\n") || strstr(y, "- 'b: c'\n")); /* quoted either way */
     assert_int_equal(yaml_scalars(y), 18);
     free(y);
     json_decref(v);

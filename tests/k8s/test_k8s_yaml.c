@@ -1,4 +1,4 @@
-/* test_k8s_yaml.c: k8s_to_yaml round trips. JSON values (hostile strings
+/* test_k8s_yaml.c: Kubernetes manifests as YAML (spec_json_to_yaml) round trips. JSON values (hostile strings
  * that look like numbers, booleans, nulls, timestamps, indicators, block
  * text; numbers; empty and nested collections; rendered Jobs) are emitted
  * as YAML, read back with lib/spec's libyaml layer (spec_yaml_parse), each
@@ -128,7 +128,7 @@ static void pyyaml_check(const char *y, const json_t *v, bool docs)
 
 static void round_trip(const json_t *v, bool docs)
 {
-    char *y = k8s_to_yaml(v);
+    char *y = spec_json_to_yaml(v, true);
     pyyaml_check(y, v, docs);
     spec_ystream s;
     diag_list d;
@@ -209,7 +209,7 @@ static void test_documents(void **state)
 {
     (void)state;
     json_t *docs = json_pack("[{s:s}, {s:i}, {s:[s]}]", "kind", "Service", "a", 1, "b", "c");
-    char *y = k8s_to_yaml(docs);
+    char *y = spec_json_to_yaml(docs, true);
     /* each document starts with --- */
     size_t n = 0;
     for (const char *p = y; (p = strstr(p, "---")); p += 3) n++;
@@ -221,16 +221,16 @@ static void test_documents(void **state)
 
     /* one object: one document; an empty array: nothing */
     json_t *one = json_pack("{s:s}", "kind", "Job");
-    y = k8s_to_yaml(one);
+    y = spec_json_to_yaml(one, true);
     assert_string_equal(y, "---\nkind: Job\n");
     free(y);
     json_decref(one);
     json_t *none = json_array();
-    y = k8s_to_yaml(none);
+    y = spec_json_to_yaml(none, true);
     assert_string_equal(y, "");
     free(y);
     json_decref(none);
-    y = k8s_to_yaml(NULL);
+    y = spec_json_to_yaml(NULL, true);
     assert_string_equal(y, "");
     free(y);
 }
@@ -242,7 +242,7 @@ static void test_key_order_and_block_text(void **state)
     json_object_set_new(o, "zeta", json_integer(1));
     json_object_set_new(o, "alpha", json_integer(2));
     json_object_set_new(o, "spec", json_string("apiVersion: lathe/v1\nkind: LoRATrainingJob\n"));
-    char *y = k8s_to_yaml(o);
+    char *y = spec_json_to_yaml(o, true);
     const char *z = strstr(y, "zeta"), *a = strstr(y, "alpha");
     assert_true(z && a && z < a);
     assert_non_null(strstr(y, "spec: |\n  apiVersion: lathe/v1\n  kind: LoRATrainingJob\n"));
