@@ -130,6 +130,24 @@ static void use_free(void *p)
     free(u);
 }
 
+/* Drops the tracks of Jobs deleted more than TRACK_KEEP seconds ago: no
+ * attempt looks at them any more (an ended attempt's handle is released
+ * long before), and a server that runs for months must not keep them all. */
+#define TRACK_KEEP 600.0
+static void sweep_tracks(k8s_backend *kb, double now)
+{
+    for (size_t i = 0; i < kb->tracks.cap;) {
+        k8s_track *t = kb->tracks.e[i].key ? kb->tracks.e[i].val : NULL;
+        if (t && t->gone && now - t->gone_at > TRACK_KEEP) {
+            char *key = xstrdup(kb->tracks.e[i].key);
+            track_free(kmap_del(&kb->tracks, key));
+            free(key);
+            continue; /* the slot now holds the next entry of its run */
+        }
+        i++;
+    }
+}
+
 static void on_job(void *ud, k8s_event_type type, const json_t *obj)
 {
     k8s_backend *kb = ud;
@@ -140,6 +158,8 @@ static void on_job(void *ud, k8s_event_type type, const json_t *obj)
     t->job = NULL;
     if (type == K8S_DELETED) {
         t->gone = true;
+        t->gone_at = now_s();
+        if (++kb->deletions % 256 == 0) sweep_tracks(kb, t->gone_at);
     } else {
         t->job = json_deep_copy(obj);
         t->seen = true;

@@ -55,6 +55,7 @@ void *kmap_del(kmap *m, const char *key);
 typedef struct k8s_track {
     json_t *job;     /* newest state; NULL before it was seen and after deletion */
     bool seen, gone; /* seen once; deleted since */
+    double gone_at;  /* when the deletion was seen (the track is dropped a while later) */
     kmap pods;       /* pod name -> json_t * (the last state; kept after deletion) */
     kmap pods_gone;  /* pod name -> (void *)1 once deleted */
 } k8s_track;
@@ -78,6 +79,7 @@ typedef struct k8s_backend {
     kmap uses;               /* "ns/pod" -> k8s_pod_use * (non-terminal pods on a node) */
     kmap node_objs;          /* node name -> json_t * */
     uint64_t nodes_version;
+    uint64_t deletions;      /* Job deletions seen: every so many, old tracks are dropped */
     bool synced[3];          /* jobs, pods, nodes */
     char why[320];           /* why not synced */
 } k8s_backend;
