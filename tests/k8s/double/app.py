@@ -142,7 +142,10 @@ class App:
         self._listen(self.args.port)
         self._bootstrap()
         self.controllers.start()
-        self.kubelets.start()
+        if self.args.kubelet == "run":
+            self.kubelets.start()
+        else:
+            self.ops.no_kubelet = True
         url = "%s://127.0.0.1:%d" % (scheme, self.port)
         self._write_files(url, token, pki)
         print("kube-double: listening on %s" % url, flush=True)
@@ -346,6 +349,8 @@ def parse_args(argv):
     p.add_argument("--node-loss-delay", type=float, default=0.0)
     p.add_argument("--job-backoff", type=float, default=1.0,
                    help="seconds before a Job replaces a failed pod (the real one: 10s, doubling)")
+    p.add_argument("--kubelet", choices=("run", "none"), default="run",
+                   help="none: pods are scheduled (bound) but never run, and deleted at once")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

@@ -174,6 +174,7 @@ class Controllers:
                                if TRACKING in (p["metadata"].get("finalizers") or []))
             self.pending = set((p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.list("core/pods")
                                if _is_pending(p))
+            self.scheduler.reset()
         return w
 
     def event_work(self, events):
@@ -191,6 +192,7 @@ class Controllers:
                         for ref in (src or {}).get("metadata", {}).get("ownerReferences") or []:
                             if ref.get("kind") == "Job":
                                 w["jobs"].add((ns, ref.get("name")))
+                    self.scheduler.observe(o, ev.type == "DELETED")
                     was = ev.prev is not None and _is_pending(ev.prev)
                     now_p = ev.type != "DELETED" and _is_pending(o)
                     if now_p:
@@ -268,7 +270,7 @@ class Controllers:
         if w["sched"] and self.pending:
             self._last_sched = time.monotonic()
             with lock:
-                self.scheduler.run_once()
+                self.scheduler.run_once(sorted(self.pending))
 
     def pod_gc(self, node):
         """Pods bound to a node that no longer exists: Failed with

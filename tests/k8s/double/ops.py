@@ -29,6 +29,7 @@ class Ops:
         self.stats = stats
         self.lock = store.lock
         self.applied = {}  # (key, uid, fieldManager, sub) -> the paths that manager applied last
+        self.no_kubelet = False  # --kubelet none: no graceful pod deletion (nothing would finish it)
 
     # ---- helpers ----
     def res_of(self, obj):
@@ -521,7 +522,7 @@ class Ops:
             if res.kind == "Pod":
                 if grace is None:
                     grace = get_path(obj, "spec", "terminationGracePeriodSeconds", default=30)
-                if not get_path(obj, "spec", "nodeName") or get_path(obj, "status", "phase") in TERMINAL:
+                if not get_path(obj, "spec", "nodeName") or get_path(obj, "status", "phase") in TERMINAL or self.no_kubelet:
                     grace = 0
                 grace = max(0, int(grace))
             else:

@@ -70,10 +70,20 @@ def node_affinity_match(pod, node):
     return True
 
 
+_REQ_CACHE = {}  # pod uid -> its requests (a pod's resources never change)
+
+
 def pod_request(pod):
     from .ops import pod_requests
-    r = pod_requests(pod)
-    return {k: v for k, v in r.items() if not k.startswith("limits:")}
+    uid = pod["metadata"].get("uid")
+    r = _REQ_CACHE.get(uid)
+    if r is None:
+        r = {k: v for k, v in pod_requests(pod).items() if not k.startswith("limits:")}
+        if uid:
+            if len(_REQ_CACHE) > 200000:
+                _REQ_CACHE.clear()
+            _REQ_CACHE[uid] = r
+    return r
 
 
 def node_ready(node):
@@ -84,9 +94,36 @@ def node_ready(node):
 
 
 class Scheduler:
+    """Keeps the requests bound to each node up to date from the pod events
+    (observe), and places the pending pods the control loop hands it."""
+
     def __init__(self, app):
         self.app = app
         self.ops = app.ops
+        self.used = {}  # node -> {resource: amount} of its non-terminal pods
+        self.accounted = {}  # pod uid -> (node, requests)
+
+    def reset(self):
+        self.used, self.accounted = {}, {}
+        for p in self.app.store.list("core/pods"):
+            self.observe(p)
+
+    def observe(self, pod, deleted=False):
+        uid = pod["metadata"].get("uid")
+        node = get_path(pod, "spec", "nodeName")
+        live = node and not deleted and get_path(pod, "status", "phase") not in TERMINAL
+        had = self.accounted.get(uid)
+        if live and had is None:
+            req = pod_request(pod)
+            self.accounted[uid] = (node, req)
+            u = self.used.setdefault(node, {})
+            for k, v in req.items():
+                u[k] = u.get(k, 0) + v
+        elif not live and had is not None:
+            del self.accounted[uid]
+            u = self.used.setdefault(had[0], {})
+            for k, v in had[1].items():
+                u[k] = u.get(k, 0) - v
 
     def bind(self, pod, node_name):
         pods = self.app.registry.get("", "v1", "pods")
@@ -102,11 +139,15 @@ class Scheduler:
         self.app.controllers.event(pod, "Normal", "Scheduled", "Successfully assigned %s/%s to %s" % (
             pod["metadata"]["namespace"], pod["metadata"]["name"], node_name), "default-scheduler")
 
-    def run_once(self):
+    def run_once(self, pending_keys=None):
         store = self.app.store
         pods_res = self.app.registry.get("", "v1", "pods")
         with store.lock:
-            pending = [p for p in store.list("core/pods")
+            if pending_keys is None:
+                cand = store.list("core/pods")
+            else:
+                cand = [p for p in (store.get("core/pods", ns, n) for ns, n in pending_keys) if p is not None]
+            pending = [p for p in cand
                        if not get_path(p, "spec", "nodeName") and not p["metadata"].get("deletionTimestamp")
                        and get_path(p, "status", "phase") == "Pending"
                        and get_path(p, "spec", "schedulerName", default="default-scheduler") == "default-scheduler"
@@ -114,12 +155,7 @@ class Scheduler:
             if not pending:
                 return
             nodes = sorted(store.list("core/nodes"), key=lambda n: n["metadata"]["name"])
-            used = {n["metadata"]["name"]: {} for n in nodes}
-            for p in store.list("core/pods"):
-                nn = get_path(p, "spec", "nodeName")
-                if nn in used and get_path(p, "status", "phase") not in TERMINAL:
-                    for k, v in pod_request(p).items():
-                        used[nn][k] = used[nn].get(k, 0) + v
+            used = self.used
             pending.sort(key=lambda p: (-(get_path(p, "spec", "priority") or 0), p["metadata"].get("creationTimestamp", ""),
                                         p["metadata"]["name"]))
             for pod in pending:
@@ -127,17 +163,17 @@ class Scheduler:
                 reasons = {}
                 chosen = None
                 for n in nodes:
-                    why = self._misfit(pod, req, n, used[n["metadata"]["name"]])
+                    why = self._misfit(pod, req, n, used.get(n["metadata"]["name"]) or {})
                     if not why:
                         chosen = n
                         break
                     for w in why:
                         reasons[w] = reasons.get(w, 0) + 1
                 if chosen is not None:
-                    nn = chosen["metadata"]["name"]
-                    for k, v in req.items():
-                        used[nn][k] = used[nn].get(k, 0) + v
-                    self.bind(pod, nn)
+                    self.bind(pod, chosen["metadata"]["name"])
+                    bound = store.get("core/pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+                    if bound is not None:
+                        self.observe(bound)
                     continue
                 if not nodes:
                     msg = "no nodes available to schedule pods"

@@ -599,7 +599,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 except ValueError:
                     raise bad_request("invalid resourceVersion")
         try:
-            snap, rv = app.store.snapshot(res.key, at)
+            snap, rv = app.store.snapshot(res.key, at, ns)
         except Expired as e:
             if cont:
                 raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")

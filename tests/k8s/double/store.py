@@ -115,10 +115,14 @@ class Store:
                 return list(d.values()) if d else []
             return list(self.objs[key].values())
 
-    def snapshot(self, key, at_rv=None):
-        """{(ns, name): obj} of key at resourceVersion at_rv (None = now)."""
+    def snapshot(self, key, at_rv=None, ns=None):
+        """{(ns, name): obj} of key (in namespace ns, or all) at resourceVersion
+        at_rv (None = now)."""
         with self.lock:
-            cur = dict(self.objs[key])
+            if ns:
+                cur = {(ns, n): o for n, o in (self.by_ns[key].get(ns) or {}).items()}
+            else:
+                cur = dict(self.objs[key])
             if at_rv is not None and at_rv < self.compacted:
                 raise Expired(at_rv, self.compacted)
             if at_rv is None or at_rv >= self.rv:
@@ -129,6 +133,8 @@ class Store:
                 if ev.key != key:
                     continue
                 k = _okey(ev.obj)
+                if ns and k[0] != ns:
+                    continue
                 if ev.type == "ADDED":
                     cur.pop(k, None)
                 else:

@@ -8,7 +8,7 @@ import re
 import threading
 import time
 
-_rand = random.SystemRandom()
+_rand = random.Random(int.from_bytes(__import__("os").urandom(16), "big"))  # names, not secrets
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of apimachinery's rand.String
 
 
