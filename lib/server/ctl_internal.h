@@ -84,6 +84,8 @@ typedef struct ctl_job {
     ctl_stop_why stop;
     bool term_sent;
     bool seen;           /* reload: still active in the store */
+    char *pod_wait;      /* the engine's words for why the running attempt's trainer has
+                            not started (exec_status.waiting), as last recorded; NULL = none */
     int prepared;        /* the attempt number the engine prepared (exec_prepare); 0 = none */
     int prepare_failed;  /* the attempt number whose preparation failed */
 } ctl_job;

@@ -24,6 +24,7 @@ void ctl_job_free(ctl_job *j)
     free(j->priority_class);
     spec_file_free(&j->spec_file);
     free(j->reason);
+    free(j->pod_wait);
     exec_release(j->h);
     free(j->gpus);
     free(j);

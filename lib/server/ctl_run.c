@@ -490,6 +490,24 @@ static void record_checkpoint(ctl *c, ctl_job *j, const exec_checkpoint *k, doub
     free(data);
 }
 
+/* The engine says why the attempt's trainer has not started (pods
+ * pending: "Unschedulable: 0/3 nodes are available: ..."), or that it has:
+ * the job's wait reason and an event, each time the words change. */
+static void record_waiting(ctl *c, ctl_job *j, const char *waiting)
+{
+    const char *now_w = waiting && *waiting ? waiting : NULL;
+    if ((!now_w && !j->pod_wait) || (now_w && j->pod_wait && strcmp(now_w, j->pod_wait) == 0)) return;
+    char msg[320];
+    if (now_w) snprintf(msg, sizeof msg, "attempt %d waits: %s", j->attempt, now_w);
+    else snprintf(msg, sizeof msg, "attempt %d: its trainer runs", j->attempt);
+    store_event ev = {.actor = "executor", .type = now_w ? "pending" : "running", .message = msg};
+    store_job_update upd = {.set = STORE_SET_WAIT_REASON, .wait_reason = now_w};
+    unsigned states = STORE_STATE_BIT(STORE_STARTING) | STORE_STATE_BIT(STORE_RUNNING);
+    if (store_job_update_fields(c->st, j->id, states, &upd, &ev) != STORE_OK) return;
+    free(j->pod_wait);
+    j->pod_wait = now_w ? xstrdup(now_w) : NULL;
+}
+
 static void poll_one(ctl *c, ctl_job *j, double now)
 {
     exec_status stt;
@@ -500,10 +518,13 @@ static void poll_one(ctl *c, ctl_job *j, double now)
     if (up.n_points) write_progress(c, j, up.points, up.n_points);
     for (size_t k = 0; k < up.n_checkpoints; k++) record_checkpoint(c, j, &up.checkpoints[k], now);
     if (stt.phase != EXEC_RUNNING) {
+        free(j->pod_wait);
+        j->pod_wait = NULL;
         ctl_end e = {.st = stt, .adapter = up.adapter};
         ctl_attempt_ended(c, j, &e, now);
         return;
     }
+    record_waiting(c, j, stt.waiting);
 }
 
 void ctl_poll_all(ctl *c, double now)
