@@ -152,6 +152,74 @@ static void test_bad_fields(void **state)
     free(msg);
 }
 
+/* executor: k8s and the kubernetes section: values, defaults of what is
+ * not written, the namespace of a team, and errors with their fix. */
+static void test_kubernetes(void **state)
+{
+    (void)state;
+    spec_server *d = load_ok("apiVersion: lathe/v1\nkind: ServerConfig\nspec: {}\n");
+    assert_int_equal(d->executor, SPEC_EXECUTOR_LOCAL);
+    assert_true(d->k8s.qps == 50 && d->k8s.burst == 100);
+    assert_string_equal(d->k8s.gpu_product_label, "nvidia.com/gpu.product");
+    assert_string_equal(d->k8s.rack_label, "rack-id");
+    assert_int_equal(d->k8s.ttl_after_finished, 86400);
+    spec_server_free(d);
+
+    spec_server *s = load_ok("apiVersion: lathe/v1\n"
+                             "kind: ServerConfig\n"
+                             "spec:\n"
+                             "  executor: k8s\n"
+                             "  kubernetes:\n"
+                             "    kubeconfig: kube/config\n"
+                             "    context: lab\n"
+                             "    qps: 200\n"
+                             "    burst: 400\n"
+                             "    namespacePrefix: ml-\n"
+                             "    namespaces: {research: lab-research}\n"
+                             "    image: registry.example.com/lathe:1\n"
+                             "    gpuProducts: {H100-80GB: NVIDIA-H100-80GB-HBM3}\n"
+                             "    modelPVC: \"\"\n"
+                             "    shmSize: 16Gi\n"
+                             "    runAsUser: 2000\n"
+                             "    ttlSecondsAfterFinished: -1\n");
+    assert_int_equal(s->executor, SPEC_EXECUTOR_K8S);
+    assert_string_equal(s->k8s.kubeconfig, "kube/config");
+    assert_string_equal(s->k8s.context, "lab");
+    assert_true(s->k8s.qps == 200 && s->k8s.burst == 400);
+    assert_string_equal(s->k8s.image, "registry.example.com/lathe:1");
+    assert_int_equal(s->k8s.n_gpu_products, 1);
+    assert_string_equal(s->k8s.gpu_products[0].value, "NVIDIA-H100-80GB-HBM3");
+    assert_string_equal(s->k8s.model_pvc, "");
+    assert_true(s->k8s.shm_size == 16.0 * 1024 * 1024 * 1024);
+    assert_int_equal(s->k8s.run_as_user, 2000);
+    assert_int_equal(s->k8s.ttl_after_finished, -1);
+    assert_string_equal(s->k8s.data_pvc, "lathe-data"); /* not written: the default */
+    char *ns = spec_k8s_namespace(&s->k8s, "research");
+    assert_string_equal(ns, "lab-research");
+    free(ns);
+    ns = spec_k8s_namespace(&s->k8s, "product");
+    assert_string_equal(ns, "ml-product");
+    free(ns);
+    spec_server_free(s);
+
+    char *msg = load_bad("apiVersion: lathe/v1\n"
+                         "kind: ServerConfig\n"
+                         "spec:\n"
+                         "  executor: kube\n"
+                         "  kubernetes:\n"
+                         "    qps: 0\n"
+                         "    runAsUser: 0\n"
+                         "    gpuProductLabel: \"\"\n"
+                         "    imge: x\n");
+    assert_non_null(strstr(msg, "spec.executor: unknown value"));
+    assert_non_null(strstr(msg, "spec.kubernetes.qps: out of range"));
+    assert_non_null(strstr(msg, "spec.kubernetes.runAsUser: out of range"));
+    assert_non_null(strstr(msg, "a non-root uid"));
+    assert_non_null(strstr(msg, "spec.kubernetes.gpuProductLabel: must not be empty"));
+    assert_non_null(strstr(msg, "did you mean image?"));
+    free(msg);
+}
+
 static void test_wrong_kind(void **state)
 {
     (void)state;
@@ -186,6 +254,7 @@ int main(void)
         cmocka_unit_test(test_defaults),    cmocka_unit_test(test_full),
         cmocka_unit_test(test_bad_token),   cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_wrong_kind),  cmocka_unit_test(test_unreadable),
+        cmocka_unit_test(test_kubernetes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
