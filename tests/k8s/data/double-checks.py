@@ -406,6 +406,10 @@ def t_failure_policy():
     job("bo", "j4", ["/bin/sh", "-c", "exit 1"], backoffLimit=1)
     c = wait_cond("j4", "bo", "Failed")
     eq((c["reason"], get_job("j4", "bo")["status"]["failed"]), ("BackoffLimitExceeded", 2), "backoff limit")
+    # restartPolicy OnFailure: the restarts count against the limit
+    job("bof", "j4", ["/bin/sh", "-c", "exit 1"], backoffLimit=1, pod={"restartPolicy": "OnFailure"})
+    c = wait_cond("j4", "bof", "Failed")
+    eq(c["reason"], "BackoffLimitExceeded", "backoff limit (OnFailure restarts)")
 
 
 def t_evict():

@@ -425,7 +425,7 @@ class Controllers:
         if target is None and success is None:
             if fail_msg:
                 set_cond(status, "FailureTarget", "True", "PodFailurePolicy", fail_msg, now_s)
-            elif status.get("failed", 0) > spec.get("backoffLimit", 6):
+            elif status.get("failed", 0) > spec.get("backoffLimit", 6) or self._past_backoff_on_failure(job, pods):
                 set_cond(status, "FailureTarget", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit", now_s)
             elif indexed and failed_ix and spec.get("backoffLimitPerIndex") is not None and \
                     (spec.get("maxFailedIndexes") is not None and len(failed_ix) > spec["maxFailedIndexes"]):
@@ -511,6 +511,20 @@ class Controllers:
             status["completedIndexes"] = ""
         status.setdefault("uncountedTerminatedPods", {})
         self._write_status(jobs, job, status)
+
+    @staticmethod
+    def _past_backoff_on_failure(job, pods):
+        """restartPolicy OnFailure: the container restarts of the running and
+        pending pods count against backoffLimit (pastBackoffLimitOnFailure)."""
+        if get_path(job, "spec", "template", "spec", "restartPolicy") != "OnFailure":
+            return False
+        total = 0
+        for p in pods:
+            if get_path(p, "status", "phase") in ("Running", "Pending"):
+                for cs in (get_path(p, "status", "initContainerStatuses") or []) + (get_path(p, "status", "containerStatuses") or []):
+                    total += cs.get("restartCount", 0)
+        limit = get_path(job, "spec", "backoffLimit", default=6)
+        return total > 0 if limit == 0 else total >= limit
 
     def _write_status(self, jobs, job, status):
         if status != job.get("status"):
