@@ -368,6 +368,7 @@ def t_suspend_resume():
     k.wait(lambda: not pods_of("j2", "sus"), 20, "the pods to go")
     j = wait_cond("j2", "sus", "Suspended")
     eq(get_job("j2", "sus")["status"].get("active", 0), 0, "active")
+    eq(get_job("j2", "sus")["status"].get("failed", 0), 0, "a pod deleted for the suspension is not a failure")
 
 
 def t_indexed():

@@ -436,11 +436,11 @@ class Controllers:
             else:
                 done = False
                 if indexed:
-                    done = completions is not None and len(completed_ix) >= completions
-                    if done is False and failed_ix and completions is not None and len(completed_ix | failed_ix) >= completions:
+                    done = completions is not None and len(completed_ix) >= completions and not active
+                    if not done and failed_ix and completions is not None and len(completed_ix | failed_ix) >= completions:
                         set_cond(status, "FailureTarget", "True", "FailedIndexes", "Job has failed indexes", now_s)
                 elif completions is not None:
-                    done = status.get("succeeded", 0) >= completions
+                    done = status.get("succeeded", 0) >= completions and not active
                 else:
                     done = status.get("succeeded", 0) > 0 and not active
                 if done:
@@ -450,6 +450,20 @@ class Controllers:
         if target is not None or success is not None:
             for p in active:
                 self._delete_pod(pods_res, p)
+            # the finalizers can go now: once the Job fails every pod not
+            # succeeded counts as failed (the real trackJobStatusAndRemoveFinalizers)
+            for p in self.job_pods(job):
+                if TRACKING not in (p["metadata"].get("finalizers") or []):
+                    continue
+                if get_path(p, "status", "phase") == "Succeeded":
+                    continue  # counted by the loop above already
+                if target is not None:
+                    act = None
+                    if spec.get("podFailurePolicy"):
+                        act, _, _ = match_failure_policy(spec["podFailurePolicy"], p)
+                    if act != "Ignore":
+                        status["failed"] = status.get("failed", 0) + 1
+                self.remove_tracking(p)
             pods = self.job_pods(job)
             left = [p for p in pods if get_path(p, "status", "phase") not in TERMINAL or TRACKING in (p["metadata"].get("finalizers") or [])]
             # pods still terminating hold the final condition back
@@ -471,6 +485,9 @@ class Controllers:
             return self._write_status(jobs, job, status)
         if suspended:
             for p in active:
+                # as deleteJobPods: the finalizer goes first, so a pod deleted
+                # for the suspension is not counted as failed
+                self.remove_tracking(p)
                 self._delete_pod(pods_res, p)
             if active:
                 self.event(job, "Normal", "SuccessfulDelete", "Deleted %d pods" % len(active))
