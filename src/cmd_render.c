@@ -6,7 +6,10 @@
  * (exec_k8s_objects, the mapping it creates them with): the headless
  * Service of a multi-node job, then the Job, created suspended and not yet
  * placed. A Cluster file becomes its setup
- * (k8s_render_cluster). Output: YAML documents (default) or a v1 List. */
+ * (k8s_render_cluster). `lathe render server` (the literal word) prints
+ * what installs lathe itself into a cluster (k8s_render_server: CRDs,
+ * RBAC, ConfigMap, Deployment, Service). Output: YAML documents (default)
+ * or a v1 List. */
 #include "cli.h"
 
 #include "base/base.h"
@@ -23,6 +26,8 @@
 
 static const char render_help[] =
     "usage: lathe render FILE [--target k8s] [options]\n"
+    "       lathe render server --target k8s [-o yaml|json] [--config SERVER.yaml]\n"
+    "                           [--namespace NS] [--image IMAGE]\n"
     "\n"
     "Prints the Kubernetes objects lathe would create, without a cluster:\n"
     "  - for a LoRATrainingJob, or every job of a LoRAExperiment: the objects\n"
@@ -34,6 +39,15 @@ static const char render_help[] =
     "  - for a Cluster: its setup, to apply once: a PriorityClass per\n"
     "    priority class, and per team a Namespace, a ResourceQuota on GPUs,\n"
     "    a LimitRange and the checkpoint, model and data PVCs.\n"
+    "  - for the word `server`: what installs lathe into a cluster: the\n"
+    "    CustomResourceDefinitions of LoRATrainingJob and LoRAExperiment\n"
+    "    (groups training.example.com and lathe.dev; schemas generated from\n"
+    "    the spec parser's tables), the Namespace, ServiceAccount lathe,\n"
+    "    least-privilege RBAC (a ClusterRole, a Role for the leader-election\n"
+    "    Lease), ConfigMap lathe-config with the ServerConfig (executor k8s,\n"
+    "    in-cluster credentials, listen 0.0.0.0:8740, the --config settings\n"
+    "    and their Cluster file), a Deployment of two replicas with /readyz\n"
+    "    and /healthz probes, and a Service on port 8740.\n"
     "Pipe it to `kubectl apply -f -` (a Cluster's setup) or `kubectl\n"
     "create --dry-run=server -f -` to check it against a cluster.\n"
     "\n"
@@ -50,19 +64,35 @@ static const char render_help[] =
     "  --cluster FILE        plan against a Cluster file's GPU types (as `lathe\n"
     "                        plan --cluster`); jobs that name no priority class\n"
     "                        get the cluster's default one\n"
+    "  --namespace NS        (server) lathe's namespace (default lathe-system)\n"
+    "  --image IMAGE         (server) the server's image (default: the settings'\n"
+    "                        kubernetes.image, lathe:latest); the trainers' too\n"
+    "                        when the settings leave theirs at the default\n"
     "\n"
     "exit: 0 rendered, 1 usage, 2 invalid file, 3 a job fits no GPU, 4 unreadable file\n"
     "\n"
     "examples:\n"
     "  lathe render ../shared/examples/seed-lora-job.yaml --target k8s\n"
     "  lathe render examples/jobs/sweep-rank-lr.yaml -o json --config server.yaml\n"
-    "  lathe render ../shared/examples/cluster-example.yaml | kubectl apply -f -\n";
+    "  lathe render ../shared/examples/cluster-example.yaml | kubectl apply -f -\n"
+    "  lathe render server --target k8s --config server.yaml | kubectl apply -f -\n";
 
 typedef struct render_args {
-    const char *file, *config, *cluster;
+    const char *file, *config, *cluster, *namespace_, *image;
     bool json;
     int attempt;
 } render_args;
+
+/* A DNS-1123 label, as a Namespace's name must be. */
+static bool dns_label(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-') return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
 
 /* The command line into a; LT_EXIT_USAGE (with a message) when it is wrong. */
 static int parse_args(int argc, char **argv, render_args *a)
@@ -70,7 +100,8 @@ static int parse_args(int argc, char **argv, render_args *a)
     static const struct option longs[] = {
         {"output", required_argument, NULL, 'o'}, {"target", required_argument, NULL, 't'},
         {"config", required_argument, NULL, 'C'}, {"attempt", required_argument, NULL, 'a'},
-        {"cluster", required_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
+        {"cluster", required_argument, NULL, 'c'}, {"namespace", required_argument, NULL, 'n'},
+        {"image", required_argument, NULL, 'i'},   {NULL, 0, NULL, 0}};
     memset(a, 0, sizeof *a);
     a->attempt = 1;
     optind = 1;
@@ -89,6 +120,8 @@ static int parse_args(int argc, char **argv, render_args *a)
             break;
         case 'C': a->config = optarg; break;
         case 'c': a->cluster = optarg; break;
+        case 'n': a->namespace_ = optarg; break;
+        case 'i': a->image = optarg; break;
         case 'a':
             a->attempt = (int)strtol(optarg, &end, 10);
             if (*end || end == optarg || a->attempt < 1 || a->attempt > 1000000)
@@ -102,6 +135,16 @@ static int parse_args(int argc, char **argv, render_args *a)
     const char *file = optind < argc ? argv[optind] : NULL;
     if (!file) return cli_usage_error("render", "give a job, experiment or cluster file");
     a->file = file;
+    bool server = strcmp(file, "server") == 0;
+    if (!server && (a->namespace_ || a->image))
+        return cli_usage_error("render", "--namespace and --image are for `lathe render server`");
+    if (server && (a->cluster || a->attempt != 1))
+        return cli_usage_error("render", "--cluster and --attempt are for jobs; `lathe render "
+                                         "server` takes the Cluster file of --config");
+    if (a->namespace_ && !dns_label(a->namespace_))
+        return cli_usage_error("render", "--namespace takes a DNS-1123 label (lowercase letters, "
+                                         "digits and '-', at most 63), not '%s'", a->namespace_);
+    if (a->image && !*a->image) return cli_usage_error("render", "--image is empty");
     return LT_EXIT_OK;
 }
 
@@ -259,6 +302,65 @@ static void print_items(const json_t *items, bool as_json)
     }
 }
 
+/* ---- lathe render server ---- */
+
+/* The text of the settings' Cluster file (relative to the config's
+ * folder), checked to be a valid Cluster; *out NULL when it names none. */
+static int read_cluster_file(const render_ctx *c, char **out)
+{
+    *out = NULL;
+    const char *file = c->server->cluster.file;
+    if (!file || !*file) return LT_EXIT_OK;
+    char *path;
+    if (file[0] == '/' || !c->a->config) {
+        path = xstrdup(file);
+    } else {
+        char *dir = xstrdup(c->a->config);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        path = slash ? path_join(dir, file) : xstrdup(file);
+        free(dir);
+    }
+    spec_file f;
+    diag_list d;
+    diag_list_init(&d);
+    spec_load_file(path, &f, &d);
+    int rc = load_rc(f.io_error, d.errors);
+    if (rc == LT_EXIT_OK && !spec_file_cluster(&f)) {
+        diag_add(&d, DIAG_ERROR, path, 1, 1, "spec.cluster.file", "the file holds no Cluster");
+        rc = LT_EXIT_INVALID;
+    }
+    diag_print_all(&d, stderr);
+    diag_list_free(&d);
+    spec_file_free(&f);
+    if (rc == LT_EXIT_OK) {
+        char err[512];
+        size_t len;
+        *out = file_read_all(path, SPEC_MAX_FILE_BYTES, &len, err, sizeof err);
+        if (!*out) {
+            fprintf(stderr, "lathe render: %s\n", err);
+            rc = LT_EXIT_IO;
+        }
+    }
+    free(path);
+    return rc;
+}
+
+/* `lathe render server`: what installs lathe into a cluster. */
+static int render_server(const render_ctx *c)
+{
+    char *cluster = NULL;
+    int rc = read_cluster_file(c, &cluster);
+    if (rc != LT_EXIT_OK) return rc;
+    k8s_server_params p = {.settings = c->server, .namespace_ = c->a->namespace_,
+                           .image = c->a->image, .cluster_yaml = cluster};
+    json_t *items = k8s_render_server(&p);
+    print_items(items, c->a->json);
+    json_decref(items);
+    free(cluster);
+    return LT_EXIT_OK;
+}
+
 /* `lathe render`: settings, the file, its objects; an exit code. */
 static int render_run(int argc, char **argv)
 {
@@ -267,7 +369,8 @@ static int render_run(int argc, char **argv)
     if (rc != LT_EXIT_OK) return rc;
     render_ctx c;
     rc = ctx_open(&c, &a);
-    if (rc != LT_EXIT_OK) {
+    if (rc != LT_EXIT_OK || strcmp(a.file, "server") == 0) {
+        if (rc == LT_EXIT_OK) rc = render_server(&c);
         ctx_close(&c);
         return rc;
     }
@@ -297,7 +400,7 @@ static int render_run(int argc, char **argv)
 
 const cli_command cli_cmd_render = {
     .name = "render",
-    .summary = "the Kubernetes objects of a job's next attempt, or of a cluster's setup",
+    .summary = "the Kubernetes objects of a job's next attempt, a cluster's setup, or lathe's install",
     .help = render_help,
     .run = render_run,
 };

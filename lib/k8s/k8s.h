@@ -18,6 +18,9 @@
  *                  Service of a multi-node job) and of a cluster's setup
  *                  (Namespaces, ResourceQuotas, LimitRanges,
  *                  PriorityClasses, PVCs); pure functions of their inputs
+ *   k8s_render_crd.c, k8s_render_server.c
+ *                  operator mode's CRDs, and what installs lathe into a
+ *                  cluster (RBAC, ConfigMap, Deployment, Service)
  *
  * JSON is jansson's json_t throughout; YAML is read with libyaml through
  * lib/spec's layer and printed with spec_json_to_yaml. Nothing here knows lathe's store, scheduler or
@@ -300,6 +303,35 @@ json_t *k8s_render_admit_patch(const k8s_job_params *p);
  * its checkpoint PVC; the shared read-only model and data PVCs; a
  * PriorityClass for each priority class. A JSON array of objects. */
 json_t *k8s_render_cluster(const spec_cluster *c, const spec_k8s *k);
+
+/* The CustomResourceDefinitions of operator mode (k8s_render_crd.c):
+ * LoRATrainingJob and LoRAExperiment in the groups training.example.com
+ * (the seed article's) and lathe.dev, version v1, namespaced: the spec
+ * schema from spec_openapi_schema, a status subresource and its schema
+ * (phase, conditions, attempts, placement, checkpoint, loss,
+ * tokensPerSecond, cost, gpuHours, waitReason, observedGeneration), and
+ * printer columns (STATE, GPUS, LOSS, AGE). A JSON array of four objects. */
+json_t *k8s_render_crds(void);
+
+/* What installs lathe into a cluster (k8s_render_server.c). Borrowed. */
+typedef struct k8s_server_params {
+    const spec_server *settings; /* --config; NULL = the defaults */
+    const char *namespace_;      /* NULL = "lathe-system" */
+    const char *image;           /* the server's image; NULL = settings' kubernetes.image */
+    const char *cluster_yaml;    /* the text of the settings' Cluster file (put in the
+                                    ConfigMap beside the config); NULL = none */
+} k8s_server_params;
+
+/* The CRDs, the Namespace, ServiceAccount `lathe`, least-privilege RBAC (a
+ * ClusterRole and its binding; a Role and RoleBinding for the leader
+ * election Lease), ConfigMap `lathe-config` with the ServerConfig (executor
+ * k8s, in-cluster credentials, listen 0.0.0.0:8740, dataDir on an emptyDir,
+ * the settings' other values), a Deployment of two replicas and its
+ * Service on port 8740. A JSON array, in an order `kubectl apply -f` takes
+ * from the top. */
+json_t *k8s_render_server(const k8s_server_params *p);
+/* The ServerConfig the ConfigMap holds, as JSON (for tests and render). */
+json_t *k8s_server_config(const k8s_server_params *p);
 
 /* Kubernetes quantities: cores as "4", "500m", "1500m" (rounded up to a
  * millicore); bytes as "32Gi" / "512Mi" / "1Ti" / "4Ki" when an exact

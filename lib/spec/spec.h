@@ -318,6 +318,13 @@ const spec_gpu_type *spec_cluster_gpu_type(const spec_cluster *c, const char *na
  * otherwise the value is one document without a "---". Caller frees. */
 char *spec_json_to_yaml(const json_t *v, bool documents);
 
+/* The structural OpenAPI v3 schema of a whole document of kind
+ * "LoRATrainingJob" or "LoRAExperiment" (NULL for any other), generated
+ * from the decoder's own tables (spec_openapi.c says how each field type
+ * maps): what a CustomResourceDefinition's openAPIV3Schema holds, less
+ * status. Caller decrefs. */
+json_t *spec_openapi_schema(const char *kind);
+
 /* Removes every node (a cluster engine lists its own). */
 void spec_cluster_clear_nodes(spec_cluster *c);
 const spec_team *spec_cluster_team(const spec_cluster *c, const char *name);
@@ -436,6 +443,11 @@ void spec_server_free(spec_server *s);
  * valid, *out set; otherwise *out is NULL). An unreadable file is one error
  * and sets *io_error (may be NULL). */
 size_t spec_server_load_file(const char *path, spec_server **out, diag_list *d, bool *io_error);
+/* The config as a ServerConfig document (apiVersion, kind, metadata,
+ * spec) that spec_server_load_string reads back to the same settings:
+ * only what differs from the defaults, durations in seconds, sizes in
+ * bytes. Caller decrefs. */
+json_t *spec_server_to_json(const spec_server *s);
 /* The same for text in memory; name is used in messages. */
 size_t spec_server_load_string(const char *name, const char *text, size_t len, spec_server **out,
                                diag_list *d);

@@ -246,6 +246,11 @@ static void expected_text(const spec_field *f, sb *out)
     }
 }
 
+void spec_field_expected(const spec_field *f, sb *out)
+{
+    expected_text(f, out);
+}
+
 /* An error at v: message, expected (from the field), found (v). */
 static diag *field_error(spec_dctx *c, const spec_field *f, const spec_ynode *v, const char *msg)
 {

@@ -55,23 +55,6 @@ static const spec_field exp_meta_fields[] = {
 };
 static const spec_schema exp_meta_schema = SCHEMA(exp_meta_fields);
 
-static const spec_field exp_spec_fields[] = {
-    {.key = "template", .type = SF_IGNORE, .flags = SF_REQUIRED},
-    {.key = "matrix", .type = SF_IGNORE, .flags = SF_REQUIRED},
-    {.key = "maxConcurrent", .type = SF_INT, .off = E(max_concurrent),
-     .flags = SF_MIN | SF_MAX, .min = 0, .max = SPEC_MAX_MATRIX_JOBS,
-     .hint = "0 means no limit"},
-};
-static const spec_schema exp_spec_schema = SCHEMA(exp_spec_fields);
-
-static const spec_field exp_top_fields[] = {
-    {.key = "apiVersion", .type = SF_IGNORE},
-    {.key = "kind", .type = SF_IGNORE},
-    {.key = "metadata", .type = SF_OBJ, .sub = &exp_meta_schema, .flags = SF_REQUIRED},
-    {.key = "spec", .type = SF_OBJ, .sub = &exp_spec_schema, .flags = SF_REQUIRED},
-};
-static const spec_schema exp_top_schema = SCHEMA(exp_top_fields);
-
 /* The template's own metadata: labels for every job. */
 typedef struct tmpl_meta {
     spec_kv *labels;
@@ -84,11 +67,44 @@ static const spec_field tmpl_meta_fields[] = {
 };
 static const spec_schema tmpl_meta_schema = SCHEMA(tmpl_meta_fields);
 
+/* What the wrapped form's metadata and spec hold (decoded elsewhere). */
+static const spec_field tmpl_meta_like = {.key = "metadata", .type = SF_OBJ,
+                                          .sub = &tmpl_meta_schema};
+static const spec_field tmpl_body_like = {.key = "spec", .type = SF_OBJ,
+                                          .sub = &spec_job_body_schema};
+
 static const spec_field tmpl_wrapped_fields[] = {
-    {.key = "metadata", .type = SF_IGNORE},
-    {.key = "spec", .type = SF_IGNORE, .flags = SF_REQUIRED},
+    {.key = "metadata", .type = SF_IGNORE, .like = &tmpl_meta_like, .n_like = 1},
+    {.key = "spec", .type = SF_IGNORE, .flags = SF_REQUIRED, .like = &tmpl_body_like,
+     .n_like = 1},
 };
 static const spec_schema tmpl_wrapped_schema = SCHEMA(tmpl_wrapped_fields);
+
+/* The template's shapes: a job spec body (with a metadata key beside it or
+ * not), or {metadata, spec}. */
+static const spec_field tmpl_like[] = {
+    {.key = "template", .type = SF_OBJ, .sub = &spec_job_body_schema},
+    {.key = "template", .type = SF_OBJ, .sub = &tmpl_wrapped_schema},
+};
+
+static const spec_field exp_spec_fields[] = {
+    {.key = "template", .type = SF_IGNORE, .flags = SF_REQUIRED, .like = tmpl_like,
+     .n_like = 2, .hint = "the spec of a LoRATrainingJob, or {metadata: {labels}, spec}"},
+    {.key = "matrix", .type = SF_IGNORE, .flags = SF_REQUIRED,
+     .hint = "a mapping of dotted job fields to lists of values, e.g. lora.rank: [8, 16]"},
+    {.key = "maxConcurrent", .type = SF_INT, .off = E(max_concurrent),
+     .flags = SF_MIN | SF_MAX, .min = 0, .max = SPEC_MAX_MATRIX_JOBS,
+     .hint = "0 means no limit"},
+};
+static const spec_schema exp_spec_schema = SCHEMA(exp_spec_fields);
+
+static const spec_field exp_top_fields[] = {
+    {.key = "apiVersion", .type = SF_IGNORE},
+    {.key = "kind", .type = SF_IGNORE},
+    {.key = "metadata", .type = SF_OBJ, .sub = &exp_meta_schema, .flags = SF_REQUIRED},
+    {.key = "spec", .type = SF_OBJ, .sub = &exp_spec_schema, .flags = SF_REQUIRED},
+};
+const spec_schema spec_experiment_schema = SCHEMA(exp_top_fields);
 
 /* ---- the template ---- */
 typedef struct tmpl {
@@ -568,7 +584,7 @@ spec_experiment *spec_decode_experiment(spec_dctx *c, const spec_ynode *root,
     size_t before = c->d->errors;
     spec_experiment *e = xcalloc(1, sizeof *e);
     e->file = xstrdup(c->file);
-    spec_decode_map(c, root, root, &exp_top_schema, e);
+    spec_decode_map(c, root, root, &spec_experiment_schema, e);
     const spec_ynode *spec = spec_ymap_get(root, "spec");
     const spec_ynode *tn = spec_ymap_get(spec, "template"), *mn = spec_ymap_get(spec, "matrix");
     if (spec_yabsent(tn) || spec_yabsent(mn) || !e->name) {

@@ -167,6 +167,13 @@ struct spec_field {
     const spec_schema *sub;    /* SF_OBJ, SF_LIST */
     spec_decode_fn fn;         /* SF_CUSTOM */
     const char *hint;          /* advice added to range errors */
+    /* SF_CUSTOM / SF_IGNORE: the shapes the value takes, for the schemas
+     * generated from these tables (spec_openapi.c); the decoder never reads
+     * them. One field: the value is written like it (an argv like an
+     * SF_STRLIST). Several SF_OBJ fields: a mapping of any of their shapes
+     * (their keys together, none required). NULL: any value. */
+    const spec_field *like;
+    size_t n_like;
 };
 
 struct spec_schema {
@@ -194,6 +201,10 @@ diag *spec_report(spec_dctx *c, diag_level level, const spec_ynode *n, const cha
  * reported; decoding goes on after an error. A non-mapping is reported. */
 void spec_decode_map(spec_dctx *c, const spec_ynode *m, const spec_ynode *key_at,
                      const spec_schema *s, void *base);
+/* What a field expects, in words ("an integer from 1 to 1024"), as the
+ * decoder's messages say it. */
+void spec_field_expected(const spec_field *f, sb *out);
+
 /* Decodes one value by its field description. Returns false on an error. */
 bool spec_decode_field(spec_dctx *c, const spec_field *f, const spec_ynode *v, void *base);
 
@@ -204,6 +215,12 @@ bool spec_parse_double(const char *s, double *out);
 
 /* DNS-1123 label check; on failure fixed gets a corrected name (or ""). */
 bool spec_dns_label(const char *s, char *fixed, size_t fixedsz);
+
+/* The values base holds, as JSON the decoder takes again (spec_values.c):
+ * only those that differ from dflt (every value when dflt is NULL; NULL
+ * strings and empty lists never). SF_CUSTOM / SF_IGNORE are skipped.
+ * Caller decrefs. */
+json_t *spec_schema_values(const spec_schema *s, const void *base, const void *dflt);
 
 /* Every dotted leaf path of a schema ("lora.rank", ...), for matrix paths.
  * Caller frees with str_list_free. */
@@ -218,6 +235,9 @@ extern const size_t spec_n_api_versions;
 
 /* The schema of a job's spec body (spec.* fields), for experiments. */
 extern const spec_schema spec_job_body_schema;
+/* The whole documents: apiVersion, kind, metadata, spec (spec_openapi.c
+ * and its test walk them). */
+extern const spec_schema spec_job_schema, spec_experiment_schema;
 
 /* Decodes a whole LoRATrainingJob document. Returns NULL when the document
  * had errors (all reported). */

@@ -122,6 +122,14 @@ void spec_job_free(spec_job *j)
 
 /* ---- custom decoders ---- */
 
+/* What trainer.command and trainer.env are, as plain fields. */
+static const spec_field argv_field = {.key = "command", .type = SF_STRLIST,
+                                      .off = offsetof(spec_job, trainer.command),
+                                      .off_n = offsetof(spec_job, trainer.n_command)};
+static const spec_field env_field = {.key = "env", .type = SF_KV,
+                                     .off = offsetof(spec_job, trainer.env),
+                                     .off_n = offsetof(spec_job, trainer.n_env)};
+
 /* trainer.command: an argv list, never a shell line. */
 static void decode_command(spec_dctx *c, const spec_field *f, const spec_ynode *v, void *base)
 {
@@ -140,10 +148,7 @@ static void decode_command(spec_dctx *c, const spec_field *f, const spec_ynode *
         str_list_free(parts, n);
         return;
     }
-    static const spec_field argv = {.key = "command", .type = SF_STRLIST,
-                                    .off = offsetof(spec_job, trainer.command),
-                                    .off_n = offsetof(spec_job, trainer.n_command)};
-    if (!spec_decode_field(c, &argv, v, base)) return;
+    if (!spec_decode_field(c, &argv_field, v, base)) return;
     if (j->trainer.n_command == 0) {
         diag *x = spec_report(c, DIAG_ERROR, v, "the command is empty");
         diag_set_suggestion(x, "name the program to run, or drop `command` to use the "
@@ -165,10 +170,7 @@ static bool env_name_ok(const char *s)
 /* trainer.env: a mapping or a Kubernetes-style list; names are checked. */
 static void decode_env(spec_dctx *c, const spec_field *f, const spec_ynode *v, void *base)
 {
-    static const spec_field kv = {.key = "env", .type = SF_KV,
-                                  .off = offsetof(spec_job, trainer.env),
-                                  .off_n = offsetof(spec_job, trainer.n_env)};
-    if (!spec_decode_field(c, &kv, v, base)) return;
+    if (!spec_decode_field(c, &env_field, v, base)) return;
     size_t n = v->kind == SPEC_YMAP ? v->n_items / 2 : v->n_items;
     for (size_t i = 0; i < n; i++) {
         const spec_ynode *k = v->kind == SPEC_YMAP ? v->items[2 * i]
@@ -325,9 +327,10 @@ static const spec_field timeout_fields[] = {
 static const spec_schema timeout_schema = SCHEMA(timeout_fields);
 
 static const spec_field trainer_fields[] = {
-    {.key = "command", .type = SF_CUSTOM, .fn = decode_command},
+    {.key = "command", .type = SF_CUSTOM, .fn = decode_command, .like = &argv_field,
+     .n_like = 1, .hint = "the trainer's argv; never run through a shell"},
     {.key = "image", .type = SF_STR, .off = J(trainer.image)},
-    {.key = "env", .type = SF_CUSTOM, .fn = decode_env},
+    {.key = "env", .type = SF_CUSTOM, .fn = decode_env, .like = &env_field, .n_like = 1},
 };
 static const spec_schema trainer_schema = SCHEMA(trainer_fields);
 
@@ -362,7 +365,7 @@ static const spec_field top_fields[] = {
     {.key = "metadata", .type = SF_OBJ, .sub = &metadata_schema, .flags = SF_REQUIRED},
     {.key = "spec", .type = SF_OBJ, .sub = &spec_job_body_schema, .flags = SF_REQUIRED},
 };
-static const spec_schema top_schema = SCHEMA(top_fields);
+const spec_schema spec_job_schema = SCHEMA(top_fields);
 
 /* ---- checks across fields ---- */
 
@@ -579,7 +582,7 @@ spec_job *spec_decode_job(spec_dctx *c, const spec_ynode *root, const spec_ydoc 
     j->api_version = xstrdup(api && api->kind == SPEC_YSCALAR ? api->text : "lathe/v1");
 
     /* metadata first: the team default reads the namespace */
-    spec_decode_map(c, root, root, &top_schema, j);
+    spec_decode_map(c, root, root, &spec_job_schema, j);
     const spec_ynode *body = spec_ymap_get(root, "spec");
     if (!spec_yabsent(body) && body->kind == SPEC_YMAP) {
         size_t old = spec_path_push(c, "spec");

@@ -472,6 +472,17 @@ size_t spec_server_load_string(const char *name, const char *text, size_t len, s
     return errors;
 }
 
+json_t *spec_server_to_json(const spec_server *s)
+{
+    spec_server *dflt = spec_server_new_default();
+    json_t *o = json_pack("{s:s, s:s}", "apiVersion", "lathe/v1", "kind", "ServerConfig");
+    json_t *v = spec_schema_values(&top_schema, s, dflt);
+    json_object_update(o, v);
+    json_decref(v);
+    spec_server_free(dflt);
+    return o;
+}
+
 size_t spec_server_load_file(const char *path, spec_server **out, diag_list *d, bool *io_error)
 {
     char err[512];
