@@ -364,6 +364,9 @@ def t_suspend_resume():
     c = next(c for c in j["status"]["conditions"] if c["type"] == "Suspended")
     eq((c["status"], c["reason"]), ("False", "JobResumed"), "resumed")
     assert j["status"].get("startTime")
+    # parallelism 2 then back to 1: one pod goes (not a failure)
+    k.ok("PATCH", "/apis/batch/v1/namespaces/j2/jobs/sus", {"spec": {"parallelism": 2}}, ctype="application/merge-patch+json")
+    eq(get_job("j2", "sus")["spec"]["parallelism"], 2, "parallelism")
     k.ok("PATCH", "/apis/batch/v1/namespaces/j2/jobs/sus", {"spec": {"suspend": True}}, ctype="application/merge-patch+json")
     k.wait(lambda: not pods_of("j2", "sus"), 20, "the pods to go")
     j = wait_cond("j2", "sus", "Suspended")
@@ -703,6 +706,16 @@ def t_deadline():
     wait_cond("j15", "dl2", "Complete", 30)
 
 
+def t_scale():
+    ns("j16")
+    job("sc", "j16", ["/bin/sh", "-c", "exec sleep 30"], parallelism=2, pod={"terminationGracePeriodSeconds": 1})
+    k.wait(lambda: len([p for p in pods_of("j16", "sc") if running(p)]) == 2, 20, "two running pods")
+    k.ok("PATCH", "/apis/batch/v1/namespaces/j16/jobs/sc", {"spec": {"parallelism": 1}}, ctype="application/merge-patch+json")
+    k.wait(lambda: len(pods_of("j16", "sc")) == 1, 20, "one pod left")
+    j = get_job("j16", "sc")
+    eq((j["status"].get("active"), j["status"].get("failed", 0)), (1, 0), "scaled down, no failure")
+
+
 def main():
     for name, fn in [("discovery", t_discovery), ("crud, conflicts, not found, patches, apply", t_crud),
                      ("validation (422 / 400 Strict / immutable)", t_invalid),
@@ -717,7 +730,8 @@ def main():
            ("podReplacementPolicy Failed / TerminatingOrFailed", t_replacement),
            ("init containers, volumes, env, OnFailure restarts, previous logs, deletecollection", t_pod_features),
            ("CustomResourceDefinitions", t_crd), ("GPUs, LimitRange, ResourceQuota, priority classes", t_gpus_limits),
-           ("activeDeadlineSeconds (suspended time does not count)", t_deadline)]
+           ("activeDeadlineSeconds (suspended time does not count)", t_deadline),
+           ("parallelism lowered: a pod deleted, not a failure", t_scale)]
     ths = [threading.Thread(target=check, args=(n, f), daemon=True) for n, f in par]
     for t in ths:
         t.start()

@@ -561,6 +561,21 @@ class Controllers:
         indexed = spec.get("completionMode") == "Indexed"
         blocking = len(active) + (len(terminating) if only_failed else 0)
         created = []
+        # too many pods (parallelism lowered): delete some, earliest stage first
+        succ = len(completed_ix) if indexed else status.get("succeeded", 0)
+        if completions is None:
+            want_active = len(active) if succ > 0 else parallelism
+        else:
+            want_active = max(0, min(parallelism, completions - succ))
+        if len(active) > want_active:
+            def stage(p):
+                return (cond_true(p, "Ready"), bool(get_path(p, "spec", "nodeName")),
+                        get_path(p, "status", "phase") == "Running")
+            pods_res = self.res("", "pods")
+            for p in sorted(active, key=stage)[:len(active) - want_active]:
+                self.remove_tracking(p)
+                self._delete_pod(pods_res, p)
+            return []
         if indexed:
             busy = set(pod_index(p) for p in active) | (set(pod_index(p) for p in terminating) if only_failed else set())
             want = [i for i in range(completions or 0) if i not in completed_ix and i not in failed_ix and i not in busy]
