@@ -689,6 +689,14 @@ def t_gpus_limits():
     eq((st, e["message"]), (403, 'pods "big" is forbidden: maximum nvidia.com/gpu usage per Container is 4, but limit is 5'), "LimitRange max")
     st, e, _ = k.post("/api/v1/namespaces/j14/pods", {"metadata": {"name": "pc"}, "spec": dict(gpu(0), priorityClassName="nope")})
     eq((st, e["message"]), (403, 'pods "pc" is forbidden: no PriorityClass with name nope was found'), "priority class")
+    k.ok("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                                               "metadata": {"name": "dbl-default"}, "value": 7, "globalDefault": True})
+    st, e, _ = k.post("/apis/scheduling.k8s.io/v1/priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                                                    "metadata": {"name": "dbl-default2"}, "value": 8, "globalDefault": True})
+    eq(st, 403, "a second default priority class")
+    p = k.ok("POST", "/api/v1/namespaces/j14/pods?dryRun=All", {"metadata": {"name": "dp"}, "spec": gpu(0)})
+    eq((p["spec"]["priorityClassName"], p["spec"]["priority"]), ("dbl-default", 7), "the default priority class")
+    k.ok("DELETE", "/apis/scheduling.k8s.io/v1/priorityclasses/dbl-default")
 
 
 def t_deadline():

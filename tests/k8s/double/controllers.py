@@ -353,6 +353,8 @@ class Controllers:
         spec = job.get("spec") or {}
         m = job["metadata"]
         ns, name = m["namespace"], m["name"]
+        if spec.get("managedBy") not in (None, "kubernetes.io/job-controller"):
+            return  # another controller's Job (spec.managedBy)
         pods = self.job_pods(job)
         finished = cond_true(job, "Complete") or cond_true(job, "Failed")
         if finished or m.get("deletionTimestamp"):

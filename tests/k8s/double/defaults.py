@@ -72,9 +72,18 @@ def pod_defaults(pod, priority_of=None):
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     if "priority" not in spec:
+        if priority_of and not spec.get("priorityClassName"):
+            default = priority_of(None, default_class=True)
+            if default is not None:
+                spec["priorityClassName"] = default["metadata"]["name"]
+                spec["preemptionPolicy"] = default.get("preemptionPolicy", "PreemptLowerPriority")
         spec["priority"] = priority_of(spec.get("priorityClassName")) if priority_of else 0
+        if priority_of and spec.get("priorityClassName") and "preemptionPolicy" not in spec:
+            pc = priority_of(spec["priorityClassName"], default_class=False, obj=True)
+            if pc is not None:
+                spec["preemptionPolicy"] = pc.get("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     tol = spec.setdefault("tolerations", [])
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         if not any(t.get("key") == key and t.get("effect") in (None, "NoExecute") for t in tol) and \

@@ -143,7 +143,16 @@ class Ops:
         return out
 
     # ---- admission ----
-    def priority_of(self, name):
+    def priority_of(self, name, default_class=False, obj=False):
+        """The value of priority class name (Priority admission); with
+        default_class the globalDefault class (or None); with obj the class."""
+        if default_class:
+            for pc in self.store.list("scheduling.k8s.io/priorityclasses"):
+                if pc.get("globalDefault"):
+                    return pc
+            return None
+        if obj:
+            return self.store.get("scheduling.k8s.io/priorityclasses", "", name)
         if not name:
             return 0
         pc = self.store.get("scheduling.k8s.io/priorityclasses", "", name)
@@ -152,6 +161,13 @@ class Ops:
                 return 2000000000 if name == "system-cluster-critical" else 2000001000
             raise ApiError(403, "Forbidden", 'pods "%%s" is forbidden: no PriorityClass with name %s was found' % name)
         return pc.get("value", 0)
+
+    def one_default_class(self, name):
+        for pc in self.store.list("scheduling.k8s.io/priorityclasses"):
+            if pc.get("globalDefault") and pc["metadata"]["name"] != name:
+                raise ApiError(403, "Forbidden", 'priorityclasses.scheduling.k8s.io "%s" is forbidden: PriorityClass %s is '
+                               'already marked as default. Only one default can exist' % (name, pc["metadata"]["name"]),
+                               {"name": name, "group": "scheduling.k8s.io", "kind": "priorityclasses"})
 
     def quota_check(self, pod, ns):
         quotas = self.store.list("core/resourcequotas", ns)
@@ -305,6 +321,8 @@ class Ops:
                 self.limit_ranges(obj, ns)
                 self.quota_check(obj, ns)
             self.check(res, obj, field_validation, internal=internal)
+            if res.kind == "PriorityClass" and obj.get("globalDefault"):
+                self.one_default_class(m["name"])
             if self.store.get(res.key, ns, m["name"]) is not None:
                 raise already_exists(res, m["name"])
             m["uid"] = uid
@@ -386,6 +404,8 @@ class Ops:
             if added:
                 raise invalid(res, nm["name"], [c_forbidden("metadata.finalizers", "no new finalizers can be added if the object is being deleted, found new finalizers %s" % json.dumps(sorted(added)))])
         self.check(res, new, field_validation, internal=internal, old=None if (internal or sub == "status") else old)
+        if res.kind == "PriorityClass" and new.get("globalDefault") and not old.get("globalDefault"):
+            self.one_default_class(nm["name"])
         if res.kind == "CustomResourceDefinition":
             new["status"] = crd_status(new)
         if new == old:
