@@ -1066,6 +1066,10 @@ class LogServer:
             since = parse_time(q["sinceTime"])
             if since is None:
                 raise bad_request('parsing time "%s" as "2006-01-02T15:04:05Z07:00": cannot parse' % q["sinceTime"])
+            # the API server passes sinceTime on to the kubelet in RFC 3339 with
+            # whole seconds: the lines earlier in that second come too
+            import math
+            since = math.floor(since)
         elif q.get("sinceSeconds"):
             try:
                 since = time.time() - int(q["sinceSeconds"])
