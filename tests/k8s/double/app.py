@@ -180,6 +180,11 @@ class App:
         node_res = self.registry.get("", "v1", "nodes")
         for spec in nodes:
             self.ops.create(node_res, None, node_object(spec), internal=True)
+        svc = self.registry.get("", "v1", "services")
+        self.ops.create(svc, "default", {"apiVersion": "v1", "kind": "Service", "metadata": {
+            "name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                                                          "targetPort": self.port}]}}, internal=True)
         sa_res = self.registry.get("", "v1", "serviceaccounts")
         for n in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.ops.create(sa_res, n, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}, internal=True)
