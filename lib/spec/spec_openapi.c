@@ -5,37 +5,39 @@
  *
  * The schema is structural, as apiextensions.k8s.io/v1 wants it: every
  * mapping is `type: object` with its `properties` (unknown keys are pruned
- * by the API server; lathe's own validation then reports nothing about
- * them, so the server's Invalid condition and `lathe validate` can differ
- * only there), every list has `items`. Per field type:
+ * by the API server, so the keys are exactly the decoder's), every list
+ * has `items`. Values are typed as far as a structural schema can without
+ * refusing a document `lathe validate` accepts: the decoder reads values by
+ * the field's type, so quotes never matter (`rank: "32"`, `alpha: "64"`,
+ * `cpu: "4"`, as Kubernetes users write them) and a single name is a list
+ * of one; a structural schema has no number-or-string type, so such values
+ * are kept as written and lathe's own validation (the Invalid condition,
+ * with `lathe validate`'s messages) checks them. Per field type:
  *
  *   SF_STR            string; minLength 1 unless "" is allowed; DNS-1123
  *                     names with maxLength 63 and their pattern
- *   SF_INT .. SF_U64  integer (format int32 / int64), minimum / maximum /
- *                     exclusive* from SF_MIN / SF_MAX; with SF_UNITS (50K)
- *                     int-or-string
- *   SF_DOUBLE         number with its range
- *   SF_BOOL           boolean
- *   SF_ENUM(_STR)     string with the table's names (aliases included), or
- *                     integer when every name is a number (quantization.bits)
+ *   SF_INT .. SF_U64  x-kubernetes-int-or-string (32 or "32", 50K), with
+ *                     minimum / maximum / exclusive* from SF_MIN / SF_MAX for
+ *                     the integer form
  *   SF_DURATION, SF_BYTES, SF_COUNT, SF_CPU
- *                     x-kubernetes-int-or-string ("8h", "32Gi", "7B", 4),
- *                     with the range for the integer form
- *   SF_TOGGLE         true, false or "auto": no structural type holds both
- *                     a boolean and a string, so any value is kept
- *                     (x-kubernetes-preserve-unknown-fields) and lathe checks it
- *   SF_STRLIST        array of non-empty strings
- *   SF_KV             a mapping NAME: value or a list of {name, value}
- *                     (Kubernetes' env style): again no structural type holds
- *                     both, so any value is kept and lathe checks it
+ *                     int-or-string too ("8h", "32Gi", "7B", 4) with the range;
+ *                     a fraction is written "1.5" or 1500m
+ *   SF_DOUBLE         any value (a number, or a quoted one)
+ *   SF_BOOL           boolean
+ *   SF_ENUM(_STR)     string with the table's names (aliases included; the
+ *                     decoder also takes them in any case, the schema as the
+ *                     table spells them); int-or-string when every name is a
+ *                     number (quantization.bits: 4 or "4")
+ *   SF_TOGGLE         any value (true, false or "auto")
+ *   SF_STRLIST        any value (a list of names, or one name)
+ *   SF_KV             any value (a mapping NAME: value, or Kubernetes' list
+ *                     of {name, value})
  *   SF_OBJ, SF_LIST   object / array of objects from the nested table
  *   SF_CUSTOM, SF_IGNORE
  *                     the shape of their `like` fields, else any value
  *
- * Where the decoder is more lenient than JSON types (it reads `"4"` as 4,
- * `"true"` as true, a single name as a list of one, names in any case),
- * the schema takes the typed form only: kubectl sends JSON, and YAML's
- * plain scalars already have those types. Descriptions are the decoder's
+ * "Any value" is x-kubernetes-preserve-unknown-fields without a type; its
+ * description says what lathe takes there. Descriptions are the decoder's
  * "expected" text plus the table's hint. metadata is the API server's own:
  * a CRD may only restrict metadata.name, so only the name is described.
  */
@@ -53,7 +55,8 @@ static void describe(json_t *node, const spec_field *f)
 {
     sb d;
     sb_init(&d);
-    /* "a text", "true or false" say no more than the type */
+    /* "a text", "true or false" say no more than the type; a value kept
+     * as written says what it is in words */
     bool plain = (f->type == SF_STR && !(f->flags & SF_DNS)) || f->type == SF_BOOL ||
                  f->type == SF_OBJ || f->type == SF_LIST || f->type == SF_IGNORE ||
                  f->type == SF_CUSTOM;
@@ -108,12 +111,14 @@ static json_t *enum_node(const spec_enum_def *e)
 {
     bool ints = all_integers(e);
     json_t *vals = json_array();
-    for (size_t i = 0; i < e->n; i++) {
+    for (size_t i = 0; i < e->n; i++) { /* numbers: 4 and "4" */
         int64_t v = 0;
-        if (ints) spec_parse_i64(e->e[i].name, &v);
-        json_array_append_new(vals, ints ? json_integer(v) : json_string(e->e[i].name));
+        if (ints && spec_parse_i64(e->e[i].name, &v)) json_array_append_new(vals, json_integer(v));
+        json_array_append_new(vals, json_string(e->e[i].name));
     }
-    return json_pack("{s:s, s:o}", "type", ints ? "integer" : "string", "enum", vals);
+    json_t *o = ints ? int_or_string() : json_pack("{s:s}", "type", "string");
+    json_object_set_new(o, "enum", vals);
+    return o;
 }
 
 /* {type: object, properties, required?} of a table; of several tables,
@@ -160,13 +165,7 @@ static json_t *string_node(const spec_field *f)
 
 static json_t *integer_node(const spec_field *f)
 {
-    if (f->flags & SF_UNITS) {
-        json_t *o = int_or_string();
-        set_range(o, f);
-        return o;
-    }
-    json_t *o = json_pack("{s:s, s:s}", "type", "integer", "format",
-                          f->type == SF_INT ? "int32" : "int64");
+    json_t *o = int_or_string();
     set_range(o, f);
     if (f->type == SF_U64 && !(f->flags & SF_MIN)) json_object_set_new(o, "minimum", json_integer(0));
     return o;
@@ -181,10 +180,7 @@ static json_t *field_node(const spec_field *f)
     case SF_LONG:
     case SF_I64:
     case SF_U64: o = integer_node(f); break;
-    case SF_DOUBLE:
-        o = json_pack("{s:s}", "type", "number");
-        set_range(o, f);
-        break;
+    case SF_DOUBLE: o = any_value(); break;
     case SF_BOOL: o = json_pack("{s:s}", "type", "boolean"); break;
     case SF_ENUM:
     case SF_ENUM_STR: o = enum_node(f->enm); break;
@@ -196,11 +192,8 @@ static json_t *field_node(const spec_field *f)
         set_range(o, f);
         break;
     case SF_TOGGLE:
-    case SF_KV: o = any_value(); break;
     case SF_STRLIST:
-        o = json_pack("{s:s, s:{s:s, s:i}}", "type", "array", "items", "type", "string",
-                      "minLength", 1);
-        break;
+    case SF_KV: o = any_value(); break;
     case SF_OBJ: o = object_node(&f->sub, 1); break;
     case SF_LIST:
         o = json_pack("{s:s, s:o}", "type", "array", "items", object_node(&f->sub, 1));
