@@ -157,4 +157,9 @@ int file_remove_tree(const char *path, char *err, size_t errsz);
 /* Joins a folder and a name with one '/'. Caller frees. */
 char *path_join(const char *dir, const char *name);
 
+/* ---- threads (thread.c) ---- */
+/* Names the calling thread ("lathe-ctl", "k8s-watch": at most 15 bytes), as
+ * `top -H` and /proc/PID/task/TID/comm show it. */
+void thread_set_name(const char *name);
+
 #endif

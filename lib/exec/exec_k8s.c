@@ -427,13 +427,12 @@ static char *k8s_handle_json(const exec_handle *h)
     return s;
 }
 
+/* current.json in the job's folder (exec_find; the attempt's row holds the
+ * same once the start is recorded). One file: each costs an fsync. */
 void k8s_handle_save(k8s_handle *kh)
 {
     char *s = k8s_handle_json(&kh->h);
-    char *p = path_join(kh->h.work_dir, "handle.json");
-    file_write_atomic(p, s, strlen(s));
-    free(p);
-    p = path_join(kh->h.job_dir, "current.json");
+    char *p = path_join(kh->h.job_dir, "current.json");
     file_write_atomic(p, s, strlen(s));
     free(p);
     free(s);

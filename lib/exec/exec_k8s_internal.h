@@ -139,8 +139,8 @@ struct k8s_handle {
     json_t *resume;          /* logpos.json of a re-attached handle: where followers resume */
 };
 
-/* Writes the handle's files (handle.json in the attempt folder and
- * current.json in the job's) after a change of its deadlines. */
+/* Writes the handle to the job's current.json (after a start, and after a
+ * change of its deadlines). */
 void k8s_handle_save(k8s_handle *kh);
 /* Suspends the attempt's Job (its pods get SIGTERM and their grace). */
 bool exec_k8s_suspend(k8s_handle *kh, char *err, size_t errsz);

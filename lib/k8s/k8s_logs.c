@@ -159,6 +159,7 @@ static char *log_path(k8s_log_follower *f)
 static void *follow_main(void *arg)
 {
     k8s_log_follower *f = arg;
+    thread_set_name("k8s-logs");
     int fails = 0;
     const char *end = NULL;
     char why[800];

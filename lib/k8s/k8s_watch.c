@@ -262,6 +262,7 @@ static bool watch_once(k8s_informer *inf)
 static void *informer_main(void *arg)
 {
     k8s_informer *inf = arg;
+    thread_set_name("k8s-watch");
     bool need_list = true;
     while (!atomic_load(&inf->stop)) {
         if (need_list) {

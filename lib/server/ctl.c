@@ -405,6 +405,7 @@ static double next_deadline(const ctl *c, double now)
 static void *loop(void *arg)
 {
     ctl *c = arg;
+    thread_set_name("lathe-ctl");
     for (;;) {
         iterate(c);
         double deadline = next_deadline(c, ctl_now());

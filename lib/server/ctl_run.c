@@ -152,8 +152,10 @@ static void launch_free(launch *l)
     free(l->nodes);
 }
 
-/* The job's folder and the spec file of attempt `attempt` in it. */
-static bool write_spec(ctl *c, ctl_job *j, int attempt, launch *l, char *err, size_t errsz)
+/* The job's folder and the spec file of attempt `attempt` in it (written
+ * when `write`: a prepared attempt's engine holds the spec itself). */
+static bool write_spec(ctl *c, ctl_job *j, int attempt, bool write, launch *l, char *err,
+                       size_t errsz)
 {
     l->dir = ctl_job_dir(c, j->id);
     if (mkdir(l->dir, 0755) != 0 && errno != EEXIST) {
@@ -164,6 +166,7 @@ static bool write_spec(ctl *c, ctl_job *j, int attempt, launch *l, char *err, si
     snprintf(name, sizeof name, "spec-%d.yaml", attempt);
     l->spec_path = path_join(l->dir, name);
     l->ckpt_dir = path_join(l->dir, "checkpoints");
+    if (!write) return true;
     char *yaml = spec_job_to_yaml(j->spec);
     int e = yaml ? file_write_atomic(l->spec_path, yaml, strlen(yaml)) : EINVAL;
     free(yaml);
@@ -286,7 +289,7 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     launch l;
     memset(&l, 0, sizeof l);
     char err[512] = "";
-    if (!write_spec(c, j, j->attempt, &l, err, sizeof err)) {
+    if (!write_spec(c, j, j->attempt, true, &l, err, sizeof err)) {
         start_failed(c, j, EXEC_E_SYSTEM, err, now);
         launch_free(&l);
         return;
@@ -325,7 +328,7 @@ void ctl_prepare_queued(ctl *c, int budget)
         int *saved_g = j->gpus;
         j->n_gpus = 0; /* not placed yet */
         j->gpus = NULL;
-        bool ok = write_spec(c, j, next, &l, err, sizeof err);
+        bool ok = write_spec(c, j, next, false, &l, err, sizeof err);
         if (ok) {
             fill_request(c, j, next, &l);
             ok = exec_prepare(c->be, &l.r.q, err, sizeof err) == EXEC_OK;
