@@ -99,6 +99,23 @@ run "kubectl uncordon" kubectl uncordon gpu-a1
 sed 's/^  backoffLimit: 0$/  backoffLimit: 0\n  bogusField: 1/' "$MAN" > "$T/bad.yaml"
 if kubectl apply -f "$T/bad.yaml" > "$T/out" 2>&1; then fail "an unknown field is refused" "$T/out"; else
     has "an unknown field is refused" 'unknown field "spec.bogusField"'; fi
+# kubectl's generators send protobuf bodies
+run "kubectl create namespace" kubectl create namespace gen
+run "kubectl create configmap" kubectl create configmap cm1 --from-literal=a=b -n gen
+run "kubectl create secret" kubectl create secret generic s1 --from-literal=pw=hunter2 -n gen
+run "kubectl get secret" kubectl get secret s1 -n gen -o jsonpath='{.data.pw}'
+[ "$(base64 -d < "$T/out")" = hunter2 ] && ok "the secret's value" || fail "the secret's value" "$T/out"
+run "kubectl create job" kubectl create job gj -n gen --image=busybox -- /bin/sh -c 'echo made by kubectl create'
+run "kubectl wait (created job)" kubectl wait --for=condition=complete job/gj -n gen --timeout=60s
+run "kubectl logs (created job)" kubectl logs job/gj -n gen
+has "its log" "^made by kubectl create$"
+run "kubectl auth can-i" kubectl auth can-i create jobs -n gen
+has "the admin can" "^yes$"
+echo '{"tok-gen": {"user": "gen-user", "namespaces": ["gen"]}}' > "$T/state/tokens.json"
+run "a namespace token in its namespace" kubectl --token=tok-gen get cm -n gen
+kubectl --token=tok-gen get cm -n team-k > "$T/out" 2>&1 && fail "a namespace token elsewhere" "$T/out" ||
+    has "a namespace token elsewhere: Forbidden" 'User "gen-user" cannot list resource "configmaps"'
+kubectl --token=tok-gen auth can-i create jobs -n team-k > "$T/out" 2>&1; has "can-i for the token" "^no"
 run "kubectl delete -f" kubectl delete -f "$MAN" --wait=false
 run "kubectl get ns" kubectl get ns
 [ $fails -eq 0 ] && echo "kubectl.sh: all passed" || { echo "kubectl.sh: $fails failed"; tail -n 30 "$T/double.log"; }

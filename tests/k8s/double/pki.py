@@ -6,9 +6,16 @@ import subprocess
 
 
 def _run(argv, cwd):
-    r = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    if r.returncode != 0:
-        raise RuntimeError("openssl failed (%s): %s" % (" ".join(argv[:3]), r.stderr.decode(errors="replace").strip()))
+    last = None
+    for _ in range(3):  # bounded retries: a failure here would make a test flaky
+        r = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        if r.returncode == 0:
+            return
+        last = "openssl failed (%s, exit %d): %s %s" % (" ".join(argv[:3]), r.returncode,
+                                                         r.stderr.decode(errors="replace").strip(),
+                                                         r.stdout.decode(errors="replace").strip())
+    raise RuntimeError(last)
 
 
 def make_pki(state_dir):

@@ -60,6 +60,8 @@ BUILTIN = [
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ["pdb"]),
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
              False, ["crd", "crds"]),
+    Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, [],
+             subresources=(), schema=False),
     Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True, [], subresources=()),
     Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, [], subresources=()),
     Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, [], subresources=()),

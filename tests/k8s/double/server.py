@@ -289,7 +289,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except Exception as e:  # noqa: BLE001
                 raise bad_request("error decoding YAML: %s" % e)
         if ctype == "application/vnd.kubernetes.protobuf":
-            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml")
+            from . import protobuf
+            return protobuf.decode(raw, self._res or self.server.app.registry.get("", "v1", "namespaces"))
         try:
             return json.loads(raw.decode("utf-8"))
         except ValueError as e:
@@ -303,6 +304,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _dispatch(self):
         app = self.server.app
+        self._res = None
         url = urllib.parse.urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
@@ -441,6 +443,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not res.namespaced:
             ns = None
         verb = self._verb(name, sub, q)
+        self._res = res
         rkey = res.plural + ("/" + sub if sub else "")
         app.stats.count(verb, rkey)
         self._authorize(user, verb, res, ns, name)
@@ -468,6 +471,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 app.bind(ns, name, get_path(b, "target", "name"))
                 return self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
             body = self._json_body(raw)
+            if res.plural == "selfsubjectaccessreviews":
+                return self._access_review(user, body)
             obj = ops.create(res, ns, body, dry, fv)
             if not dry:
                 app.stats.created(res.api_version + "/" + res.plural)
@@ -526,6 +531,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                     "metadata": {"resourceVersion": str(app.store.rv)}, "items": deleted})
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
+    def _access_review(self, user, body):
+        """kubectl auth can-i: the admin may do everything, a tokens.json
+        token what its namespaces allow (namespaced resources only)."""
+        ra = get_path(body, "spec", "resourceAttributes") or {}
+        allowed, reason = True, "the admin may do everything"
+        if user[1] is not None:
+            nss = user[1]
+            res = next((r for r in self.server.app.registry.all()
+                        if r.plural == ra.get("resource") and r.group == (ra.get("group") or "")), None)
+            ns = ra.get("namespace") or ""
+            allowed = bool(res is not None and res.namespaced and ns and ("*" in nss or ns in nss))
+            reason = "the token's namespaces: %s" % ",".join(nss)
+        out = dict(body)
+        out["apiVersion"] = "authorization.k8s.io/v1"
+        out["kind"] = "SelfSubjectAccessReview"
+        out.setdefault("metadata", {})
+        out["status"] = {"allowed": allowed, "reason": reason}
+        return self._send(201, out)
+
     def _verb(self, name, sub, q):
         m = self.command
         watch = q.get("watch") in ("1", "true", "True")
@@ -547,7 +571,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _authorize(self, user, verb, res, ns, name):
         who, nss = user
-        if nss is None:
+        if nss is None or res.plural == "selfsubjectaccessreviews":
             return
         if res.namespaced and ns and ("*" in nss or ns in nss):
             return
@@ -718,6 +742,8 @@ class Discovery:
             if r.group != group or r.version != version:
                 continue
             verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+            if r.plural == "selfsubjectaccessreviews":
+                verbs = ["create"]
             out.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
                         "verbs": verbs, **({"shortNames": r.short} if r.short else {}),
                         **({"categories": r.categories} if r.categories else {}),
