@@ -133,6 +133,35 @@ TABLES = {
 }
 
 
+def _event_row(e):
+    last = e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp")
+    io = e.get("involvedObject") or {}
+    return [age(last), e.get("type", ""), e.get("reason", ""),
+            "%s/%s" % ((io.get("kind") or "").lower(), io.get("name", "")), e.get("message", "")]
+
+
+TABLES.update({
+    "events": ([_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")], _event_row),
+    "configmaps": ([_col("Name", fmt="name"), _col("Data", "integer"), _col("Age")],
+                   lambda o: [o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+                              age(o["metadata"].get("creationTimestamp"))]),
+    "secrets": ([_col("Name", fmt="name"), _col("Type"), _col("Data", "integer"), _col("Age")],
+                lambda o: [o["metadata"]["name"], o.get("type", "Opaque"), len(o.get("data") or {}),
+                           age(o["metadata"].get("creationTimestamp"))]),
+    "deployments": ([_col("Name", fmt="name"), _col("Ready"), _col("Up-to-date", "integer"), _col("Available", "integer"), _col("Age")],
+                    lambda o: [o["metadata"]["name"], "%d/%d" % (get_path(o, "status", "readyReplicas", default=0),
+                                                                 get_path(o, "spec", "replicas", default=1)),
+                               get_path(o, "status", "updatedReplicas", default=0),
+                               get_path(o, "status", "availableReplicas", default=0),
+                               age(o["metadata"].get("creationTimestamp"))]),
+    "serviceaccounts": ([_col("Name", fmt="name"), _col("Secrets", "integer"), _col("Age")],
+                        lambda o: [o["metadata"]["name"], len(o.get("secrets") or []), age(o["metadata"].get("creationTimestamp"))]),
+    "leases": ([_col("Name", fmt="name"), _col("Holder"), _col("Age")],
+               lambda o: [o["metadata"]["name"], get_path(o, "spec", "holderIdentity", default=""),
+                          age(o["metadata"].get("creationTimestamp"))]),
+})
+
+
 def to_table(plural, objs, list_meta, include_object="Metadata"):
     cols, rowfn = TABLES.get(plural, ([_col("Name", fmt="name"), _col("Age")],
                                       lambda o: [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"))]))
