@@ -117,6 +117,11 @@ class App:
     # ---- start ----
     def start(self):
         os.makedirs(self.state, exist_ok=True)
+        for stale in ("ready", "port"):  # from a run that was killed: not this one's
+            try:
+                os.unlink(os.path.join(self.state, stale))
+            except OSError:
+                pass
         for sub in ("pods", "volumes"):
             os.makedirs(os.path.join(self.state, sub), exist_ok=True)
         if not self.schemas.available():
