@@ -23,13 +23,16 @@
  *   Deployment          lathe: 2 replicas spread over nodes (preferred pod
  *                       anti-affinity), `lathe server --config
  *                       /etc/lathe/server.yaml`, /readyz and /healthz probes,
- *                       non-root, read-only root file system, requests
+ *                       non-root, read-only root file system, requests;
+ *                       the pods carry the SHA-256 of the ConfigMap's data,
+ *                       so applying a changed config rolls them
  *   Service             lathe: port 8740 to the pods
  */
 #include "k8s.h"
 
 #include "base/base.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,7 @@
 #define DATA_DIR "/var/lib/lathe"
 #define PORT 8740
 #define REPLICAS 2
+#define ANNOT_CONFIG "lathe.dev/config-sha256"
 
 static const char *ns_of(const k8s_server_params *p)
 {
@@ -262,11 +266,26 @@ static json_t *pod_spec(const k8s_server_params *p, const spec_k8s *k)
     return s;
 }
 
-static json_t *deployment(const k8s_server_params *p, const spec_k8s *k, const char *ns)
+/* SHA-256 (hex) of the ConfigMap's data, keys sorted. */
+static void data_hash(const json_t *cm, char out[65])
 {
+    char *text = json_dumps(json_object_get(cm, "data"), JSON_SORT_KEYS | JSON_COMPACT);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (!text || !EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL)) n = 0;
+    for (unsigned int i = 0; i < n && i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+    out[2 * (n < 32 ? n : 32)] = '\0';
+    free(text);
+}
+
+static json_t *deployment(const k8s_server_params *p, const spec_k8s *k, const char *ns,
+                          const json_t *cm)
+{
+    char hash[65];
+    data_hash(cm, hash);
     json_t *o = object("apps/v1", "Deployment", NAME, ns);
-    json_t *tmpl = json_pack("{s:{s:o}, s:o}", "metadata", "labels", labels(), "spec",
-                             pod_spec(p, k));
+    json_t *tmpl = json_pack("{s:{s:o, s:{s:s}}, s:o}", "metadata", "labels", labels(),
+                             "annotations", ANNOT_CONFIG, hash, "spec", pod_spec(p, k));
     json_object_set_new(o, "spec", json_pack("{s:i, s:{s:o}, s:o}", "replicas", REPLICAS,
                                              "selector", "matchLabels", selector(), "template",
                                              tmpl));
@@ -295,8 +314,9 @@ json_t *k8s_render_server(const k8s_server_params *p)
     json_array_append_new(out, binding("ClusterRoleBinding", "ClusterRole", NAME, NULL, ns));
     json_array_append_new(out, lease_role(ns));
     json_array_append_new(out, binding("RoleBinding", "Role", LEASE_ROLE, ns, ns));
-    json_array_append_new(out, config_map(p, ns));
-    json_array_append_new(out, deployment(p, k, ns));
+    json_t *cm = config_map(p, ns);
+    json_array_append_new(out, cm);
+    json_array_append_new(out, deployment(p, k, ns, cm));
     json_array_append_new(out, service(ns));
     spec_server_free(dflt);
     return out;

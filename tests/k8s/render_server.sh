@@ -109,6 +109,7 @@ query default "config['spec']['dataDir'] == '/var/lib/lathe' and 'kubeconfig' no
 query default "{'name': 'data', 'emptyDir': {}} in pod['volumes'] and {'name': 'data', 'mountPath': '/var/lib/lathe'} in ctr['volumeMounts']"
 # the Deployment
 query default "dep['spec']['replicas'] == 2"
+query default "__import__('hashlib').sha256(json.dumps(cm['data'], sort_keys=True, separators=(',', ':')).encode()).hexdigest() == dep['spec']['template']['metadata']['annotations']['lathe.dev/config-sha256']"
 query default "dep['spec']['selector']['matchLabels'].items() <= dep['spec']['template']['metadata']['labels'].items()"
 query default "ctr['command'] == ['lathe', 'server', '--config', '/etc/lathe/server.yaml']"
 query default "ctr['image'] == 'lathe:latest' and pod['serviceAccountName'] == 'lathe'"
@@ -153,6 +154,7 @@ query configured "config['spec']['listen'] == '0.0.0.0:8740' and config['spec'][
 query configured "config['spec']['scheduler'] == {'policy': 'easy'} and config['spec']['tokens'][0]['team'] == 'team-a'"
 query configured "config['spec']['cluster']['file'] == '/etc/lathe/cluster.yaml' and cm['data']['cluster.yaml'] == open('$tmp/cluster.yaml').read()"
 query configured "pod['securityContext']['runAsUser'] == 2000"
+query configured "dep['spec']['template']['metadata']['annotations']['lathe.dev/config-sha256'] != json.load(open('$tmp/default.json'))['items'][11]['spec']['template']['metadata']['annotations']['lathe.dev/config-sha256']"
 # the settings' image is the server's when --image is not given
 render image-from-settings --config "$tmp/server.yaml"
 query image-from-settings "ctr['image'] == 'registry.example.com/lathe:1.2'"
