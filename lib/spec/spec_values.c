@@ -54,7 +54,7 @@ static json_t *list_values(const spec_field *f, const void *base)
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(a, spec_schema_values(s, elems + i * s->elem_size, dflt));
-    free(dflt); /* init leaves no allocations in the tables that have one */
+    free(dflt); /* the tables' init functions set numbers only */
     return a;
 }
 
