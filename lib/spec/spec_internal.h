@@ -8,7 +8,10 @@
  *     so unknown keys, wrong types and out-of-range values are reported by
  *     one mechanism, every error of a file at once;
  *   - the decoders of the three kinds (spec_job.c, spec_experiment.c,
- *     spec_cluster.c) that spec_load.c dispatches to.
+ *     spec_cluster.c) that spec_load.c dispatches to;
+ *   - what else reads the same tables: the OpenAPI schemas of the CRDs
+ *     (spec_openapi.c) and the values of a struct written back as JSON
+ *     (spec_values.c).
  */
 #ifndef LATHE_SPEC_INTERNAL_H
 #define LATHE_SPEC_INTERNAL_H
