@@ -1,10 +1,13 @@
 """launch.py: runs one container's process, started by the stand-in kubelet
-as `python3 launch.py SPEC.json`: dies with the kubelet (PR_SET_PDEATHSIG),
-as root enters a private mount namespace and mounts the volumes (bind
+as `python3 launch.py SPEC.json` in a session of its own: as root it enters
+a private mount namespace (and UTS namespace) and mounts the volumes (bind
 mounts, read-only remounts, tmpfs), else falls back to symlinks for mount
-paths that do not exist; then changes to the working folder and execs the
-container's argv (never a shell) with its environment. Standalone: no
-imports from the package, it runs before the container's argv."""
+paths that do not exist; then it forks the container's argv (never a shell;
+exec'd in the working folder with its environment) and stays as the
+supervisor of the process group: it passes the container's exit status (or
+signal) on as its own, and when the kubelet dies (PR_SET_PDEATHSIG) it kills
+the whole group, so no process of a container outlives the double, not even
+a SIGKILL of it. Standalone: no imports from the package."""
 import ctypes
 import ctypes.util
 import json
@@ -34,7 +37,12 @@ def main():
         spec = json.load(f)
     errfile = spec["errfile"]
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    def parent_gone(*_):
+        os.killpg(0, signal.SIGKILL)  # the container's processes, and this one
+        os._exit(137)
+
+    signal.signal(signal.SIGUSR2, parent_gone)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGUSR2, 0, 0, 0)
     if os.getppid() != spec["parent"]:
         os._exit(137)  # the kubelet is already gone
     mounts = spec.get("mounts") or []
@@ -99,9 +107,32 @@ def main():
             fail(errfile, 128, "failed to create containerd task: chdir to cwd (\"%s\") set in config.json failed: %s" % (cwd, e))
     argv = spec["argv"]
     env = spec["env"]
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, signal.SIG_DFL)
+    # the kubelet's SIGTERM goes to the whole group: the container handles it,
+    # the supervisor waits for the container's end
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(s, signal.SIG_IGN)
+    pid = os.fork()
+    if pid == 0:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE, signal.SIGUSR2):
+            signal.signal(s, signal.SIG_DFL)
+        child(errfile, argv, env)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            os._exit(128)
+    if os.WIFEXITED(status):
+        os._exit(os.WEXITSTATUS(status))
+    sig = os.WTERMSIG(status)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
+
+
+def child(errfile, argv, env):
     try:
         os.execvpe(argv[0], argv, env)
     except FileNotFoundError:
