@@ -161,7 +161,7 @@ static void on_job(void *ud, k8s_event_type type, const json_t *obj)
         t->gone_at = now_s();
         if (++kb->deletions % 256 == 0) sweep_tracks(kb, t->gone_at);
     } else {
-        t->job = json_deep_copy(obj);
+        t->job = json_incref((json_t *)obj); /* shared with the informer: never changed */
         t->seen = true;
         t->gone = false;
     }
@@ -210,7 +210,7 @@ static void on_pod(void *ud, k8s_event_type type, const json_t *obj)
     if (job && managed && strcmp(managed, "lathe") == 0) {
         char *jkey = key_of(ns, job);
         k8s_track *t = track_get(kb, jkey);
-        json_decref(kmap_put(&t->pods, name, json_deep_copy(obj)));
+        json_decref(kmap_put(&t->pods, name, json_incref((json_t *)obj)));
         if (type == K8S_DELETED) kmap_put(&t->pods_gone, name, (void *)1);
         else kmap_del(&t->pods_gone, name);
         free(jkey);
@@ -226,7 +226,7 @@ static void on_node(void *ud, k8s_event_type type, const json_t *obj)
     if (!name) return;
     pthread_mutex_lock(&kb->mu);
     if (type == K8S_DELETED) json_decref(kmap_del(&kb->node_objs, name));
-    else json_decref(kmap_put(&kb->node_objs, name, json_deep_copy(obj)));
+    else json_decref(kmap_put(&kb->node_objs, name, json_incref((json_t *)obj)));
     kb->nodes_version++;
     pthread_mutex_unlock(&kb->mu);
 }

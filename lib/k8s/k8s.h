@@ -180,7 +180,10 @@ typedef enum { K8S_ADDED, K8S_MODIFIED, K8S_DELETED } k8s_event_type;
 
 /* Called on the informer's thread for every transition of an object, in
  * order: ADDED once, MODIFIED for each new resourceVersion, DELETED once
- * (obj is the last state known). obj is borrowed for the call. */
+ * (obj is the last state known). obj is borrowed for the call; the
+ * informer never changes it afterwards (a new state is a new object), so a
+ * callee may keep it with json_incref (jansson's counts are atomic) instead
+ * of copying it. */
 typedef void (*k8s_event_fn)(void *ud, k8s_event_type type, const json_t *obj);
 /* Called when the informer's view becomes current (after each list) or
  * stops being current (the API is unreachable: why says so). */
