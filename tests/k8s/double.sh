@@ -57,8 +57,15 @@ AUTH=(-H "Authorization: Bearer $(cat "$T/state/token")")
 URL="https://127.0.0.1:$PORT"
 [ "$("${CURL[@]}" -o /dev/null -w '%{http_code}' --cert "$T/state/pki/admin.crt" --key "$T/state/pki/admin.key" "$URL/api/v1/nodes")" = 200 ] &&
     ok "client certificate" || fail "client certificate"
-if ss -ltn 2>/dev/null | grep -q ":$PORT "; then
-    ss -ltn | grep ":$PORT " | grep -qv "127.0.0.1:$PORT" && fail "listens on 127.0.0.1 only" || ok "listens on 127.0.0.1 only"
+# the listening sockets of the port in /proc/net/tcp{,6}: 127.0.0.1 (0100007F) only
+HEXPORT=$(printf '%04X' "$PORT")
+LISTEN=$(awk -v p=":$HEXPORT" '$4 == "0A" && $2 ~ p"$" {print $2}' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+if [ -z "$LISTEN" ]; then
+    fail "listens on 127.0.0.1 only (no listening socket on port $PORT in /proc/net/tcp)"
+elif [ "$LISTEN" = "0100007F:$HEXPORT" ]; then
+    ok "listens on 127.0.0.1 only"
+else
+    fail "listens on 127.0.0.1 only ($LISTEN)"
 fi
 
 timeout 300 "$PY" "$SRC/tests/k8s/data/double-checks.py" "$T/state" "$T/tmp"
