@@ -425,6 +425,13 @@ def t_evict():
         pod={"terminationGracePeriodSeconds": 1})
     p = one_pod("j5", "ev", running)
     name = p["metadata"]["name"]
+    k.wait(lambda: cond(k.ok("GET", "/api/v1/namespaces/j5/pods/" + name), "Ready"), 10, "the pod ready")
+    k.ok("POST", "/apis/policy/v1/namespaces/j5/poddisruptionbudgets", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+         "metadata": {"name": "keep"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"job-name": "ev"}}}})
+    st, e, _ = k.post("/api/v1/namespaces/j5/pods/%s/eviction" % name,
+                      {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "j5"}})
+    eq((st, e["reason"]), (429, "TooManyRequests"), "the disruption budget holds the eviction")
+    k.ok("DELETE", "/apis/policy/v1/namespaces/j5/poddisruptionbudgets/keep")
     k.ok("POST", "/api/v1/namespaces/j5/pods/%s/eviction" % name,
          {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "j5"}})
     c = wait_cond("j5", "ev", "Failed")

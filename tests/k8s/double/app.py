@@ -245,8 +245,48 @@ class App:
     # ---- eviction and binding ----
     def evict_api(self, h, res, ns, name, body):
         opts = (body or {}).get("deleteOptions") or {}
-        self.evict(ns, name, "EvictionByEvictionAPI", "Eviction API: evicting", opts)
+        with self.store.lock:
+            self.pdb_check(ns, name)
+            self.evict(ns, name, "EvictionByEvictionAPI", "Eviction API: evicting", opts)
         return h._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+
+    def pdb_check(self, ns, name):
+        """PodDisruptionBudgets of the pod: 429 when the eviction would take
+        the healthy pods below what one needs (the real eviction API)."""
+        from .labelsel import selector_object_match
+        pods = self.registry.get("", "v1", "pods")
+        pod = self.ops.get(pods, ns, name)
+        if get_path(pod, "status", "phase") in ("Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
+            return
+        labels = pod["metadata"].get("labels") or {}
+        for pdb in self.store.list("policy/poddisruptionbudgets", ns):
+            sel = get_path(pdb, "spec", "selector")
+            if sel is None or not selector_object_match(sel, labels):
+                continue
+            matching = [p for p in self.store.list("core/pods", ns)
+                        if selector_object_match(sel, p["metadata"].get("labels"))
+                        and get_path(p, "status", "phase") not in ("Succeeded", "Failed")]
+            healthy = [p for p in matching if not p["metadata"].get("deletionTimestamp") and any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in get_path(p, "status", "conditions") or [])]
+            spec = pdb.get("spec") or {}
+
+            def amount(v):
+                if isinstance(v, str) and v.endswith("%"):
+                    import math
+                    return int(math.ceil(float(v[:-1]) / 100.0 * len(matching)))
+                return int(v)
+            if spec.get("minAvailable") is not None:
+                need = amount(spec["minAvailable"])
+            elif spec.get("maxUnavailable") is not None:
+                need = len(matching) - amount(spec["maxUnavailable"])
+            else:
+                continue
+            is_healthy = any(p["metadata"]["name"] == name for p in healthy)
+            if is_healthy and len(healthy) - 1 < need:
+                raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                               {"causes": [{"reason": "DisruptionBudget", "message":
+                                            "The disruption budget %s needs %d healthy pods and has %d currently" % (
+                                                pdb["metadata"]["name"], need, len(healthy))}]})
 
     def evict(self, ns, name, reason, message, opts=None):
         pods = self.registry.get("", "v1", "pods")

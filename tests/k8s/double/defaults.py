@@ -177,6 +177,12 @@ def apply_create_defaults(res, obj, uid, priority_of=None):
                                      "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
         pod_spec_defaults(spec.setdefault("template", {}).setdefault("spec", {}))
         obj["status"] = {}
+    elif k == "PodDisruptionBudget":
+        obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
+    elif k == "HorizontalPodAutoscaler":
+        obj["status"] = {"desiredReplicas": 0, "currentReplicas": 0}
+    elif k == "StatefulSet":
+        obj["status"] = {"replicas": 0, "availableReplicas": 0}
     elif k == "ResourceQuota":
         obj["status"] = {"hard": dict((obj.get("spec") or {}).get("hard") or {}), "used": {}}
     elif k == "Node":
