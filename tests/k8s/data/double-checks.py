@@ -173,7 +173,7 @@ def t_invalid():
     eq((st, e["details"]["causes"][0]["reason"]), (422, "FieldValueNotSupported"), "restartPolicy Always")
     # immutable template of a started Job
     bad["spec"]["template"]["spec"]["restartPolicy"] = "Never"
-    j = k.ok("POST", "/apis/batch/v1/namespaces/inv/jobs", dict(bad, spec=dict(bad["spec"], suspend=True)))
+    k.ok("POST", "/apis/batch/v1/namespaces/inv/jobs", dict(bad, spec=dict(bad["spec"], suspend=True)))
     k.ok("PATCH", "/apis/batch/v1/namespaces/inv/jobs/always", {"spec": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}},
          ctype="application/merge-patch+json")
     st, e, _ = k.req("PATCH", "/apis/batch/v1/namespaces/inv/jobs/always",
@@ -334,7 +334,7 @@ def t_discovery():
 def t_job_complete():
     ns("j1")
     job("hello", "j1", ["/bin/sh", "-c", "echo hi; echo err >&2; exit 0"])
-    c = wait_cond("j1", "hello", "Complete")
+    wait_cond("j1", "hello", "Complete")
     j = get_job("j1", "hello")
     eq(j["status"].get("succeeded"), 1, "succeeded")
     assert cond(j, "SuccessCriteriaMet") and j["status"].get("completionTime"), j["status"]
@@ -497,7 +497,6 @@ def t_graceful():
     k.wait(lambda: os.path.exists(mark), 10, "SIGTERM in the container")
     k.wait(lambda: k.get("/api/v1/namespaces/j8/pods/" + name)[0] == 404, 15, "the pod to go")
     # foreground deletion of the Job: its pods go first
-    pods = [x for x in pods_of("j8", "gr") if not x["metadata"].get("deletionTimestamp")]
     one_pod("j8", "gr", lambda x: running(x) and not x["metadata"].get("deletionTimestamp"))
     st, d, _ = k.req("DELETE", "/apis/batch/v1/namespaces/j8/jobs/gr?propagationPolicy=Foreground")
     eq(st, 202, "foreground delete")
@@ -690,7 +689,7 @@ def t_gpus_limits():
     got = sorted(int(x) for d in devs for x in d.split(b","))
     eq(len(got), 3, "three GPUs allotted (%s)" % devs)
     eq(len(set(got)), 3, "distinct GPUs (%s)" % devs)
-    q = k.wait(lambda: (lambda o: o if o["status"].get("used", {}).get("requests.nvidia.com/gpu") == "3" else None)(
+    k.wait(lambda: (lambda o: o if o["status"].get("used", {}).get("requests.nvidia.com/gpu") == "3" else None)(
         k.ok("GET", "/api/v1/namespaces/j14/resourcequotas/q")), 10, "quota usage")
     st, e, _ = k.post("/api/v1/namespaces/j14/pods", {"metadata": {"name": "over"}, "spec": gpu(1)})
     eq((st, e["reason"]), (403, "Forbidden"), "quota exceeded")

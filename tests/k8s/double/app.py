@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import ssl
 import sys
 import threading
@@ -19,7 +18,7 @@ from .pki import make_pki
 from .resources import Registry
 from .server import Auth, Discovery, Faults, Handler, Server, Stats
 from .store import Store
-from .util import ApiError, bad_request, dumps, get_path, now_rfc3339
+from .util import ApiError, bad_request, get_path, now_rfc3339
 from .validate import Schemas
 
 

@@ -352,7 +352,6 @@ class Controllers:
         pods_res = self.res("", "pods")
         spec = job.get("spec") or {}
         m = job["metadata"]
-        ns, name = m["namespace"], m["name"]
         if spec.get("managedBy") not in (None, "kubernetes.io/job-controller"):
             return  # another controller's Job (spec.managedBy)
         pods = self.job_pods(job)
@@ -370,7 +369,6 @@ class Controllers:
         status = deep(job.get("status") or {})
         indexed = spec.get("completionMode") == "Indexed"
         completions = spec.get("completions")
-        parallelism = spec.get("parallelism", 1)
         only_failed = spec.get("podReplacementPolicy") == "Failed"
         suspended = bool(spec.get("suspend"))
         completed_ix = parse_indexes(status.get("completedIndexes")) if indexed else set()

@@ -6,16 +6,13 @@ server-side apply), delete (graceful pods, finalizers, propagation
 policies), validation (strict schemas + semantic rules) and CRDs."""
 import copy
 import json
-import threading
 import time
 import uuid
 
 from . import patch as P
 from .defaults import apply_create_defaults, apply_update_defaults
 from .resources import Resource
-from .util import (ApiError, already_exists, bad_request, c_immutable, c_forbidden, conflict, deep,
-                   get_path, invalid, kind_group, not_found, now_rfc3339, ns_not_found, parse_quantity,
-                   qualified, rand_suffix)
+from .util import (ApiError, already_exists, bad_request, c_immutable, c_forbidden, conflict, deep, get_path, invalid, not_found, now_rfc3339, ns_not_found, parse_quantity, rand_suffix)
 from .validate import schema_causes, semantic_causes, unknown_fields
 
 TERMINAL = ("Succeeded", "Failed")

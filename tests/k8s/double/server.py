@@ -19,7 +19,7 @@ import urllib.parse
 from .labelsel import parse_field_selector, parse_label_selector, labels_match, fields_match
 from .store import Expired, Watcher
 from .tables import to_table
-from .util import ApiError, bad_request, dumps, get_path, now_rfc3339, parse_time, qualified
+from .util import ApiError, bad_request, dumps, get_path, qualified
 
 VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.2", "gitCommit": "0000000000000000000000000000000000000000",
            "gitTreeState": "clean", "buildDate": "2025-02-12T21:19:07Z", "goVersion": "go1.23.6",
