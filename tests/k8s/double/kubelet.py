@@ -1153,6 +1153,8 @@ class LogServer:
                 with app.kubelets.lock:
                     if app.kubelets.runs.get((ns, name, cname)) is not run:
                         break
+                if h._peer_gone():
+                    break
                 time.sleep(0.1)
             h._end_chunked()
         finally:

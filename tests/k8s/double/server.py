@@ -250,6 +250,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
+    def _peer_gone(self):
+        """True when the client closed its side (an idle stream notices
+        only so: nothing is written to it)."""
+        import select
+        try:
+            r, _, _ = select.select([self.connection], [], [], 0)
+            if not r:
+                return False
+            data = self.connection.recv(1)
+            return not data
+        except (ssl.SSLWantReadError, BlockingIOError):
+            return False
+        except (OSError, ValueError):
+            return True
+
     def _end_chunked(self):
         try:
             self.wfile.write(b"0\r\n\r\n")
@@ -702,6 +717,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     next_bm = now + app.bookmark_interval
                 item = w.get(min(0.5, max(0.01, deadline - now), max(0.01, next_bm - now) if bookmarks else 0.5))
                 if item is None:
+                    if self._peer_gone():
+                        break
                     continue
                 if item[0] == "EVENT":
                     self._chunk(self._event_bytes(item[1], item[2], res, table))
