@@ -72,8 +72,13 @@ timeout 300 "$PY" "$SRC/tests/k8s/data/double-checks.py" "$T/state" "$T/tmp"
 rc=$?
 [ $rc -eq 0 ] || { fails=$((fails + 1)); echo "--- double log (last 40 lines)"; tail -n 40 "$T/double.log"; }
 
-# an outage: connections refused for a while, then the same port again
+# an outage: open watches are cut, connections refused for a while, then the same port again
+curl -sS --max-time 60 --cacert "$T/state/pki/ca.crt" "${AUTH[@]}" "$URL/api/v1/namespaces?watch=1" > "$T/watch.out" 2>&1 &
+WPID=$!
+wait_for 10 test -s "$T/watch.out"
 "${CURL[@]}" "${AUTH[@]}" -X POST "$URL/_double/outage?seconds=2" >/dev/null
+wait_for 10 bash -c "! kill -0 $WPID" && ok "outage: an open watch is cut" || { fail "outage: an open watch is cut"; kill "$WPID"; }
+wait "$WPID" 2>/dev/null
 if wait_for 5 bash -c "! curl -s --max-time 2 --cacert '$T/state/pki/ca.crt' '$URL/_double/healthz'"; then
     ok "outage: refused"
 else
