@@ -403,6 +403,25 @@ def semantic_causes(res, obj):
         out += pod_spec_causes(obj.get("spec"), "spec")
     elif res.kind == "Job":
         out += job_causes(obj)
+    elif res.kind == "Service":
+        spec = obj.get("spec") or {}
+        typ = spec.get("type") or "ClusterIP"
+        if typ not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
+            out.append(c_unsupported("spec.type", typ, ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]))
+        ports = spec.get("ports") or []
+        if not ports and spec.get("clusterIP") != "None" and typ != "ExternalName":
+            out.append(c_required("spec.ports"))
+        names = set()
+        for i, pt in enumerate(ports):
+            port = pt.get("port")
+            if not isinstance(port, int) or not 0 < port < 65536:
+                out.append(c_invalid("spec.ports[%d].port" % i, port, "must be between 1 and 65535, inclusive"))
+            n = pt.get("name")
+            if len(ports) > 1 and not n:
+                out.append(c_required("spec.ports[%d].name" % i))
+            elif n and n in names:
+                out.append(c_duplicate("spec.ports[%d].name" % i, n))
+            names.add(n)
     elif res.kind in ("ConfigMap", "Secret"):
         size = 0
         for k in ("data", "binaryData"):
