@@ -87,6 +87,26 @@ def _pod_row(p):
     return [p["metadata"]["name"], "%d/%d" % (ready, total), reason, restarts, age(p["metadata"].get("creationTimestamp"))]
 
 
+def _pod_wide(p):
+    return _pod_row(p) + [get_path(p, "status", "podIP", default="<none>"),
+                          get_path(p, "spec", "nodeName", default="<none>"),
+                          get_path(p, "status", "nominatedNodeName", default="<none>"), "<none>"]
+
+
+def _job_wide(j):
+    conts = get_path(j, "spec", "template", "spec", "containers") or []
+    sel = get_path(j, "spec", "selector", "matchLabels") or {}
+    return _job_row(j) + [",".join(c.get("name", "") for c in conts), ",".join(c.get("image", "") for c in conts),
+                          ",".join("%s=%s" % kv for kv in sorted(sel.items()))]
+
+
+def _node_wide(n):
+    info = get_path(n, "status", "nodeInfo") or {}
+    ip = next((a.get("address") for a in get_path(n, "status", "addresses") or [] if a.get("type") == "InternalIP"), "<none>")
+    return _node_row(n) + [ip, "<none>", info.get("osImage", ""), info.get("kernelVersion", ""),
+                           info.get("containerRuntimeVersion", "")]
+
+
 def _node_row(n):
     ready = "Unknown"
     for c in get_path(n, "status", "conditions") or []:
@@ -101,9 +121,14 @@ def _node_row(n):
 
 
 TABLES = {
-    "jobs": ([_col("Name", fmt="name"), _col("Status"), _col("Completions"), _col("Duration"), _col("Age")], _job_row),
-    "pods": ([_col("Name", fmt="name"), _col("Ready"), _col("Status"), _col("Restarts", "string"), _col("Age")], _pod_row),
-    "nodes": ([_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version")], _node_row),
+    "jobs": ([_col("Name", fmt="name"), _col("Status"), _col("Completions"), _col("Duration"), _col("Age"),
+              _col("Containers", prio=1), _col("Images", prio=1), _col("Selector", prio=1)], _job_wide),
+    "pods": ([_col("Name", fmt="name"), _col("Ready"), _col("Status"), _col("Restarts", "string"), _col("Age"),
+              _col("IP", prio=1), _col("Node", prio=1), _col("Nominated Node", prio=1), _col("Readiness Gates", prio=1)],
+             _pod_wide),
+    "nodes": ([_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version"),
+               _col("Internal-IP", prio=1), _col("External-IP", prio=1), _col("OS-Image", prio=1),
+               _col("Kernel-Version", prio=1), _col("Container-Runtime", prio=1)], _node_wide),
     "namespaces": ([_col("Name", fmt="name"), _col("Status"), _col("Age")],
                    lambda o: [o["metadata"]["name"], get_path(o, "status", "phase", default="Active"),
                               age(o["metadata"].get("creationTimestamp"))]),
