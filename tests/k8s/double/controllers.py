@@ -142,10 +142,8 @@ class Controllers:
                 now = time.monotonic()
                 events, rv = (None, None) if cursor is None or now - last_full > 10 else self.store.events_since(cursor)
                 if events is None:
-                    work = self.full_work()
+                    work, cursor = self.full_work()
                     last_full = now
-                    with self.store.lock:
-                        cursor = self.store.rv
                 else:
                     work = self.event_work(events)
                     cursor = rv
@@ -175,7 +173,7 @@ class Controllers:
             self.pending = set((p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.list("core/pods")
                                if _is_pending(p))
             self.scheduler.reset()
-        return w
+            return w, self.store.rv  # the same lock hold: no write falls between
 
     def event_work(self, events):
         w = {"jobs": set(), "gc": set(), "owners": set(), "quota": set(), "sched": False}
