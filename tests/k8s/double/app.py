@@ -339,6 +339,9 @@ class Control:
         parts = path.strip("/").split("/")[1:]
         m = h.command
         app.stats.count(None, None)
+        if m == "POST":
+            from .server import log
+            log("control: POST %s" % h.path)
         if parts == ["stats"] and m == "GET":
             s = app.stats.snapshot()
             s["open_watches"] = app.open_watches

@@ -29,6 +29,16 @@ VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.2", "gitCommit": "0
 MAX_BODY = 3 * 1024 * 1024  # the real server's default --max-request-bytes
 
 
+def log(line):
+    """One line on stderr (the double's log): what a failing test wants to see."""
+    import sys
+    try:
+        sys.stderr.write("kube-double: %s\n" % line[:2000])
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 class Stats:
     def __init__(self):
         self.lock = threading.Lock()
@@ -64,6 +74,7 @@ class Stats:
         with self.lock:
             if len(self.invalid) < 1000:
                 self.invalid.append({"method": method, "path": path, "status": status, "message": message})
+        log("%s %s %s: %s" % (status, method, path, message))
 
     def snapshot(self):
         with self.lock:
@@ -233,6 +244,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _error(self, e):
         if e.code in (400, 422) and self.command in ("POST", "PUT", "PATCH"):
             self.server.app.stats.record_invalid(self.command, self.path, e.code, e.message)
+        elif e.code in (403, 500) or (e.code == 409 and self.command != "POST"):
+            log("%d %s %s: %s" % (e.code, self.command, self.path, e.message))
         self._send(e.code, e.status(), headers=e.headers)
 
     def _start_chunked(self, ctype="application/json"):
