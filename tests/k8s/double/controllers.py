@@ -112,6 +112,7 @@ class Controllers:
         self.thread = None
         self.lost = {}  # node -> time it was lost
         self.next_try = {}  # job uid -> monotonic time of the next pod creation (backoff after failures)
+        self.create_failures = {}  # job uid -> pod creations refused in a row
         self.job_backoff = float(getattr(app.args, "job_backoff", 1.0))
 
     def res(self, group, plural):
@@ -633,9 +634,13 @@ class Controllers:
         except ApiError as e:
             self.app.stats.record_invalid("INTERNAL", "job controller: create pod for %s/%s" % (m["namespace"], m["name"]), e.code, e.message)
             self.event(job, "Warning", "FailedCreate", "Error creating: %s" % e.message)
-            self.next_try[m["uid"]] = time.monotonic() + self.job_backoff
+            # the real controller's requeue backs off too: doubling, at most 10 s
+            n = self.create_failures.get(m["uid"], 0) + 1
+            self.create_failures[m["uid"]] = n
+            self.next_try[m["uid"]] = time.monotonic() + min(10.0, self.job_backoff * 2 ** min(n - 1, 10))
             self.due(job, self.next_try[m["uid"]])
             return None
+        self.create_failures.pop(m["uid"], None)
         self.event(job, "Normal", "SuccessfulCreate", "Created pod: %s" % p["metadata"]["name"])
         return p
 
