@@ -154,6 +154,7 @@ class Auth:
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+    block_on_close = False  # an outage or the stop must not wait for open streams
     allow_reuse_address = True
     request_queue_size = 256
 
