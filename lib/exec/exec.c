@@ -19,6 +19,7 @@ const char *exec_rc_name(exec_rc rc)
     case EXEC_E_INVALID: return "invalid";
     case EXEC_E_GONE: return "gone";
     case EXEC_E_SYSTEM: return "system";
+    case EXEC_E_UNAVAILABLE: return "unavailable";
     }
     return "unknown";
 }
@@ -31,6 +32,12 @@ const char *exec_end_name(exec_end e)
 }
 
 /* ---- dispatch ---- */
+
+bool exec_ready(exec_backend *be, char *why, size_t whysz)
+{
+    if (why && whysz) why[0] = '\0';
+    return !be->ready || be->ready(be, why, whysz);
+}
 
 exec_rc exec_prepare(exec_backend *be, const exec_request *req, char *err, size_t errsz)
 {

@@ -50,10 +50,13 @@ typedef enum {
     EXEC_E_INVALID, /* a bad request or handle: no command, command not found,
                        a handle JSON that is not one of this backend's */
     EXEC_E_GONE,    /* signal: the trainer is no longer there */
-    EXEC_E_SYSTEM   /* the system refused: fork, mkdir, a full disk */
+    EXEC_E_SYSTEM,  /* the system refused: fork, mkdir, a full disk */
+    EXEC_E_UNAVAILABLE /* the engine cannot be reached now (the Kubernetes API is
+                          down, or answers 429 / 5xx past the retries): nothing
+                          started; try again later */
 } exec_rc;
 
-/* "ok", "busy", "invalid", "gone", "system". */
+/* "ok", "busy", "invalid", "gone", "system", "unavailable". */
 const char *exec_rc_name(exec_rc rc);
 
 /* ---- the trainer contract (DESIGN.md 6) ---- */
@@ -360,6 +363,9 @@ struct exec_backend {
     /* optional: removes what prepare made for attempt `attempt` of the job
      * in job_dir when it will not run (the job was cancelled while queued). */
     exec_rc (*unprepare)(exec_backend *be, const exec_request *req, char *err, size_t errsz);
+    /* optional (NULL = always): whether the backend's view of where jobs run
+     * is current, and why not (an engine's API unreachable). */
+    bool (*ready)(exec_backend *be, char *why, size_t whysz);
     exec_rc (*start)(exec_backend *be, const exec_request *req, exec_handle **out, char *err,
                      size_t errsz);
     exec_rc (*attach)(exec_backend *be, const char *handle_json, exec_handle **out, char *err,
@@ -400,6 +406,9 @@ exec_rc exec_signal(exec_handle *h, int sig, char *err, size_t errsz);
 /* SIGTERM now; SIGKILL at the first poll at or after now + grace.
  * Calling it again keeps the first deadline. */
 exec_rc exec_cancel(exec_handle *h, double now, double grace, char *err, size_t errsz);
+/* The backend's ready (true where it has none; why is "" then). While it
+ * is false the controller starts and prepares nothing. */
+bool exec_ready(exec_backend *be, char *why, size_t whysz);
 /* The backend's prepare / unprepare (EXEC_OK where it has none). */
 exec_rc exec_prepare(exec_backend *be, const exec_request *req, char *err, size_t errsz);
 exec_rc exec_unprepare(exec_backend *be, const exec_request *req, char *err, size_t errsz);

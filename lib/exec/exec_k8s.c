@@ -514,6 +514,8 @@ static exec_rc from_k8s(const k8s_error *e)
     case K8S_E_NOT_FOUND:
     case K8S_E_FORBIDDEN:
     case K8S_E_UNAUTHORIZED: return EXEC_E_INVALID;
+    case K8S_E_UNREACHABLE:
+    case K8S_E_SERVER: return EXEC_E_UNAVAILABLE;
     default: return EXEC_E_SYSTEM;
     }
 }
@@ -848,6 +850,7 @@ exec_backend *exec_k8s_new(const spec_k8s *settings, struct k8s_client *client, 
     kb->be.name = "k8s";
     kb->be.prepare = k8s_prepare;
     kb->be.unprepare = k8s_unprepare;
+    kb->be.ready = exec_k8s_ready;
     kb->be.start = k8s_start;
     kb->be.attach = k8s_attach;
     kb->be.find = k8s_find;

@@ -377,11 +377,14 @@ static void iterate(ctl *c)
     ctl_poll_all(c, now);
     ctl_reconcile(c, now);
     ctl_prune(c);
+    /* an engine whose view is not current (its API unreachable) gets no
+     * new work: the pass waits, what runs is polled as before */
+    bool ready = exec_ready(c->be, NULL, 0);
     ctl_nodes_sync(c);
-    ctl_prepare_queued(c, 500);
+    if (ready) ctl_prepare_queued(c, 500);
     now = ctl_now();
     if (c->backoff_at > 0 && now >= c->backoff_at) c->dirty = true; /* a retry may start */
-    if (c->dirty || now >= c->next_pass) {
+    if (ready && (c->dirty || now >= c->next_pass)) {
         c->dirty = false;
         c->next_pass = now + c->s->cfg.spec->scheduler.interval;
         ctl_pass(c, now);

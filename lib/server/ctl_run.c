@@ -271,7 +271,7 @@ static void start_failed(ctl *c, ctl_job *j, exec_rc rc, const char *err, double
     e.st.exit_code = -1;
     e.st.started_at = e.st.ended_at = now;
     snprintf(e.st.reason, sizeof e.st.reason, "%s", err);
-    if (rc == EXEC_E_BUSY) {
+    if (rc == EXEC_E_BUSY || rc == EXEC_E_UNAVAILABLE) { /* nothing started: no retry spent */
         e.not_started = true;
         e.retry_in = 5 * c->s->cfg.spec->poll_interval;
         e.st.end = EXEC_END_LOST;

@@ -228,11 +228,12 @@ void srv_api_readyz(srv_req *r)
     clock_gettime(CLOCK_REALTIME, &ts);
     double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, age = now - loop_at;
     char why[320] = "";
-    bool engine = !(s->be && strcmp(s->be->name, "k8s") == 0) || exec_k8s_ready(s->be, why, sizeof why);
+    bool engine = !s->be || exec_ready(s->be, why, sizeof why);
     if (atomic_load(&s->stopping))
         srv_reply_error(r, 503, "unavailable", "the server is shutting down");
     else if (!engine)
-        srv_reply_error(r, 503, "unavailable", "the Kubernetes API is not reachable: %s", why);
+        srv_reply_error(r, 503, "unavailable", "the %s executor is not ready: %s",
+                        strcmp(s->be->name, "k8s") == 0 ? "Kubernetes" : s->be->name, why);
     else if (!(loop_at > 0) || age > 10)
         srv_reply_error(r, 503, "unavailable", "the controller's loop has not run for %.0f s",
                         loop_at > 0 ? age : now - s->started_at);
