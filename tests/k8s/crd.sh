@@ -9,15 +9,7 @@
 # (YAML 1.2 numbers: 1e-4 is a number) and checked with jsonschema's
 # Draft 4 validator (OpenAPI v3.0's boolean exclusiveMinimum). Each CRD
 # also passes validate-k8s.
-set -u
-fails=0
-check() { # check NAME STATUS
-    if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-PY=/usr/bin/python3
-VALIDATE="$LATHE_SHARED_DIR/tools/validate-k8s"
+. "$(dirname "$0")/harness/render.sh"
 src="$LATHE_SOURCE_DIR"
 
 "$LATHE" render server --target k8s -o json > "$tmp/server.json"

@@ -8,43 +8,12 @@
 # hold (suspended Jobs, a Service before a multi-node Job, the settings of
 # --config, --attempt), and the errors: an invalid file exits 2 with its
 # file:line, bad options exit 1, a missing file exits 4.
-set -u
-fails=0
-check() { # check NAME STATUS
-    if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-PY=/usr/bin/python3
-VALIDATE="$LATHE_SHARED_DIR/tools/validate-k8s"
+. "$(dirname "$0")/harness/render.sh"
 data="$LATHE_SOURCE_DIR/tests/k8s/data"
 cluster="$LATHE_SHARED_DIR/examples/cluster-example.yaml"
 
-# render NAME ARGS...: renders as yaml and json into $tmp/NAME.{yaml,json},
-# validates both and compares them
-render() {
-    local name=$1
-    shift
-    "$LATHE" render "$@" -o yaml > "$tmp/$name.yaml" 2> "$tmp/$name.err"
-    check "$name: lathe render -o yaml exits 0 ($(head -c 300 "$tmp/$name.err"))" $?
-    "$LATHE" render "$@" -o json > "$tmp/$name.json" 2>> "$tmp/$name.err"
-    check "$name: lathe render -o json exits 0" $?
-    for fmt in yaml json; do
-        $PY "$VALIDATE" "$tmp/$name.$fmt" > "$tmp/$name.$fmt.v" 2>&1
-        check "$name ($fmt) is valid: $(grep -v ': OK$' "$tmp/$name.$fmt.v" | head -5)" $?
-        grep -qE '^[1-9][0-9]* object\(s\) valid, 0 error\(s\)$' "$tmp/$name.$fmt.v"
-        check "$name ($fmt): validate-k8s says valid" $?
-    done
-    $PY - "$tmp/$name.yaml" "$tmp/$name.json" <<'EOF'
-import json, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]
-lst = json.load(open(sys.argv[2]))
-assert lst["apiVersion"] == "v1" and lst["kind"] == "List", "not a v1 List"
-if docs != lst["items"]:
-    sys.exit("the YAML documents are not the JSON List's items")
-EOF
-    check "$name: the YAML reads back as the JSON" $?
-}
+# render NAME ARGS...: `lathe render ARGS...` as yaml and json, validated and compared
+render() { local name=$1; shift; render_both "$name" render "$@"; }
 
 # query NAME PYTHON-EXPR: the expression over objs (the JSON List's items) is true
 query() {

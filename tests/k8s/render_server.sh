@@ -9,40 +9,10 @@
 # two replicas with /readyz and /healthz probes, non-root, spread over
 # nodes, and the Service on 8740. (That the ServerConfig loads as `lathe
 # server --config` reads it: test_k8s_render_server.c.) Then the errors.
-set -u
-fails=0
-check() { # check NAME STATUS
-    if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-PY=/usr/bin/python3
-VALIDATE="$LATHE_SHARED_DIR/tools/validate-k8s"
+. "$(dirname "$0")/harness/render.sh"
 
-# render NAME ARGS...: yaml and json into $tmp/NAME.{yaml,json}, validated, compared
-render() {
-    local name=$1
-    shift
-    "$LATHE" render server --target k8s "$@" -o yaml > "$tmp/$name.yaml" 2> "$tmp/$name.err"
-    check "$name: -o yaml exits 0 ($(head -c 300 "$tmp/$name.err"))" $?
-    "$LATHE" render server --target k8s "$@" -o json > "$tmp/$name.json" 2>> "$tmp/$name.err"
-    check "$name: -o json exits 0" $?
-    for fmt in yaml json; do
-        $PY "$VALIDATE" "$tmp/$name.$fmt" > "$tmp/$name.$fmt.v" 2>&1
-        check "$name ($fmt) is valid: $(grep -v ': OK$' "$tmp/$name.$fmt.v" | head -5)" $?
-        grep -qE '^13 object\(s\) valid, 0 error\(s\)$' "$tmp/$name.$fmt.v"
-        check "$name ($fmt): validate-k8s says 13 valid" $?
-    done
-    $PY - "$tmp/$name.yaml" "$tmp/$name.json" <<'EOF'
-import json, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]
-lst = json.load(open(sys.argv[2]))
-assert lst["apiVersion"] == "v1" and lst["kind"] == "List", "not a v1 List"
-if docs != lst["items"]:
-    sys.exit("the YAML documents are not the JSON List's items")
-EOF
-    check "$name: the YAML reads back as the JSON" $?
-}
+# render NAME ARGS...: `lathe render server --target k8s ARGS...`, 13 objects
+render() { local name=$1; shift; RENDER_COUNT=13 render_both "$name" render server --target k8s "$@"; }
 
 # query NAME PYTHON-EXPR: true over objs (the List's items)
 query() {
