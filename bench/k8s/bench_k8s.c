@@ -8,12 +8,12 @@
  *      watches the Jobs itself and notes when each is created (suspended,
  *      while it waits in lathe's queue) and when it is unsuspended
  *      (admitted with its placement);
- *   3. baseline, in the same run, on the same double (which then holds
- *      lathe's Jobs too): the naive controller, one LIST (does the Job
- *      exist?) and one CREATE (unsuspended) per job, no watch, for
- *      --baseline-jobs jobs (2,000 at most by default: each of its LISTs
- *      costs the double a scan of the namespace, so its wall time grows
- *      with the square of the jobs while its per-job figures do not).
+ *   3. baseline, in the same run, on a fresh double of the same nodes:
+ *      the naive controller, one LIST (does the Job exist?) and one CREATE
+ *      (unsuspended) per job, no watch, for --baseline-jobs jobs (2,000 at
+ *      most by default: each of its LISTs costs the double a scan of the
+ *      namespace, so its wall time grows with the square of the jobs while
+ *      its per-job figures do not).
  *
  * Figures: time from submission to Job creation and to unsuspension (p50,
  * p99), API requests per admitted job (the double counts them), and the
@@ -446,6 +446,72 @@ static int run_lathe(const opts *o, k8s_client *cl, const char *dir, double *cpu
     return 0;
 }
 
+/* ---- one API double, in a folder of its own ---- */
+typedef struct dbl_proc {
+    char *dir;
+    pid_t pid;
+    k8s_config kc;
+    k8s_client *cl;
+} dbl_proc;
+
+static void dbl_stop(dbl_proc *d)
+{
+    k8s_client_free(d->cl);
+    if (d->cl) k8s_config_free(&d->kc);
+    if (d->pid > 0) {
+        kill(d->pid, SIGTERM);
+        waitpid(d->pid, NULL, 0);
+    }
+    free(d->dir);
+    memset(d, 0, sizeof *d);
+}
+
+/* The double in parent/name (kube/ inside), its client, the namespace. */
+static bool dbl_start(const char *parent, const char *name, const char *nodesf, const opts *o,
+                      dbl_proc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->dir = path_join(parent, name);
+    mkdir(d->dir, 0755);
+    char *state = path_join(d->dir, "kube"), *dlog = path_join(d->dir, "double.log");
+    char *dbl_path = xasprintf("%s/tests/k8s/kube-double", LATHE_SOURCE_DIR);
+    char ppid[32];
+    snprintf(ppid, sizeof ppid, "%d", (int)getpid());
+    char *dargv[] = {"/usr/bin/python3", dbl_path, "--state", state, "--port", "0", "--nodes",
+                     (char *)nodesf, "--kubelet", "none", "--bookmark-interval", "5", "--parent-pid",
+                     ppid, NULL};
+    d->pid = spawn(dargv, dlog);
+    char *ready = path_join(state, "ready"), *kcfg = path_join(state, "kubeconfig");
+    char *r = wait_file(ready, 120);
+    char err[512] = "";
+    bool ok = r && k8s_config_kubeconfig(&d->kc, kcfg, NULL, err, sizeof err);
+    if (ok) {
+        d->kc.qps = o->qps;
+        d->kc.burst = o->burst;
+        d->cl = k8s_client_new(&d->kc, err, sizeof err);
+        if (!d->cl) k8s_config_free(&d->kc);
+        ok = d->cl != NULL;
+    }
+    if (ok) {
+        json_t *ns = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
+                               "metadata", "name", "bench");
+        k8s_ref nsref = {.api = "v1", .resource = "namespaces"};
+        k8s_error e;
+        k8s_create(d->cl, &nsref, ns, NULL, &e);
+        json_decref(ns);
+    } else {
+        fprintf(stderr, "bench_k8s: the double did not start (%s); see %s\n", err, dlog);
+    }
+    free(r);
+    free(ready);
+    free(kcfg);
+    free(state);
+    free(dlog);
+    free(dbl_path);
+    if (!ok) dbl_stop(d);
+    return ok;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_k8s [--jobs N] [--baseline-jobs N] [--qps Q] [--burst B] [--lathe PATH] "
@@ -495,60 +561,31 @@ int main(int argc, char **argv)
     sb_puts(&nb, "]");
     write_text(dir, "nodes.json", sb_str(&nb));
     sb_free(&nb);
-    char *state = path_join(dir, "kube"), *nodesf = path_join(dir, "nodes.json");
-    char *dlog = path_join(dir, "double.log");
-    char *dbl_path = xasprintf("%s/tests/k8s/kube-double", LATHE_SOURCE_DIR);
-    char ppid[32];
-    snprintf(ppid, sizeof ppid, "%d", (int)getpid());
-    char *dargv[] = {"/usr/bin/python3", dbl_path, "--state", state, "--port", "0", "--nodes", nodesf,
-                     "--kubelet", "none", "--bookmark-interval", "5", "--parent-pid", ppid, NULL};
-    pid_t dpid = spawn(dargv, dlog);
-    char *ready = path_join(state, "ready");
-    char *r = wait_file(ready, 120);
-    int rc = 0;
-    if (!r) {
-        fprintf(stderr, "bench_k8s: the double did not start; see %s\n", dlog);
-        rc = 5;
-        goto out;
-    }
-    free(r);
-    char *kcfg = path_join(state, "kubeconfig");
-    k8s_config kc;
-    char err[512];
-    if (!k8s_config_kubeconfig(&kc, kcfg, NULL, err, sizeof err)) {
-        fprintf(stderr, "bench_k8s: %s\n", err);
-        free(kcfg);
-        rc = 5;
-        goto out;
-    }
-    free(kcfg);
-    kc.qps = o.qps;
-    kc.burst = o.burst;
-    k8s_client *cl = k8s_client_new(&kc, err, sizeof err);
-    json_t *ns = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
-                           "name", "bench");
-    k8s_ref nsref = {.api = "v1", .resource = "namespaces"};
-    k8s_error e;
-    k8s_create(cl, &nsref, ns, NULL, &e);
-    json_decref(ns);
-
+    char *nodesf = path_join(dir, "nodes.json");
     printf("bench_k8s: %ld jobs, %ld nodes of 8 GPUs, client rate limit %g qps (burst %d), the API "
-           "double on loopback\n\n",
+           "double on loopback (a fresh one for each controller)\n\n",
            o.jobs, nodes, o.qps, o.burst);
-    /* lathe first: the baseline's Jobs start at once and their pods would
-     * hold the GPUs lathe's scheduler then sees as taken by others */
-    double lcpu, lctl, lrpj, lc[2], la[2], lwall;
+    int rc = 0;
+    double lcpu = 0, lctl = 0, lrpj = NAN, lc[2] = {NAN, NAN}, la[2] = {NAN, NAN}, lwall = 0;
     long admitted = 0;
-    int lrc = run_lathe(&o, cl, dir, &lcpu, &lctl, &lrpj, lc, la, &lwall, &admitted);
-    if (lrc == 0) { /* now, in case the baseline does not finish */
-        printf("lathe: created p50 %.2f s, p99 %.2f s; unsuspended p50 %.2f s, p99 %.2f s; %.2f API "
-               "requests per admitted job; controller CPU %.2f s, process %.2f s; %ld of %ld admitted "
-               "in %.1f s\n",
-               lc[0], lc[1], la[0], la[1], lrpj, lctl, lcpu, admitted, o.jobs, lwall);
-        fflush(stdout);
+    int lrc = 5;
+    dbl_proc d;
+    if (dbl_start(dir, "lathe", nodesf, &o, &d)) {
+        lrc = run_lathe(&o, d.cl, d.dir, &lcpu, &lctl, &lrpj, lc, la, &lwall, &admitted);
+        if (lrc == 0) { /* now, in case the baseline does not finish */
+            printf("lathe: created p50 %.2f s, p99 %.2f s; unsuspended p50 %.2f s, p99 %.2f s; %.2f API "
+                   "requests per admitted job; controller CPU %.2f s, process %.2f s; %ld of %ld admitted "
+                   "in %.1f s\n",
+                   lc[0], lc[1], la[0], la[1], lrpj, lctl, lcpu, admitted, o.jobs, lwall);
+            fflush(stdout);
+        }
+        dbl_stop(&d);
     }
-    double bcpu, brpj, b50, b99, bwall;
-    baseline(&o, cl, dir, &bcpu, &brpj, &b50, &b99, &bwall);
+    double bcpu = 0, brpj = NAN, b50 = NAN, b99 = NAN, bwall = 0;
+    if (dbl_start(dir, "baseline", nodesf, &o, &d)) {
+        baseline(&o, d.cl, d.dir, &bcpu, &brpj, &b50, &b99, &bwall);
+        dbl_stop(&d);
+    }
     if (lrc != 0) {
         rc = 5;
     } else {
@@ -565,22 +602,13 @@ int main(int argc, char **argv)
                (lctl / (double)(admitted ? admitted : 1)) / (bcpu / (double)o.baseline_jobs));
         if (!(lrpj <= 3.0)) printf("goal missed: more than 3 API requests per admitted job\n");
     }
-    k8s_client_free(cl);
-    k8s_config_free(&kc);
-out:
-    kill(dpid, SIGTERM);
-    waitpid(dpid, NULL, 0);
     if (!o.keep) {
         char e2[256];
         file_remove_tree(dir, e2, sizeof e2);
     } else {
         printf("files kept in %s\n", dir);
     }
-    free(ready);
-    free(state);
     free(nodesf);
-    free(dlog);
-    free(dbl_path);
     free(bindir);
     free(default_lathe);
     curl_global_cleanup();
