@@ -72,6 +72,7 @@ grep -q "^removed " "$tmp/bytes"; check "--clean removes the folder" $?
 
 if [ "$fails" -ne 0 ]; then
     echo "--- the demo's output:"; cat "$tmp/out"
+    echo "--- the byte-level demo's output:"; cat "$tmp/bytes" 2>/dev/null
     echo "--- server.log:"; tail -30 "$tmp/demo/server.log"
     echo "$fails checks failed"; exit 1
 fi
