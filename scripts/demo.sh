@@ -8,10 +8,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
-SHARED=$(cd .. && pwd)/shared
 
 scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLATHE_SHARED_DIR="$SHARED" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$JOBS" >/dev/null
 
-exec build/lathe demo --shared "$SHARED" "$@"
+exec build/lathe demo "$@"  # its data: share/ of this tree

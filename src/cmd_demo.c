@@ -7,7 +7,7 @@
  *      priority class), a server config, a LoRA experiment and an urgent job
  *      (templates: examples/demo/);
  *   2. a small model from `lathe init-model` (tiny preset, the Qwen3
- *      tokenizer of ../shared when present, else byte-level data);
+ *      tokenizer of the data folder (share/) when present, else byte-level data);
  *   3. `lathe server` as a child process on a port the system chooses;
  *   4. the experiment (rank 8 / 16 / 32) submitted for team research: two
  *      GPUs of its quota plus one borrowed from team product;
@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 static const char demo_help[] =
-    "usage: lathe demo [--dir DIR] [--clean] [--steps N] [--shared DIR] [--plain]\n"
+    "usage: lathe demo [--dir DIR] [--clean] [--steps N] [--data-dir DIR] [--plain]\n"
     "                  [--timeout D] [--byte-level] [--setup-only]\n"
     "\n"
     "Runs lathe end to end on this machine, CPU only: a server with a virtual\n"
@@ -58,9 +58,10 @@ static const char demo_help[] =
     "  --steps N                optimizer steps of each experiment job (default 120;\n"
     "                           ten times that with byte-level data, whose steps\n"
     "                           are about ten times cheaper)\n"
-    "  --shared DIR             the shared data folder (default: $LATHE_SHARED_DIR,\n"
-    "                           ../shared, or ../shared beside the lathe binary's\n"
-    "                           build folder)\n"
+    "  --data-dir DIR           the folder with data/ and tokenizers/ (default:\n"
+    "                           $LATHE_DATA_DIR, the share/ folder of the source\n"
+    "                           tree lathe was built from, or share/ beside the\n"
+    "                           binary's folder)\n"
     "  --plain                  plain lines even on a terminal\n"
     "  --timeout D              give up after D (default 10m)\n"
     "  --byte-level             train on bytes even when the Qwen3 tokenizer is there\n"
@@ -203,7 +204,7 @@ typedef struct demo_opts {
     const char *dir;
     bool clean;
     long steps;
-    const char *shared;
+    const char *data_dir;
     bool plain;
     double timeout;
     bool byte_level;
@@ -266,28 +267,30 @@ static char *demo_self(void)
 #define DEMO_DATA_REL "data/self-instruct/seed_tasks.alpaca.jsonl"
 #define DEMO_TOKENIZER_REL "tokenizers/qwen3/tokenizer.json"
 
-/* The shared folder: the first candidate that holds the training data. */
-static char *demo_find_shared(const demo_opts *o, const char *self)
+/* The data folder: the first candidate that holds the training data
+ * (with --data-dir, only that one). */
+static char *demo_find_data(const demo_opts *o, const char *self)
 {
     char *dir = xstrdup(self);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
-    char *cand[5] = {
-        o->shared ? xstrdup(o->shared) : NULL,
-        getenv("LATHE_SHARED_DIR") ? xstrdup(getenv("LATHE_SHARED_DIR")) : NULL,
-        xstrdup("../shared"),
-        xasprintf("%s/../../shared", dir),
-        xasprintf("%s/../shared", dir),
+    enum { N = 5 };
+    char *cand[N] = {
+        o->data_dir ? xstrdup(o->data_dir) : NULL,
+        getenv("LATHE_DATA_DIR") ? xstrdup(getenv("LATHE_DATA_DIR")) : NULL,
+        xstrdup(LATHE_BUILT_SHARE), /* the source tree's share/ */
+        xasprintf("%s/../share", dir),
+        xasprintf("%s/../share/lathe", dir),
     };
     char *found = NULL;
-    for (int i = 0; i < 5 && !found; i++) {
-        if (!cand[i] || (i > 0 && o->shared)) continue; /* --shared: only there */
+    for (int i = 0; i < N && !found; i++) {
+        if (!cand[i] || (i > 0 && o->data_dir)) continue;
         char *data = path_join(cand[i], DEMO_DATA_REL);
         char real[4096];
         if (file_exists(data) && realpath(cand[i], real)) found = xstrdup(real);
         free(data);
     }
-    for (int i = 0; i < 5; i++) free(cand[i]);
+    for (int i = 0; i < N; i++) free(cand[i]);
     free(dir);
     return found;
 }
@@ -300,10 +303,11 @@ static int demo_inputs(demo *d)
         fprintf(stderr, "lathe demo: cannot find its own binary through /proc/self/exe\n");
         return LT_EXIT_IO;
     }
-    char *shared = demo_find_shared(&d->o, d->lathe);
+    char *shared = demo_find_data(&d->o, d->lathe);
     if (!shared) {
-        fprintf(stderr, "lathe demo: cannot find the shared data (%s): give --shared DIR or set "
-                "LATHE_SHARED_DIR to the folder that holds data/ and tokenizers/\n", DEMO_DATA_REL);
+        fprintf(stderr, "lathe demo: cannot find its data (%s): give --data-dir DIR or set "
+                "LATHE_DATA_DIR to the folder that holds data/ and tokenizers/ (share/ of lathe's "
+                "source tree)\n", DEMO_DATA_REL);
         return LT_EXIT_IO;
     }
     d->data = path_join(shared, DEMO_DATA_REL);
@@ -1262,11 +1266,11 @@ static int demo_parse(int argc, char **argv, demo_opts *o)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes = !strcmp(a, "--dir") || !strcmp(a, "--steps") || !strcmp(a, "--shared") ||
+        bool takes = !strcmp(a, "--dir") || !strcmp(a, "--steps") || !strcmp(a, "--data-dir") ||
                      !strcmp(a, "--timeout") || !strcmp(a, "--write-templates");
         if (takes && !val) return cli_usage_error("demo", "%s needs a value", a);
         if (!strcmp(a, "--dir")) o->dir = val;
-        else if (!strcmp(a, "--shared")) o->shared = val;
+        else if (!strcmp(a, "--data-dir")) o->data_dir = val;
         else if (!strcmp(a, "--write-templates")) o->templates_dir = val;
         else if (!strcmp(a, "--steps")) {
             char *end;

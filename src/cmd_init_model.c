@@ -185,6 +185,6 @@ const cli_command cli_cmd_init_model = {
         "tokenizer_config.json beside it) are copied in and the vocabulary sized to it.\n"
         "\n"
         "example:\n"
-        "  lathe init-model /tmp/toy --preset small --arch qwen3 --tokenizer ../shared/tokenizers/qwen3/tokenizer.json\n",
+        "  lathe init-model /tmp/toy --preset small --arch qwen3 --tokenizer share/tokenizers/qwen3/tokenizer.json\n",
     .run = init_model_run,
 };

@@ -41,7 +41,7 @@ static const char plan_help[] =
     "exit: 0 planned, 2 invalid spec, 3 nothing fits, 4 unreadable file\n"
     "\n"
     "examples:\n"
-    "  lathe plan ../shared/examples/seed-lora-job.yaml\n"
+    "  lathe plan examples/jobs/qwen2-7b-lora.yaml\n"
     "  lathe plan job.yaml --emit swift\n"
     "  lathe plan job.yaml --cluster cluster.yaml -o json\n";
 

@@ -73,9 +73,9 @@ static const char render_help[] =
     "exit: 0 rendered, 1 usage, 2 invalid file, 3 a job fits no GPU, 4 unreadable file\n"
     "\n"
     "examples:\n"
-    "  lathe render ../shared/examples/seed-lora-job.yaml --target k8s\n"
+    "  lathe render examples/jobs/qwen2-7b-lora.yaml --target k8s\n"
     "  lathe render examples/jobs/sweep-rank-lr.yaml -o json --config server.yaml\n"
-    "  lathe render ../shared/examples/cluster-example.yaml | kubectl apply -f -\n"
+    "  lathe render examples/demo/cluster.yaml | kubectl apply -f -\n"
     "  lathe render server --target k8s --config server.yaml | kubectl apply -f -\n";
 
 typedef struct render_args {

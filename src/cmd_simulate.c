@@ -206,7 +206,7 @@ static sched_cluster *load_cluster(const char *path, int *rc)
     const spec_cluster *sc = errors ? NULL : spec_file_cluster(&f);
     if (!errors && !sc) {
         diag *x = diag_add(&d, DIAG_ERROR, path, 0, 0, "kind", "the file holds no Cluster");
-        diag_set_suggestion(x, "give a file with `kind: Cluster` (see ../shared/examples/cluster-example.yaml)");
+        diag_set_suggestion(x, "give a file with `kind: Cluster` (see examples/traces/small-cluster.yaml)");
     }
     if (sc) c = sched_cluster_from_spec(sc, &d);
     diag_print_all(&d, stderr);

@@ -54,7 +54,7 @@ static const char TK_HELP[] =
     "    --show I           print sequence I with its loss targets between [[ and ]]\n"
     "\n"
     "examples:\n"
-    "  lathe tokenize --tokenizer ../shared/tokenizers/qwen3 \"Hello world\"\n"
+    "  lathe tokenize --tokenizer share/tokenizers/qwen3 \"Hello world\"\n"
     "  lathe tokenize --tokenizer models/qwen --decode \"9707 1879\"\n"
     "  printf '\"a\"\\n\"b c\"\\n' | lathe tokenize --tokenizer models/qwen --jsonl\n"
     "  lathe tokenize --tokenizer models/qwen --data train.jsonl --show 0\n";
