@@ -473,6 +473,8 @@ typedef struct exec_k8s_node {
     char why[128];       /* why not ("NotReady", "cordoned", "taint x=y:NoSchedule") */
 } exec_k8s_node;
 void exec_k8s_nodes(exec_backend *be, exec_k8s_node **out, size_t *n);
+/* The node of that name in what exec_k8s_nodes gave (sorted by name), or NULL. */
+exec_k8s_node *exec_k8s_node_find(exec_k8s_node *nodes, size_t n, const char *name);
 void exec_k8s_nodes_free(exec_k8s_node *nodes, size_t n);
 /* A counter that changes whenever a node or a foreign pod's GPUs change
  * (the caller reads exec_k8s_nodes again when it moved). */

@@ -43,19 +43,19 @@ static double now_s(void)
 }
 
 /* ---- small JSON readers ---- */
-static const char *jstr(const json_t *o, const char *key)
+const char *k8s_jstr(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
 }
 
-static const char *meta_str(const json_t *o, const char *key)
+const char *k8s_meta_str(const json_t *o, const char *key)
 {
-    return jstr(json_object_get(o, "metadata"), key);
+    return k8s_jstr(json_object_get(o, "metadata"), key);
 }
 
-static const char *label_of(const json_t *o, const char *key)
+const char *k8s_label_of(const json_t *o, const char *key)
 {
-    return jstr(json_object_get(json_object_get(o, "metadata"), "labels"), key);
+    return k8s_jstr(json_object_get(json_object_get(o, "metadata"), "labels"), key);
 }
 
 /* A quantity as an integer count ("4"), or 0. */
@@ -88,7 +88,7 @@ static int pod_gpus(const json_t *pod, const char *resource)
 
 static bool pod_terminal(const json_t *pod)
 {
-    const char *ph = jstr(json_object_get(pod, "status"), "phase");
+    const char *ph = k8s_jstr(json_object_get(pod, "status"), "phase");
     return ph && (strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Failed") == 0);
 }
 
@@ -151,7 +151,7 @@ static void sweep_tracks(k8s_backend *kb, double now)
 static void on_job(void *ud, k8s_event_type type, const json_t *obj)
 {
     k8s_backend *kb = ud;
-    char *key = key_of(meta_str(obj, "namespace"), meta_str(obj, "name"));
+    char *key = key_of(k8s_meta_str(obj, "namespace"), k8s_meta_str(obj, "name"));
     pthread_mutex_lock(&kb->mu);
     k8s_track *t = track_get(kb, key);
     json_decref(t->job);
@@ -172,7 +172,7 @@ static void on_job(void *ud, k8s_event_type type, const json_t *obj)
 /* The pod's hold on GPUs changed: the inventory moves. */
 static void pod_use(k8s_backend *kb, const char *key, k8s_event_type type, const json_t *pod)
 {
-    const char *node = jstr(json_object_get(pod, "spec"), "nodeName");
+    const char *node = k8s_jstr(json_object_get(pod, "spec"), "nodeName");
     int gpus = pod_gpus(pod, kb->k->gpu_resource);
     bool holds = type != K8S_DELETED && node && *node && gpus > 0 && !pod_terminal(pod);
     k8s_pod_use *u = kmap_get(&kb->uses, key);
@@ -191,20 +191,20 @@ static void pod_use(k8s_backend *kb, const char *key, k8s_event_type type, const
     free(u->node);
     u->node = xstrdup(node);
     u->gpus = gpus;
-    const char *m = label_of(pod, K8S_LABEL_MANAGED);
-    u->ours = m && strcmp(m, "lathe") == 0 && label_of(pod, K8S_LABEL_JOB_ID);
+    const char *m = k8s_label_of(pod, K8S_LABEL_MANAGED);
+    u->ours = m && strcmp(m, "lathe") == 0 && k8s_label_of(pod, K8S_LABEL_JOB_ID);
     kb->nodes_version++;
 }
 
 static void on_pod(void *ud, k8s_event_type type, const json_t *obj)
 {
     k8s_backend *kb = ud;
-    const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
+    const char *ns = k8s_meta_str(obj, "namespace"), *name = k8s_meta_str(obj, "name");
     if (!name) return;
     char *key = key_of(ns, name);
-    const char *job = label_of(obj, "batch.kubernetes.io/job-name");
-    if (!job) job = label_of(obj, "job-name");
-    const char *managed = label_of(obj, K8S_LABEL_MANAGED);
+    const char *job = k8s_label_of(obj, "batch.kubernetes.io/job-name");
+    if (!job) job = k8s_label_of(obj, "job-name");
+    const char *managed = k8s_label_of(obj, K8S_LABEL_MANAGED);
     pthread_mutex_lock(&kb->mu);
     pod_use(kb, key, type, obj);
     if (job && managed && strcmp(managed, "lathe") == 0) {
@@ -222,7 +222,7 @@ static void on_pod(void *ud, k8s_event_type type, const json_t *obj)
 static void on_node(void *ud, k8s_event_type type, const json_t *obj)
 {
     k8s_backend *kb = ud;
-    const char *name = meta_str(obj, "name");
+    const char *name = k8s_meta_str(obj, "name");
     if (!name) return;
     pthread_mutex_lock(&kb->mu);
     if (type == K8S_DELETED) json_decref(kmap_del(&kb->node_objs, name));
@@ -302,7 +302,7 @@ uint64_t exec_k8s_nodes_version(exec_backend *be)
  * the GPU resource's own NoSchedule taint). */
 static bool taint_blocks(const json_t *taint, const char *gpu_resource)
 {
-    const char *effect = jstr(taint, "effect"), *key = jstr(taint, "key");
+    const char *effect = k8s_jstr(taint, "effect"), *key = k8s_jstr(taint, "key");
     if (!effect || strcmp(effect, "PreferNoSchedule") == 0) return false;
     return !(key && strcmp(key, gpu_resource) == 0 && strcmp(effect, "NoSchedule") == 0);
 }
@@ -311,28 +311,28 @@ static void node_fill(const k8s_backend *kb, const json_t *obj, exec_k8s_node *n
 {
     const spec_k8s *k = kb->k;
     memset(n, 0, sizeof *n);
-    n->name = xstrdup(meta_str(obj, "name"));
+    n->name = xstrdup(k8s_meta_str(obj, "name"));
     const json_t *st = json_object_get(obj, "status");
     const json_t *alloc = json_object_get(st, "allocatable");
     n->gpus = quantity_int(json_object_get(alloc, k->gpu_resource));
     double v;
-    const char *cpu = jstr(alloc, "cpu"), *mem = jstr(alloc, "memory");
+    const char *cpu = k8s_jstr(alloc, "cpu"), *mem = k8s_jstr(alloc, "memory");
     if (cpu && units_parse_count(cpu, &v)) n->cpu = v;
     if (cpu && str_ends_with(cpu, "m")) n->cpu = strtod(cpu, NULL) / 1000.0;
     if (mem && units_parse_bytes(mem, &v)) n->memory = v;
     const char *s;
-    if ((s = label_of(obj, k->gpu_product_label))) n->product = xstrdup(s);
-    if ((s = label_of(obj, k->rack_label))) n->rack = xstrdup(s);
-    if ((s = label_of(obj, k->zone_label))) n->zone = xstrdup(s);
-    if ((s = label_of(obj, k->nvlink_label))) n->nvlink = xstrdup(s);
-    if ((s = label_of(obj, k->gpu_memory_label))) n->gpu_memory = strtod(s, NULL) * 1024.0 * 1024.0;
+    if ((s = k8s_label_of(obj, k->gpu_product_label))) n->product = xstrdup(s);
+    if ((s = k8s_label_of(obj, k->rack_label))) n->rack = xstrdup(s);
+    if ((s = k8s_label_of(obj, k->zone_label))) n->zone = xstrdup(s);
+    if ((s = k8s_label_of(obj, k->nvlink_label))) n->nvlink = xstrdup(s);
+    if ((s = k8s_label_of(obj, k->gpu_memory_label))) n->gpu_memory = strtod(s, NULL) * 1024.0 * 1024.0;
     n->schedulable = true;
     bool ready = false;
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(st, "conditions"), i, c)
     {
-        const char *t = jstr(c, "type"), *cs = jstr(c, "status");
+        const char *t = k8s_jstr(c, "type"), *cs = k8s_jstr(c, "status");
         if (t && strcmp(t, "Ready") == 0) ready = cs && strcmp(cs, "True") == 0;
     }
     if (!ready) {
@@ -349,9 +349,9 @@ static void node_fill(const k8s_backend *kb, const json_t *obj, exec_k8s_node *n
     {
         if (!taint_blocks(c, k->gpu_resource)) continue;
         n->schedulable = false;
-        snprintf(n->why, sizeof n->why, "taint %s%s%s:%s", jstr(c, "key") ? jstr(c, "key") : "",
-                 jstr(c, "value") ? "=" : "", jstr(c, "value") ? jstr(c, "value") : "",
-                 jstr(c, "effect"));
+        snprintf(n->why, sizeof n->why, "taint %s%s%s:%s", k8s_jstr(c, "key") ? k8s_jstr(c, "key") : "",
+                 k8s_jstr(c, "value") ? "=" : "", k8s_jstr(c, "value") ? k8s_jstr(c, "value") : "",
+                 k8s_jstr(c, "effect"));
         return;
     }
 }
@@ -380,16 +380,22 @@ void exec_k8s_nodes(exec_backend *be, exec_k8s_node **out, size_t *n)
         }
         m++;
     }
+    qsort(v, m, sizeof *v, cmp_node);
     for (size_t i = 0; i < kb->uses.cap; i++) {
         const k8s_pod_use *u = kb->uses.e[i].key ? kb->uses.e[i].val : NULL;
         if (!u || u->ours) continue;
-        for (size_t k = 0; k < m; k++)
-            if (strcmp(v[k].name, u->node) == 0) v[k].foreign += u->gpus;
+        exec_k8s_node *hit = exec_k8s_node_find(v, m, u->node);
+        if (hit) hit->foreign += u->gpus;
     }
     pthread_mutex_unlock(&kb->mu);
-    qsort(v, m, sizeof *v, cmp_node);
     *out = v;
     *n = m;
+}
+
+exec_k8s_node *exec_k8s_node_find(exec_k8s_node *nodes, size_t n, const char *name)
+{
+    exec_k8s_node key = {.name = (char *)name};
+    return n ? bsearch(&key, nodes, n, sizeof *nodes, cmp_node) : NULL;
 }
 
 void exec_k8s_nodes_free(exec_k8s_node *nodes, size_t n)
@@ -500,7 +506,7 @@ static const k8s_ref jobs_ref = {.api = "batch/v1", .resource = "jobs"};
 /* The Job is this attempt's: lathe's labels with its job id and attempt. */
 static bool same_attempt(const json_t *job, int64_t job_id, int attempt)
 {
-    const char *id = label_of(job, K8S_LABEL_JOB_ID), *a = label_of(job, K8S_LABEL_ATTEMPT);
+    const char *id = k8s_label_of(job, K8S_LABEL_JOB_ID), *a = k8s_label_of(job, K8S_LABEL_ATTEMPT);
     char want_id[32], want_a[16];
     snprintf(want_id, sizeof want_id, "%lld", (long long)job_id);
     snprintf(want_a, sizeof want_a, "%d", attempt);
@@ -527,7 +533,7 @@ static exec_rc ensure_service(k8s_backend *kb, exec_k8s_params *kp, const json_t
 {
     json_t *svc = k8s_render_service(&kp->p);
     if (!svc) return EXEC_OK;
-    const char *uid = meta_str(job, "uid");
+    const char *uid = k8s_meta_str(job, "uid");
     if (uid) {
         json_t *owner = json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion", "batch/v1", "kind", "Job",
                                   "name", kp->name, "uid", uid, "controller", 0);
@@ -689,15 +695,15 @@ static exec_rc k8s_attach(exec_backend *be, const char *text, exec_handle **out,
     *out = NULL;
     json_error_t je;
     json_t *o = json_loads(text ? text : "", 0, &je);
-    const char *backend = jstr(o, "backend");
+    const char *backend = k8s_jstr(o, "backend");
     if (!o || !backend || strcmp(backend, "k8s") != 0 ||
-        json_integer_value(json_object_get(o, "version")) != HANDLE_VERSION || !jstr(o, "namespace") ||
-        !jstr(o, "job") || !jstr(o, "job_dir")) {
+        json_integer_value(json_object_get(o, "version")) != HANDLE_VERSION || !k8s_jstr(o, "namespace") ||
+        !k8s_jstr(o, "job") || !k8s_jstr(o, "job_dir")) {
         snprintf(err, errsz, "not a handle of the Kubernetes backend (version %d)", HANDLE_VERSION);
         json_decref(o);
         return EXEC_E_INVALID;
     }
-    k8s_handle *kh = handle_new(kb, jstr(o, "namespace"), jstr(o, "job"), jstr(o, "job_dir"),
+    k8s_handle *kh = handle_new(kb, k8s_jstr(o, "namespace"), k8s_jstr(o, "job"), k8s_jstr(o, "job_dir"),
                                 (int)json_integer_value(json_object_get(o, "attempt")));
     kh->job_id = json_integer_value(json_object_get(o, "job_id"));
     kh->nnodes = (int)json_integer_value(json_object_get(o, "nnodes"));
@@ -767,7 +773,7 @@ bool exec_k8s_kill_pods(k8s_handle *kh, char *err, size_t errsz)
     bool ok = true;
     for (size_t i = 0; i < v.n_pods; i++) {
         if (v.pod_gone[i]) continue;
-        k8s_ref ref = {.api = "v1", .resource = "pods", .ns = kh->ns, .name = meta_str(v.pods[i], "name")};
+        k8s_ref ref = {.api = "v1", .resource = "pods", .ns = kh->ns, .name = k8s_meta_str(v.pods[i], "name")};
         k8s_error e;
         k8s_rc rc = k8s_delete(kh->kb->cl, &ref, NULL, 0, &e);
         if (rc != K8S_OK && rc != K8S_E_NOT_FOUND) {

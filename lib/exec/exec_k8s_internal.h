@@ -16,6 +16,12 @@
 
 #include <pthread.h>
 
+/* ---- reading objects (exec_k8s.c) ---- */
+/* A string member of o; its metadata's; one of its labels. NULL when absent. */
+const char *k8s_jstr(const json_t *o, const char *key);
+const char *k8s_meta_str(const json_t *o, const char *key);
+const char *k8s_label_of(const json_t *o, const char *key);
+
 /* ---- the request's objects (exec_k8s_objects.c) ---- */
 typedef struct exec_k8s_params {
     k8s_job_params p; /* points into the fields below and the request */

@@ -35,16 +35,6 @@
 #define DRAIN_WAIT 15.0   /* seconds an end waits for the logs */
 #define APPEAR_WAIT 120.0 /* seconds a created Job may take to show in the watch */
 
-static const char *jstr(const json_t *o, const char *key)
-{
-    return json_string_value(json_object_get(o, key));
-}
-
-static const char *meta_str(const json_t *o, const char *key)
-{
-    return jstr(json_object_get(o, "metadata"), key);
-}
-
 /* The condition `type` of a status with status "True", or NULL. */
 static const json_t *true_condition(const json_t *status, const char *type)
 {
@@ -52,7 +42,7 @@ static const json_t *true_condition(const json_t *status, const char *type)
     json_t *c;
     json_array_foreach(json_object_get(status, "conditions"), i, c)
     {
-        const char *t = jstr(c, "type"), *s = jstr(c, "status");
+        const char *t = k8s_jstr(c, "type"), *s = k8s_jstr(c, "status");
         if (t && s && strcmp(t, type) == 0 && strcmp(s, "True") == 0) return c;
     }
     return NULL;
@@ -64,7 +54,7 @@ static const json_t *trainer_status(const json_t *pod)
     json_t *c, *first = NULL;
     json_array_foreach(json_object_get(json_object_get(pod, "status"), "containerStatuses"), i, c)
     {
-        const char *n = jstr(c, "name");
+        const char *n = k8s_jstr(c, "name");
         if (n && strcmp(n, K8S_CONTAINER) == 0) return c;
         if (!first) first = c;
     }
@@ -74,8 +64,8 @@ static const json_t *trainer_status(const json_t *pod)
 static int pod_rank(const json_t *pod)
 {
     const json_t *m = json_object_get(pod, "metadata");
-    const char *s = jstr(json_object_get(m, "annotations"), "batch.kubernetes.io/job-completion-index");
-    if (!s) s = jstr(json_object_get(m, "labels"), "batch.kubernetes.io/job-completion-index");
+    const char *s = k8s_jstr(json_object_get(m, "annotations"), "batch.kubernetes.io/job-completion-index");
+    if (!s) s = k8s_jstr(json_object_get(m, "labels"), "batch.kubernetes.io/job-completion-index");
     return s ? atoi(s) : 0;
 }
 
@@ -130,7 +120,7 @@ static bool container_started(const json_t *pod)
 static void follow_pods(k8s_handle *kh, const k8s_view *v)
 {
     for (size_t i = 0; i < v->n_pods; i++) {
-        const char *name = meta_str(v->pods[i], "name");
+        const char *name = k8s_meta_str(v->pods[i], "name");
         if (!name || v->pod_gone[i] || !container_started(v->pods[i])) continue;
         bool have = false;
         for (size_t k = 0; k < kh->n_fol && !have; k++) have = strcmp(kh->fol[k]->pod, name) == 0;
@@ -140,7 +130,7 @@ static void follow_pods(k8s_handle *kh, const k8s_view *v)
         f->pod = xstrdup(name);
         f->rank = pod_rank(v->pods[i]);
         json_t *at = json_object_get(kh->resume, name);
-        const char *since = jstr(at, "ts");
+        const char *since = k8s_jstr(at, "ts");
         long skip = (long)json_integer_value(json_object_get(at, "same"));
         if (since) {
             snprintf(f->ts, sizeof f->ts, "%s", since);
@@ -275,12 +265,12 @@ static void judge_failed(k8s_handle *kh, const k8s_view *v, const json_t *cond, 
 {
     bool disrupted;
     const json_t *pod = failed_pod(v, &disrupted);
-    const char *pname = pod ? meta_str(pod, "name") : "?";
+    const char *pname = pod ? k8s_meta_str(pod, "name") : "?";
     if (disrupted) {
         const json_t *c = true_condition(json_object_get(pod, "status"), "DisruptionTarget");
-        const char *r = jstr(c, "reason"), *m = jstr(c, "message");
+        const char *r = k8s_jstr(c, "reason"), *m = k8s_jstr(c, "message");
         bool node_lost = r && (strcmp(r, "DeletionByTaintManager") == 0 || strcmp(r, "DeletionByPodGC") == 0);
-        const char *node = jstr(json_object_get(pod, "spec"), "nodeName");
+        const char *node = k8s_jstr(json_object_get(pod, "spec"), "nodeName");
         if (node_lost) {
             ended(kh, vd, EXEC_LOST, now);
             vd->st.exit_code = -1;
@@ -302,7 +292,7 @@ static void judge_failed(k8s_handle *kh, const k8s_view *v, const json_t *cond, 
     const json_t *term = pod ? json_object_get(json_object_get(trainer_status(pod), "state"), "terminated") : NULL;
     if (term) {
         container_end(term, &vd->st);
-        const char *reason = jstr(term, "reason");
+        const char *reason = k8s_jstr(term, "reason");
         bool oom_killed = reason && strcmp(reason, "OOMKilled") == 0;
         exec_classify(&vd->st, kh->tally.oom_line, oom_killed, kh->no_retry, kh->n_no_retry);
         if (oom_killed && vd->st.end == EXEC_END_OOM)
@@ -316,8 +306,8 @@ static void judge_failed(k8s_handle *kh, const k8s_view *v, const json_t *cond, 
     vd->st.end = EXEC_END_FAILED;
     vd->st.retryable = true;
     snprintf(vd->st.reason, sizeof vd->st.reason, "the Job failed: %s: %s",
-             jstr(cond, "reason") ? jstr(cond, "reason") : "Failed",
-             jstr(cond, "message") ? jstr(cond, "message") : "");
+             k8s_jstr(cond, "reason") ? k8s_jstr(cond, "reason") : "Failed",
+             k8s_jstr(cond, "message") ? k8s_jstr(cond, "message") : "");
 }
 
 /* Why a running attempt's pods wait, in Kubernetes' words. */
@@ -339,22 +329,22 @@ static void waiting_reason(const k8s_view *v, bool suspended, char *out, size_t 
         json_t *c;
         json_array_foreach(json_object_get(st, "conditions"), k, c)
         {
-            const char *t = jstr(c, "type"), *s = jstr(c, "status");
+            const char *t = k8s_jstr(c, "type"), *s = k8s_jstr(c, "status");
             if (t && s && strcmp(t, "PodScheduled") == 0 && strcmp(s, "False") == 0) {
-                snprintf(out, outsz, "%s: %s", jstr(c, "reason") ? jstr(c, "reason") : "Pending",
-                         jstr(c, "message") ? jstr(c, "message") : "");
+                snprintf(out, outsz, "%s: %s", k8s_jstr(c, "reason") ? k8s_jstr(c, "reason") : "Pending",
+                         k8s_jstr(c, "message") ? k8s_jstr(c, "message") : "");
                 return;
             }
         }
         const json_t *w = json_object_get(json_object_get(cs, "state"), "waiting");
         if (w) {
-            snprintf(out, outsz, "%s%s%s", jstr(w, "reason") ? jstr(w, "reason") : "waiting",
-                     jstr(w, "message") ? ": " : "", jstr(w, "message") ? jstr(w, "message") : "");
+            snprintf(out, outsz, "%s%s%s", k8s_jstr(w, "reason") ? k8s_jstr(w, "reason") : "waiting",
+                     k8s_jstr(w, "message") ? ": " : "", k8s_jstr(w, "message") ? k8s_jstr(w, "message") : "");
             return;
         }
         if (!cs) {
-            snprintf(out, outsz, "pod %s is %s", meta_str(v->pods[i], "name"),
-                     jstr(st, "phase") ? jstr(st, "phase") : "Pending");
+            snprintf(out, outsz, "pod %s is %s", k8s_meta_str(v->pods[i], "name"),
+                     k8s_jstr(st, "phase") ? k8s_jstr(st, "phase") : "Pending");
             return;
         }
     }
@@ -427,14 +417,14 @@ static void judge(k8s_handle *kh, const k8s_view *v, double now, verdict *vd)
     for (size_t i = 0; i < v->n_pods; i++) {
         if (v->pod_gone[i]) continue;
         const json_t *w = json_object_get(json_object_get(trainer_status(v->pods[i]), "state"), "waiting");
-        const char *r = jstr(w, "reason");
+        const char *r = k8s_jstr(w, "reason");
         if (!fatal_waiting(r)) continue;
         ended(kh, vd, EXEC_EXITED, now);
         vd->st.exit_code = -1;
         vd->st.end = EXEC_END_INVALID;
         vd->st.retryable = false;
         snprintf(vd->st.reason, sizeof vd->st.reason, "pod %s cannot start: %s: %s",
-                 meta_str(v->pods[i], "name"), r, jstr(w, "message") ? jstr(w, "message") : "");
+                 k8s_meta_str(v->pods[i], "name"), r, k8s_jstr(w, "message") ? k8s_jstr(w, "message") : "");
         vd->cleanup = "Background";
         return;
     }

@@ -152,10 +152,8 @@ static void launch_free(launch *l)
     free(l->nodes);
 }
 
-/* The job's folder and the spec file of attempt `attempt` in it (written
- * when `write`: a prepared attempt's engine holds the spec itself). */
-static bool write_spec(ctl *c, ctl_job *j, int attempt, bool write, launch *l, char *err,
-                       size_t errsz)
+/* The job's folder (made) and the paths of attempt `attempt` in it. */
+static bool launch_paths(ctl *c, ctl_job *j, int attempt, launch *l, char *err, size_t errsz)
 {
     l->dir = ctl_job_dir(c, j->id);
     if (mkdir(l->dir, 0755) != 0 && errno != EEXIST) {
@@ -166,10 +164,14 @@ static bool write_spec(ctl *c, ctl_job *j, int attempt, bool write, launch *l, c
     snprintf(name, sizeof name, "spec-%d.yaml", attempt);
     l->spec_path = path_join(l->dir, name);
     l->ckpt_dir = path_join(l->dir, "checkpoints");
-    if (!write) return true;
-    char *yaml = spec_job_to_yaml(j->spec);
+    return true;
+}
+
+/* The spec file the trainer reads: the request's own text of it. */
+static bool write_spec(const launch *l, char *err, size_t errsz)
+{
+    const char *yaml = l->r.spec_yaml;
     int e = yaml ? file_write_atomic(l->spec_path, yaml, strlen(yaml)) : EINVAL;
-    free(yaml);
     if (e) snprintf(err, errsz, "%s: %s", l->spec_path, strerror(e));
     return e == 0;
 }
@@ -203,7 +205,7 @@ static void fill_placement(ctl *c, ctl_job *j, launch *l, exec_cluster_req *k)
     if (k->gpus_per_node <= 0) k->gpus_per_node = j->n_gpus;
 }
 
-/* Fills l->r.q for attempt `attempt` (written by write_spec). */
+/* Fills l->r.q for attempt `attempt` (its paths from launch_paths). */
 static void fill_request(ctl *c, ctl_job *j, int attempt, launch *l)
 {
     exec_job_desc d = {.spec = j->spec, .job_id = j->id, .team = j->team, .name = j->name,
@@ -289,12 +291,13 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     launch l;
     memset(&l, 0, sizeof l);
     char err[512] = "";
-    if (!write_spec(c, j, j->attempt, true, &l, err, sizeof err)) {
+    bool ok = launch_paths(c, j, j->attempt, &l, err, sizeof err);
+    if (ok) fill_request(c, j, j->attempt, &l);
+    if (!ok || !write_spec(&l, err, sizeof err)) {
         start_failed(c, j, EXEC_E_SYSTEM, err, now);
         launch_free(&l);
         return;
     }
-    fill_request(c, j, j->attempt, &l);
     exec_rc rc = exec_start(c->be, &l.r.q, &j->h, err, sizeof err);
     c->placed_stale = true;
     if (rc == EXEC_OK) {
@@ -328,7 +331,7 @@ void ctl_prepare_queued(ctl *c, int budget)
         int *saved_g = j->gpus;
         j->n_gpus = 0; /* not placed yet */
         j->gpus = NULL;
-        bool ok = write_spec(c, j, next, false, &l, err, sizeof err);
+        bool ok = launch_paths(c, j, next, &l, err, sizeof err); /* the engine holds the spec */
         if (ok) {
             fill_request(c, j, next, &l);
             ok = exec_prepare(c->be, &l.r.q, err, sizeof err) == EXEC_OK;

@@ -468,9 +468,7 @@ void ctl_nodes_sync(ctl *c)
     exec_k8s_nodes(c->be, &nodes, &n);
     for (int i = 0; i < sc->n_nodes; i++) {
         const sched_node *sn = &sc->nodes[i];
-        const exec_k8s_node *kn = NULL;
-        for (size_t k = 0; k < n && !kn; k++)
-            if (strcmp(nodes[k].name, sn->name) == 0) kn = &nodes[k];
+        const exec_k8s_node *kn = exec_k8s_node_find(nodes, n, sn->name);
         int down = sn->n_gpus;
         const char *why = "gone from the cluster";
         if (kn && kn->schedulable) {

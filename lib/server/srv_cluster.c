@@ -159,24 +159,20 @@ static bool add_k8s_nodes(const srv_config *cfg, exec_backend *be, srv_cluster *
     return ok;
 }
 
-/* Each type's product label value and each node's rack, for the Jobs. */
-static void k8s_labels(const srv_config *cfg, exec_backend *be, srv_cluster *c)
+/* Each type's product label value, for the Jobs' nodeSelector. */
+static void k8s_products(exec_backend *be, srv_cluster *c)
 {
     const sched_cluster *s = c->sched;
     c->type_product = xcalloc((size_t)s->n_types + 1, sizeof *c->type_product);
-    c->node_rack = xcalloc((size_t)s->n_nodes + 1, sizeof *c->node_rack);
     exec_k8s_node *nodes;
     size_t n;
     exec_k8s_nodes(be, &nodes, &n);
-    for (int i = 0; i < s->n_nodes; i++)
-        for (size_t k = 0; k < n; k++) {
-            if (strcmp(nodes[k].name, s->nodes[i].name) != 0) continue;
-            if (nodes[k].rack) c->node_rack[i] = xstrdup(nodes[k].rack);
-            int t = s->nodes[i].type;
-            if (!c->type_product[t] && nodes[k].product) c->type_product[t] = xstrdup(nodes[k].product);
-        }
+    for (int i = 0; i < s->n_nodes; i++) {
+        const exec_k8s_node *kn = exec_k8s_node_find(nodes, n, s->nodes[i].name);
+        int t = s->nodes[i].type;
+        if (kn && kn->product && !c->type_product[t]) c->type_product[t] = xstrdup(kn->product);
+    }
     exec_k8s_nodes_free(nodes, n);
-    (void)cfg;
 }
 
 static bool spec_has_gpus(const spec_cluster *c)
@@ -290,7 +286,7 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
         }
         map_gpus(c, &inv, nvml_node);
         if (k8s && !c->cpu_mode) {
-            k8s_labels(cfg, be, c);
+            k8s_products(be, c);
             for (int i = 0; i < c->sched->n_gpus; i++) c->gpus[i].is_virtual = false;
         }
     }
@@ -309,9 +305,7 @@ void srv_cluster_free(srv_cluster *c)
         for (int i = 0; i < c->sched->n_gpus; i++) free(c->gpus[i].id);
     free(c->gpus);
     for (int i = 0; c->type_product && i < c->sched->n_types; i++) free(c->type_product[i]);
-    for (int i = 0; c->node_rack && i < c->sched->n_nodes; i++) free(c->node_rack[i]);
     free(c->type_product);
-    free(c->node_rack);
     sched_cluster_free(c->sched);
     if (c->has_catalog) plan_catalog_free(&c->catalog);
     spec_file_free(&c->file);
@@ -344,5 +338,9 @@ const char *srv_cluster_product(const srv_cluster *c, int type)
 
 const char *srv_cluster_rack(const srv_cluster *c, int node)
 {
-    return c->node_rack && node >= 0 && node < c->sched->n_nodes ? c->node_rack[node] : NULL;
+    if (node < 0 || node >= c->sched->n_nodes || !c->spec) return NULL;
+    const char *name = c->sched->nodes[node].name;
+    for (size_t i = 0; i < c->spec->n_nodes; i++) /* the spec node it came from */
+        if (strcmp(c->spec->nodes[i].name, name) == 0) return c->spec->nodes[i].rack;
+    return NULL;
 }

@@ -103,7 +103,6 @@ typedef struct srv_cluster {
     char note[256];         /* what NVML said */
     char **type_product;    /* [sched n_types] a cluster engine's GPU product label value
                                of each type; NULL entries where none */
-    char **node_rack;       /* [sched n_nodes] the rack label's value; NULL = none */
 } srv_cluster;
 
 /* Builds the cluster from the config (and, for a cluster engine such as
@@ -112,7 +111,7 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
                       char *err, size_t errsz);
 /* A type's GPU product label value (Kubernetes), or NULL. */
 const char *srv_cluster_product(const srv_cluster *c, int type);
-/* A node's rack label value (Kubernetes), or NULL. */
+/* The rack its spec node names (Kubernetes: the rack label's value), or NULL. */
 const char *srv_cluster_rack(const srv_cluster *c, int node);
 void srv_cluster_free(srv_cluster *c);
 /* Known team (in the Cluster file or named by a token)? */
