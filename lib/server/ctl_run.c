@@ -205,9 +205,12 @@ static void fill_placement(ctl *c, ctl_job *j, launch *l, exec_cluster_req *k)
     if (k->gpus_per_node <= 0) k->gpus_per_node = j->n_gpus;
 }
 
-/* Fills l->r.q for attempt `attempt` (its paths from launch_paths). */
-static void fill_request(ctl *c, ctl_job *j, int attempt, launch *l)
+/* Fills l->r.q for attempt `attempt` (its paths from launch_paths), on
+ * the job's GPUs when placed (a prepared attempt has none yet). */
+static void fill_request(ctl *c, ctl_job *j, int attempt, bool placed, launch *l)
 {
+    const int *gpus = placed ? j->gpus : NULL;
+    int n_gpus = placed ? j->n_gpus : 0;
     exec_job_desc d = {.spec = j->spec, .job_id = j->id, .team = j->team, .name = j->name,
                        .experiment = j->experiment, .priority_class = j->priority_class,
                        .attempt = attempt, .program = c->s->cfg.trainer_program,
@@ -222,7 +225,7 @@ static void fill_request(ctl *c, ctl_job *j, int attempt, launch *l)
     q->job_dir = l->dir;
     exec_contract *k = &q->contract;
     bool virt = false;
-    l->gpus = gpu_list(c, j->gpus, j->n_gpus, &virt);
+    l->gpus = gpu_list(c, gpus, n_gpus, &virt);
     if (!cluster_engine(c)) {
         l->dataset = absolute_path(c, j->spec->training_data.dataset_path);
         l->model = absolute_path(c, j->spec->base_model.path);
@@ -232,13 +235,13 @@ static void fill_request(ctl *c, ctl_job *j, int attempt, launch *l)
     k->checkpoint_dir = l->ckpt_dir;
     k->gpus = l->gpus;
     k->virtual_gpus = virt;
-    k->gpu_share = j->n_gpus > 0 ? (double)j->share / SCHED_SHARE_WHOLE : 0;
-    if (j->n_gpus > 0 && j->share < SCHED_SHARE_WHOLE) {
+    k->gpu_share = n_gpus > 0 ? (double)j->share / SCHED_SHARE_WHOLE : 0;
+    if (n_gpus > 0 && j->share < SCHED_SHARE_WHOLE) {
         const sched_cluster *sc = c->s->cluster.sched;
-        k->gpu_memory_limit = k->gpu_share * sc->types[sc->nodes[sc->gpu_node[j->gpus[0]]].type].memory;
+        k->gpu_memory_limit = k->gpu_share * sc->types[sc->nodes[sc->gpu_node[gpus[0]]].type].memory;
     }
     k->master_port = 29500 + (int)(j->id % 20000);
-    fill_placement(c, j, l, &q->cluster);
+    if (placed) fill_placement(c, j, l, &q->cluster);
 }
 
 void ctl_record_start(ctl *c, ctl_job *j, const char *pid_note)
@@ -292,7 +295,7 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     memset(&l, 0, sizeof l);
     char err[512] = "";
     bool ok = launch_paths(c, j, j->attempt, &l, err, sizeof err);
-    if (ok) fill_request(c, j, j->attempt, &l);
+    if (ok) fill_request(c, j, j->attempt, true, &l);
     if (!ok || !write_spec(&l, err, sizeof err)) {
         start_failed(c, j, EXEC_E_SYSTEM, err, now);
         launch_free(&l);
@@ -327,17 +330,11 @@ void ctl_prepare_queued(ctl *c, int budget)
         launch l;
         memset(&l, 0, sizeof l);
         char err[512] = "";
-        int saved_n = j->n_gpus;
-        int *saved_g = j->gpus;
-        j->n_gpus = 0; /* not placed yet */
-        j->gpus = NULL;
         bool ok = launch_paths(c, j, next, &l, err, sizeof err); /* the engine holds the spec */
         if (ok) {
-            fill_request(c, j, next, &l);
+            fill_request(c, j, next, false, &l);
             ok = exec_prepare(c->be, &l.r.q, err, sizeof err) == EXEC_OK;
         }
-        j->n_gpus = saved_n;
-        j->gpus = saved_g;
         if (ok) j->prepared = next;
         else {
             j->prepare_failed = next; /* the start tries again and reports it */
