@@ -121,6 +121,26 @@ typedef struct exec_cluster_req {
     const char *checkpoint_pvc;  /* checkpoint.storage.pvcName; NULL = the engine's default */
     double grace;                /* timeout.gracePeriod, seconds */
     double max_duration;         /* timeout.maxDuration left for this attempt; 0 = none */
+    /* Operator mode (docs/kubernetes.md, "Operator mode"): the custom
+     * resource the job comes from (a LoRATrainingJob). The attempt's Job gets
+     * an ownerReference to it and the label lathe.dev/owner-uid = uid; an
+     * existing Job is this attempt's when that label and the attempt label
+     * match, not the store id (a cache rebuilt from the API renumbers its
+     * jobs). uid NULL = none (the store id identifies the Job, as before). */
+    struct {
+        const char *api_version, *kind, *name, *uid;
+    } owner;
+    /* A user's own Job (batch/v1, created with suspend: true and labelled
+     * lathe.dev/queue) that lathe admits instead of making one: prepare
+     * makes nothing; start admits that Job (placement, suspend false);
+     * cancel and preemption suspend it again and never delete it (it is the
+     * user's object). NULL = lathe makes the attempt's Job. */
+    const char *adopt;
+    /* The placement lathe's scheduler chose, as the store keeps it (JSON);
+     * written into the Job's annotation lathe.dev/placement at admission, so
+     * a server that rebuilds its cache from the API knows where it runs.
+     * NULL = none. */
+    const char *placement_json;
 } exec_cluster_req;
 
 /* ---- a start request ---- */
@@ -483,6 +503,16 @@ uint64_t exec_k8s_nodes_version(exec_backend *be);
  * them: a JSON array [the headless Service of a multi-node job,] the Job
  * (suspended as prepare creates it when suspend, else admitted). */
 json_t *exec_k8s_objects(const exec_request *req, const spec_k8s *k, bool suspend);
+/* The handle (exec_handle_json's text, for exec_attach) of attempt
+ * req->attempt whose Job already runs, for a server that rebuilds its cache
+ * from the API (operator mode) and so has no handle of its own: the Job's
+ * namespace and name as the backend names them (req->cluster.adopt when
+ * set), req->job_dir, the attempt, started_at (its Job's status.startTime),
+ * the exit codes that cannot succeed. Caller frees. */
+char *exec_k8s_adopt_handle(exec_backend *be, const exec_request *req, double started_at);
+/* The backend's API client (borrowed; lives as long as the backend), for
+ * the operator's own informers and calls: one rate limit for both. */
+struct k8s_client *exec_k8s_client(exec_backend *be);
 
 /* ---- process identity (Linux /proc) ---- */
 /* The start time of process pid in clock ticks since boot (field 22 of

@@ -137,15 +137,7 @@ void srv_api_job_delete(srv_req *r, const char *name)
     store_job_clear(&j);
 }
 
-/* A cancel, as one write: the job's state is read inside the transaction
- * (no one else writes meanwhile), so it applies to the state it finds. */
-typedef struct cancel_write {
-    int64_t id;
-    const char *actor;
-    store_state found; /* the state the write found the job in */
-} cancel_write;
-
-static store_rc cancel_queued(store *st, cancel_write *w)
+static store_rc cancel_queued(store *st, srv_cancel *w)
 {
     char msg[160];
     snprintf(msg, sizeof msg, "cancelled by %s while queued", w->actor);
@@ -156,7 +148,7 @@ static store_rc cancel_queued(store *st, cancel_write *w)
 
 /* A placed job moves to stopping (the controller sends SIGTERM); one that
  * is stopping already (a preemption, a timeout) stops as a cancel. */
-static store_rc cancel_placed(store *st, cancel_write *w)
+static store_rc cancel_placed(store *st, srv_cancel *w)
 {
     char msg[160], key[32];
     snprintf(msg, sizeof msg, "cancel requested by %s: SIGTERM, the trainer checkpoints and stops",
@@ -170,9 +162,9 @@ static store_rc cancel_placed(store *st, cancel_write *w)
     return store_job_transition(st, w->id, w->found, STORE_STOPPING, NULL, &ev, NULL);
 }
 
-static store_rc write_cancel(store *st, void *arg)
+store_rc srv_cancel_write(store *st, void *arg)
 {
-    cancel_write *w = arg;
+    srv_cancel *w = arg;
     store_job j;
     store_rc rc = store_job_get(st, w->id, &j);
     if (rc != STORE_OK) return rc;
@@ -187,8 +179,8 @@ void srv_api_job_cancel(srv_req *r, const char *name)
     store_job j;
     if (!srv_find_job(r, name, &j)) return;
     store *st = srv_req_store(r);
-    cancel_write w = {.id = j.id, .actor = srv_req_actor(r), .found = j.state};
-    store_rc rc = srv_write(r, write_cancel, &w);
+    srv_cancel w = {.id = j.id, .actor = srv_req_actor(r), .found = j.state};
+    store_rc rc = srv_write(r, srv_cancel_write, &w);
     if (rc == STORE_OK) {
         ctl_job_changed(srv_req_server(r)->ctl, w.id);
         store_job_clear(&j);

@@ -276,6 +276,56 @@ json_t *srv_events_json(const store_event_list *l);
  * Replies 404 / 409 / 500 itself and returns false when not found. */
 bool srv_find_job(srv_req *r, const char *name, store_job *out);
 
+/* ---- submissions (srv_submit.c) ---- */
+/* Where a submission comes from: the HTTP API (POST /v1/jobs) or the
+ * operator (a LoRATrainingJob object). */
+typedef struct srv_submit_src {
+    const char *body;          /* the document's text (YAML or JSON) */
+    size_t len;
+    const char *file_name;     /* the name diagnostics give it */
+    const char *team;          /* the team it belongs to (a team token's, or the
+                                  operator's namespace); NULL = the spec's */
+    const char *team_why;      /* why ("the team of this token") */
+    const char *team_fix;      /* the suggestion when the spec names another team */
+    const char *default_team;  /* when team is NULL and the spec names none */
+    const char *actor;         /* "user:TEAM", "admin", "operator" */
+    /* How the write reaches the store: fn(st, arg) in one transaction
+     * (srv_write for HTTP requests; the operator's own handle). */
+    store_rc (*write)(void *ctx, store_write_fn fn, void *arg);
+    /* Called inside that transaction once the jobs are stored (or found
+     * stored: existed), to write what belongs with them; NULL = nothing. */
+    store_rc (*after)(store *st, void *ctx, const int64_t *ids, size_t n, bool existed);
+    void *ctx;
+} srv_submit_src;
+
+typedef struct srv_submitted {
+    int64_t *ids;        /* the jobs, in the experiment's order */
+    size_t n;
+    char *team;
+    char *experiment;    /* NULL for a lone job */
+    int max_concurrent;
+    char *conflict_name; /* STORE_CONFLICT: the job whose name holds another spec */
+} srv_submitted;
+
+/* Validates, plans and checks the document (the steps of srv_submit.c) and
+ * stores it: STORE_OK created, STORE_EXISTS stored before (the same spec),
+ * STORE_CONFLICT the name holds another spec, STORE_INVALID with errors in
+ * d; the controller is told of new jobs. */
+store_rc srv_submit_text(srv *s, const srv_submit_src *src, srv_submitted *out, diag_list *d);
+void srv_submitted_free(srv_submitted *r);
+
+/* ---- cancels (srv_api.c) ---- */
+/* A cancel as one write (fn of a store write; arg a srv_cancel): the job's
+ * state is read inside the transaction, so it applies to the state it
+ * finds: queued -> cancelled; placed -> stopping with the stop reason
+ * "cancel". STORE_CONFLICT when it already ended (found says how). */
+typedef struct srv_cancel {
+    int64_t id;
+    const char *actor;
+    store_state found; /* the state the write found the job in */
+} srv_cancel;
+store_rc srv_cancel_write(store *st, void *arg);
+
 /* ---- handlers ---- */
 void srv_api_submit(srv_req *r);                       /* POST /v1/jobs */
 void srv_api_jobs_list(srv_req *r);                    /* GET /v1/jobs */

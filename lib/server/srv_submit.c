@@ -39,7 +39,7 @@ typedef struct sub_job {
 } sub_job;
 
 typedef struct submission {
-    srv_req *r;
+    const srv_submit_src *src;
     srv *s;
     spec_file file;
     diag_list d;
@@ -78,34 +78,6 @@ static void body_name(srv_req *r, bool json, char *out, size_t outsz)
     else snprintf(out, outsz, json ? "request.json" : "request.yaml");
 }
 
-/* Steps 0-1: parse. False after replying. */
-static bool parse_body(submission *m)
-{
-    size_t len;
-    const char *body = srv_req_body(m->r, &len);
-    if (len == 0) {
-        srv_reply_error(m->r, 400, "bad_request",
-                        "empty body: send a LoRATrainingJob or LoRAExperiment as YAML or JSON");
-        return false;
-    }
-    const char *ctype = srv_req_header(m->r, "Content-Type");
-    bool json = ctype && strstr(ctype, "json");
-    if (json) {
-        json_error_t e;
-        json_t *v = json_loadb(body, len, 0, &e);
-        if (!v) {
-            srv_reply_error(m->r, 400, "bad_request", "malformed JSON at line %d, column %d: %s",
-                            e.line, e.column, e.text);
-            return false;
-        }
-        json_decref(v);
-    }
-    char name[256];
-    body_name(m->r, json, name, sizeof name);
-    spec_load_string(name, body, len, &m->file, &m->d);
-    return true;
-}
-
 /* The jobs of the one document; diagnostics for anything else. */
 static void collect_jobs(submission *m)
 {
@@ -134,20 +106,20 @@ static void collect_jobs(submission *m)
 static void resolve_team(submission *m, sub_job *sj)
 {
     spec_job *j = sj->job;
-    const srv_token *t = srv_req_token(m->r);
+    const srv_submit_src *src = m->src;
     bool named = j->namespace_ || strcmp(j->team, "default") != 0;
     const char *team = j->team;
-    if (!t->admin) {
-        if (named && strcmp(j->team, t->team) != 0) {
+    if (src->team) {
+        if (named && strcmp(j->team, src->team) != 0) {
             diag *x = job_error(m, j, "spec.team", "the job names another team");
-            diag_set_expected(x, "%s (the team of this token)", t->team);
+            diag_set_expected(x, "%s (%s)", src->team, src->team_why);
             diag_set_found(x, "%s", j->team);
-            diag_set_suggestion(x, "leave spec.team out, or submit with a token of team %s", j->team);
+            diag_set_suggestion(x, "%s", src->team_fix);
             return;
         }
-        team = t->team;
-    } else if (!named && srv_req_team(m->r)) {
-        team = srv_req_team(m->r);
+        team = src->team;
+    } else if (!named && src->default_team) {
+        team = src->default_team;
     }
     if (!srv_cluster_has_team(&m->s->cluster, team)) {
         diag *x = job_error(m, j, "spec.team", "this server has no such team");
@@ -271,152 +243,201 @@ static void fill_request(submission *m, sub_job *sj, store_submit_req *q, store_
 {
     const spec_job *j = sj->job;
     const srv_config *cfg = &m->s->cfg;
-    *msg = xasprintf("submitted by %s; %s", srv_req_actor(m->r), sj->summary);
-    *ev = (store_event){.actor = srv_req_actor(m->r), .type = "submitted", .message = *msg};
+    *msg = xasprintf("submitted by %s; %s", m->src->actor, sj->summary);
+    *ev = (store_event){.actor = m->src->actor, .type = "submitted", .message = *msg};
     int retries = j->retry_policy.retry_on_failure ? j->retry_policy.max_retries : 0;
     if (retries > cfg->spec->retry.max_retries) retries = cfg->spec->retry.max_retries;
-    size_t len;
     *q = (store_submit_req){
         .team = sj->team, .name = j->name, .experiment = j->experiment,
-        .spec_text = m->exp ? sj->own_text : srv_req_body(m->r, &len), .spec_hash = sj->hash,
+        .spec_text = m->exp ? sj->own_text : m->src->body, .spec_hash = sj->hash,
         .spec_json = sj->spec_json, .plan_json = sj->plan_json,
         .priority_class = j->priority_class, .priority = sj->priority, .max_retries = retries,
         .wait_reason = "waiting for the scheduler's next pass", .event = ev};
 }
 
-static void reply_job(submission *m, int status, int64_t id)
-{
-    store *st = srv_req_store(m->r);
-    store_job j;
-    if (store_job_get(st, id, &j) != STORE_OK) {
-        srv_reply_store_error(m->r, "reading the job back");
-        return;
-    }
-    srv_reply_json(m->r, status, srv_job_json(m->s, st, &j, true));
-    store_job_clear(&j);
-}
-
-/* The write of a lone job (runs on the thread leading its batch). */
-typedef struct lone_write {
-    const store_submit_req *q;
-    int64_t id;
-} lone_write;
-
-static store_rc write_lone(store *st, void *arg)
-{
-    lone_write *w = arg;
-    return store_submit(st, w->q, &w->id);
-}
-
-static void store_lone(submission *m)
-{
-    store_submit_req q;
-    store_event ev;
-    char *msg;
-    fill_request(m, &m->jobs[0], &q, &ev, &msg);
-    lone_write w = {.q = &q};
-    store_rc rc = srv_write(m->r, write_lone, &w);
-    free(msg);
-    if (rc == STORE_OK || rc == STORE_EXISTS) {
-        if (rc == STORE_OK) ctl_job_changed(m->s->ctl, w.id);
-        reply_job(m, rc == STORE_OK ? 201 : 200, w.id);
-    } else if (rc == STORE_CONFLICT) {
-        srv_reply_error(m->r, 409, "conflict",
-                        "team %s already has a job named %s with a different spec: rename "
-                        "this one, or delete the old job",
-                        q.team, q.name);
-    } else {
-        srv_reply_store_error(m->r, "storing the job");
-    }
-}
-
-/* The write of an experiment: the experiment and its whole expansion, all
- * or nothing (one savepoint). */
-typedef struct experiment_write {
+/* ---- step 6: the store, as one write ---- */
+typedef struct submit_write {
     const submission *m;
     const store_submit_req *q;
     int64_t *ids;
     size_t bad;
-} experiment_write;
+} submit_write;
 
-static store_rc write_experiment(store *st, void *arg)
+/* A lone job, or an experiment and its whole expansion, all or nothing
+ * (one savepoint); then the source's own writes (after). */
+static store_rc write_submission(store *st, void *arg)
 {
-    experiment_write *w = arg;
+    submit_write *w = arg;
     const submission *m = w->m;
-    store_rc rc = store_experiment_put(st, m->jobs[0].team, m->exp->name, m->exp->max_concurrent);
-    if (rc == STORE_OK) rc = store_submit_many(st, w->q, m->n, w->ids, NULL, &w->bad);
+    store_rc rc;
+    if (m->exp) {
+        rc = store_experiment_put(st, m->jobs[0].team, m->exp->name, m->exp->max_concurrent);
+        if (rc == STORE_OK) rc = store_submit_many(st, w->q, m->n, w->ids, NULL, &w->bad);
+    } else {
+        rc = store_submit(st, w->q, &w->ids[0]);
+        w->bad = 0;
+    }
+    if ((rc == STORE_OK || rc == STORE_EXISTS) && m->src->after) {
+        store_rc r2 = m->src->after(st, m->src->ctx, w->ids, m->n, rc == STORE_EXISTS);
+        if (r2 != STORE_OK) rc = r2;
+    }
     return rc;
 }
 
-static store_rc store_expansion(submission *m, int64_t *ids, size_t *bad)
+static store_rc store_submission(submission *m, int64_t *ids, size_t *bad)
 {
     store_submit_req *q = xcalloc(m->n, sizeof *q);
     store_event *ev = xcalloc(m->n, sizeof *ev);
     char **msgs = xcalloc(m->n, sizeof *msgs);
     for (size_t i = 0; i < m->n; i++) fill_request(m, &m->jobs[i], &q[i], &ev[i], &msgs[i]);
-    experiment_write w = {.m = m, .q = q, .ids = ids, .bad = m->n};
-    store_rc rc = srv_write(m->r, write_experiment, &w);
+    submit_write w = {.m = m, .q = q, .ids = ids, .bad = m->n};
+    store_rc rc = m->src->write(m->src->ctx, write_submission, &w);
     *bad = w.bad;
     for (size_t i = 0; i < m->n; i++) free(msgs[i]);
     free(msgs);
     free(ev);
     free(q);
+    if (rc == STORE_OK)
+        for (size_t i = 0; i < m->n; i++) ctl_job_changed(m->s->ctl, ids[i]);
     return rc;
 }
 
-static void store_whole_experiment(submission *m)
+/* Steps 1-6 for one document's text. */
+store_rc srv_submit_text(srv *s, const srv_submit_src *src, srv_submitted *out, diag_list *d)
 {
-    int64_t *ids = xcalloc(m->n, sizeof *ids);
-    size_t bad = 0;
-    store_rc rc = store_expansion(m, ids, &bad);
-    store *st = srv_req_store(m->r);
-    if (rc == STORE_OK || rc == STORE_EXISTS) {
-        for (size_t i = 0; rc == STORE_OK && i < m->n; i++) ctl_job_changed(m->s->ctl, ids[i]);
-        json_t *jobs = json_array();
-        for (size_t i = 0; i < m->n; i++) {
-            store_job j;
-            if (store_job_get(st, ids[i], &j) != STORE_OK) continue;
-            json_array_append_new(jobs, srv_job_json(m->s, st, &j, false));
-            store_job_clear(&j);
-        }
-        json_t *exp = json_pack("{s:s, s:s, s:i, s:i}", "name", m->exp->name, "team",
-                                m->jobs[0].team, "jobs", (int)m->n, "max_concurrent",
-                                m->exp->max_concurrent);
-        srv_reply_json(m->r, rc == STORE_OK ? 201 : 200,
-                       json_pack("{s:o, s:o}", "experiment", exp, "jobs", jobs));
-    } else if (rc == STORE_CONFLICT) {
-        srv_reply_error(m->r, 409, "conflict",
-                        "team %s already has a job named %s with a different spec: nothing of "
-                        "experiment %s was stored",
-                        m->jobs[0].team, m->jobs[bad < m->n ? bad : 0].job->name, m->exp->name);
-    } else {
-        srv_reply_store_error(m->r, "storing the experiment");
+    memset(out, 0, sizeof *out);
+    submission m;
+    memset(&m, 0, sizeof m);
+    m.src = src;
+    m.s = s;
+    diag_list_init(&m.d);
+    spec_load_string(src->file_name, src->body, src->len, &m.file, &m.d);
+    collect_jobs(&m);
+    check_all(&m);
+    store_rc rc = STORE_INVALID;
+    if (!m.d.errors) {
+        out->ids = xcalloc(m.n ? m.n : 1, sizeof *out->ids);
+        out->n = m.n;
+        out->experiment = m.exp ? xstrdup(m.exp->name) : NULL;
+        out->team = xstrdup(m.jobs[0].team);
+        out->max_concurrent = m.exp ? m.exp->max_concurrent : 0;
+        size_t bad = 0;
+        rc = store_submission(&m, out->ids, &bad);
+        if (rc == STORE_CONFLICT)
+            out->conflict_name = xstrdup(m.jobs[bad < m.n ? bad : 0].job->name);
     }
-    free(ids);
+    for (size_t i = 0; i < m.d.len; i++) { /* hand the diagnostics over */
+        const diag *x = &m.d.items[i];
+        diag *y = diag_add(d, x->level, x->file, x->line, x->col, x->path, x->message);
+        if (x->expected) diag_set_expected(y, "%s", x->expected);
+        if (x->found) diag_set_found(y, "%s", x->found);
+        if (x->suggestion) diag_set_suggestion(y, "%s", x->suggestion);
+    }
+    submission_free(&m);
+    return rc;
+}
+
+void srv_submitted_free(srv_submitted *r)
+{
+    free(r->ids);
+    free(r->experiment);
+    free(r->team);
+    free(r->conflict_name);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the HTTP side: POST /v1/jobs ---- */
+static store_rc http_write(void *ctx, store_write_fn fn, void *arg)
+{
+    return srv_write(ctx, fn, arg);
+}
+
+static void reply_stored(srv_req *r, const srv_submitted *res, store_rc rc)
+{
+    srv *s = srv_req_server(r);
+    store *st = srv_req_store(r);
+    if (rc == STORE_CONFLICT) {
+        if (res->experiment)
+            srv_reply_error(r, 409, "conflict",
+                            "team %s already has a job named %s with a different spec: nothing "
+                            "of experiment %s was stored",
+                            res->team, res->conflict_name, res->experiment);
+        else
+            srv_reply_error(r, 409, "conflict",
+                            "team %s already has a job named %s with a different spec: rename "
+                            "this one, or delete the old job",
+                            res->team, res->conflict_name);
+        return;
+    }
+    if (rc != STORE_OK && rc != STORE_EXISTS) {
+        srv_reply_store_error(r, res->experiment ? "storing the experiment" : "storing the job");
+        return;
+    }
+    int status = rc == STORE_OK ? 201 : 200;
+    if (!res->experiment) {
+        store_job j;
+        if (store_job_get(st, res->ids[0], &j) != STORE_OK) {
+            srv_reply_store_error(r, "reading the job back");
+            return;
+        }
+        srv_reply_json(r, status, srv_job_json(s, st, &j, true));
+        store_job_clear(&j);
+        return;
+    }
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < res->n; i++) {
+        store_job j;
+        if (store_job_get(st, res->ids[i], &j) != STORE_OK) continue;
+        json_array_append_new(jobs, srv_job_json(s, st, &j, false));
+        store_job_clear(&j);
+    }
+    json_t *exp = json_pack("{s:s, s:s, s:i, s:i}", "name", res->experiment, "team", res->team,
+                            "jobs", (int)res->n, "max_concurrent", res->max_concurrent);
+    srv_reply_json(r, status, json_pack("{s:o, s:o}", "experiment", exp, "jobs", jobs));
 }
 
 void srv_api_submit(srv_req *r)
 {
-    submission m;
-    memset(&m, 0, sizeof m);
-    m.r = r;
-    m.s = srv_req_server(r);
-    diag_list_init(&m.d);
-    if (!parse_body(&m)) {
-        submission_free(&m);
+    size_t len;
+    const char *body = srv_req_body(r, &len);
+    if (len == 0) {
+        srv_reply_error(r, 400, "bad_request",
+                        "empty body: send a LoRATrainingJob or LoRAExperiment as YAML or JSON");
         return;
     }
-    collect_jobs(&m);
-    check_all(&m);
-    if (m.d.errors) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "%s has %zu error%s", m.file.path, m.d.errors,
-                 m.d.errors == 1 ? "" : "s");
-        srv_reply_diags(r, 422, "invalid", msg, &m.d);
-    } else if (m.exp) {
-        store_whole_experiment(&m);
-    } else {
-        store_lone(&m);
+    const char *ctype = srv_req_header(r, "Content-Type");
+    bool json = ctype && strstr(ctype, "json");
+    if (json) {
+        json_error_t e;
+        json_t *v = json_loadb(body, len, 0, &e);
+        if (!v) {
+            srv_reply_error(r, 400, "bad_request", "malformed JSON at line %d, column %d: %s",
+                            e.line, e.column, e.text);
+            return;
+        }
+        json_decref(v);
     }
-    submission_free(&m);
+    char name[256];
+    body_name(r, json, name, sizeof name);
+    const srv_token *t = srv_req_token(r);
+    char fix[160] = "";
+    if (!t->admin)
+        snprintf(fix, sizeof fix, "leave spec.team out, or submit with a token of that team");
+    srv_submit_src src = {.body = body, .len = len, .file_name = name,
+                          .team = t->admin ? NULL : t->team, .team_why = "the team of this token",
+                          .team_fix = fix, .default_team = srv_req_team(r),
+                          .actor = srv_req_actor(r), .write = http_write, .ctx = r};
+    diag_list d;
+    diag_list_init(&d);
+    srv_submitted res;
+    store_rc rc = srv_submit_text(srv_req_server(r), &src, &res, &d);
+    if (d.errors) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s has %zu error%s", name, d.errors, d.errors == 1 ? "" : "s");
+        srv_reply_diags(r, 422, "invalid", msg, &d);
+    } else {
+        reply_stored(r, &res, rc);
+    }
+    srv_submitted_free(&res);
+    diag_list_free(&d);
 }

@@ -1,6 +1,6 @@
 /* spec.h: every YAML object lathe reads, as typed C structs.
  *
- *   LoRATrainingJob  (apiVersion lathe/v1 or training.example.com/v1)
+ *   LoRATrainingJob  (apiVersion lathe/v1, lathe.dev/v1 or training.example.com/v1)
  *   LoRAExperiment   a job template plus a matrix, expanded into jobs
  *   Cluster          GPU types, nodes, NVLink groups, racks, teams, priority classes
  *
@@ -382,6 +382,21 @@ typedef struct spec_k8s {
     int master_port;      /* MASTER_PORT of multi-node jobs; default 29500 */
     char *storage_class;  /* for rendered PVCs; NULL = the cluster's default */
     double checkpoint_size, model_size, data_size; /* rendered PVC sizes; 500Gi, 2Ti, 500Gi */
+    /* `operator:` (docs/kubernetes.md, "Operator mode"): lathe serves the
+     * LoRATrainingJob / LoRAExperiment objects of these namespaces and the
+     * suspended Jobs labelled lathe.dev/queue in them; the truth is in the
+     * API, the store a cache; one replica acts at a time (a Lease). */
+    struct {
+        bool enabled;        /* default false */
+        char **namespaces;   /* watched namespaces = teams; none = every namespace */
+        size_t n_namespaces;
+        char *lease_name;    /* default "lathe-server" */
+        char *lease_namespace; /* NULL = $POD_NAMESPACE, else the in-cluster
+                                  namespace file, else "lathe-system" */
+        char *identity;      /* NULL = $POD_NAME, else the host name */
+        double lease_duration, renew_deadline, retry_period; /* 15s, 10s, 2s */
+        double status_interval; /* at most one status write per object per this; default 1s */
+    } op;
 } spec_k8s;
 
 /* Fills k with the defaults above (strings allocated). */

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const spec_api_versions[] = {"lathe/v1", "training.example.com/v1"};
+/* lathe.dev/v1 is the group of lathe's own CustomResourceDefinitions: a file
+ * that `kubectl apply` takes is a file lathe reads. */
+const char *const spec_api_versions[] = {"lathe/v1", "training.example.com/v1", "lathe.dev/v1"};
 const size_t spec_n_api_versions = sizeof spec_api_versions / sizeof spec_api_versions[0];
 
 static const char *const kind_names[] = {"LoRATrainingJob", "LoRAExperiment", "Cluster"};
@@ -58,7 +60,7 @@ static void doc_api_version(spec_dctx *c, const spec_ynode *root)
     if (!ok) {
         diag *x = spec_report(c, DIAG_ERROR, a ? a : root,
                               a ? "unsupported apiVersion" : "the document has no apiVersion");
-        diag_set_expected(x, "lathe/v1 or training.example.com/v1");
+        diag_set_expected(x, "lathe/v1, lathe.dev/v1 or training.example.com/v1");
         if (a) {
             char found[64];
             spec_ydescribe(a, found, sizeof found);

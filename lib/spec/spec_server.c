@@ -72,6 +72,11 @@ void spec_k8s_defaults(spec_k8s *k)
     k->checkpoint_size = 500.0 * 1024 * 1024 * 1024;
     k->model_size = 2048.0 * 1024 * 1024 * 1024;
     k->data_size = 500.0 * 1024 * 1024 * 1024;
+    k->op.lease_name = xstrdup("lathe-server");
+    k->op.lease_duration = 15;
+    k->op.renew_deadline = 10;
+    k->op.retry_period = 2;
+    k->op.status_interval = 1;
 }
 
 static void kv_free(spec_kv *kv, size_t n)
@@ -96,6 +101,13 @@ void spec_k8s_free(spec_k8s *k)
         free(*strs[i]);
         *strs[i] = NULL;
     }
+    str_list_free(k->op.namespaces, k->op.n_namespaces);
+    k->op.namespaces = NULL;
+    k->op.n_namespaces = 0;
+    free(k->op.lease_name);
+    free(k->op.lease_namespace);
+    free(k->op.identity);
+    k->op.lease_name = k->op.lease_namespace = k->op.identity = NULL;
     kv_free(k->namespaces, k->n_namespaces);
     kv_free(k->gpu_products, k->n_gpu_products);
     k->namespaces = k->gpu_products = NULL;
@@ -255,7 +267,26 @@ static const spec_enum_entry executor_tab[] = {
 ENUM_DEF(enum_executor, executor_tab);
 
 #define K(f) S(k8s.f)
+static const spec_field op_fields[] = {
+    {.key = "enabled", .type = SF_BOOL, .off = K(op.enabled)},
+    {.key = "namespaces", .type = SF_STRLIST, .off = K(op.namespaces), .off_n = K(op.n_namespaces),
+     .flags = SF_DNS},
+    {.key = "leaseName", .type = SF_STR, .off = K(op.lease_name), .flags = SF_DNS},
+    {.key = "leaseNamespace", .type = SF_STR, .off = K(op.lease_namespace), .flags = SF_DNS},
+    {.key = "identity", .type = SF_STR, .off = K(op.identity)},
+    {.key = "leaseDuration", .type = SF_DURATION, .off = K(op.lease_duration),
+     .flags = SF_MIN | SF_MAX, .min = 2, .max = 3600, .hint = "15s is client-go's default"},
+    {.key = "renewDeadline", .type = SF_DURATION, .off = K(op.renew_deadline),
+     .flags = SF_MIN | SF_MAX, .min = 1, .max = 3600, .hint = "shorter than leaseDuration; 10s"},
+    {.key = "retryPeriod", .type = SF_DURATION, .off = K(op.retry_period),
+     .flags = SF_MIN | SF_MAX, .min = 0.1, .max = 600, .hint = "shorter than renewDeadline; 2s"},
+    {.key = "statusInterval", .type = SF_DURATION, .off = K(op.status_interval),
+     .flags = SF_MIN | SF_MAX, .min = 0, .max = 600},
+};
+static const spec_schema op_schema = SCHEMA0(op_fields);
+
 static const spec_field k8s_fields[] = {
+    {.key = "operator", .type = SF_OBJ, .sub = &op_schema},
     {.key = "kubeconfig", .type = SF_STR, .off = K(kubeconfig)},
     {.key = "context", .type = SF_STR, .off = K(context)},
     {.key = "qps", .type = SF_DOUBLE, .off = K(qps), .flags = SF_MIN | SF_MAX, .min = 0.1,
@@ -380,6 +411,38 @@ static void check_tokens(spec_dctx *c, const spec_ynode *body, const spec_server
     }
 }
 
+/* Operator mode runs on the Kubernetes executor, and its Lease's times
+ * must nest the way client-go's do: retryPeriod < renewDeadline <
+ * leaseDuration, or a holder loses the Lease while it still renews. */
+static void check_operator(spec_dctx *c, const spec_ynode *body, const spec_server *s)
+{
+    const spec_k8s *k = &s->k8s;
+    if (!k->op.enabled) return;
+    const spec_ynode *kn = spec_ymap_get(body, "kubernetes");
+    const spec_ynode *on = kn && kn->kind == SPEC_YMAP ? spec_ymap_get(kn, "operator") : NULL;
+    size_t old = spec_path_push(c, "kubernetes.operator");
+    if (s->executor != SPEC_EXECUTOR_K8S) {
+        diag *x = spec_report(c, DIAG_ERROR, on ? on : body,
+                              "operator mode needs the Kubernetes executor");
+        diag_set_suggestion(x, "add `executor: k8s` to spec, or set operator.enabled: false");
+    }
+    if (!(k->op.renew_deadline < k->op.lease_duration)) {
+        diag *x = spec_report(c, DIAG_ERROR, on ? on : body,
+                              "renewDeadline must be shorter than leaseDuration");
+        diag_set_found(x, "renewDeadline %.0fs, leaseDuration %.0fs", k->op.renew_deadline,
+                       k->op.lease_duration);
+        diag_set_suggestion(x, "the defaults are 10s and 15s");
+    }
+    if (!(k->op.retry_period < k->op.renew_deadline)) {
+        diag *x = spec_report(c, DIAG_ERROR, on ? on : body,
+                              "retryPeriod must be shorter than renewDeadline");
+        diag_set_found(x, "retryPeriod %gs, renewDeadline %gs", k->op.retry_period,
+                       k->op.renew_deadline);
+        diag_set_suggestion(x, "the defaults are 2s and 10s");
+    }
+    spec_path_pop(c, old);
+}
+
 /* The document's kind and apiVersion. */
 static bool check_header(spec_dctx *c, const spec_ynode *root)
 {
@@ -431,6 +494,7 @@ static spec_server *decode_server(spec_dctx *c, const spec_ynode *root)
         size_t old = spec_path_push(c, "spec");
         check_listen(c, body, s);
         check_tokens(c, body, s);
+        check_operator(c, body, s);
         spec_path_pop(c, old);
     }
     if (c->d->errors != before) {

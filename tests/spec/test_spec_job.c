@@ -179,7 +179,7 @@ static void test_api_versions(void **state)
 
     char *v2 = xasprintf("%.*straining.example.com/v2%s", (int)(at - text), text, at + 23);
     assert_int_equal(load_errors(v2, &d), 1);
-    assert_true(has_diag(&d, "apiVersion", "expected lathe/v1 or training.example.com/v1"));
+    assert_true(has_diag(&d, "apiVersion", "expected lathe/v1, lathe.dev/v1 or training.example.com/v1"));
     diag_list_free(&d);
     free(v2);
     free(lathe);
