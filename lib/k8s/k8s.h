@@ -240,6 +240,9 @@ void k8s_log_follower_free(k8s_log_follower *f);
 #define K8S_LABEL_TEAM "lathe.dev/team"
 #define K8S_LABEL_EXPERIMENT "lathe.dev/experiment"
 #define K8S_LABEL_ATTEMPT "lathe.dev/attempt"
+#define K8S_LABEL_OWNER_UID "lathe.dev/owner-uid"   /* operator mode: the custom resource's uid */
+#define K8S_LABEL_QUEUE "lathe.dev/queue"           /* a user's own Job that lathe admits */
+#define K8S_ANNOT_PLACEMENT "lathe.dev/placement"   /* where lathe's scheduler placed it (JSON) */
 #define K8S_ANNOT_SPEC "lathe.dev/spec" /* the resolved spec (pod template), for the spec file */
 #define K8S_CONTAINER "trainer"         /* the container's name */
 
@@ -282,11 +285,21 @@ typedef struct k8s_job_params {
     size_t n_fail_codes;
     bool suspend;           /* created suspended (lathe's admission) */
     const spec_k8s *settings; /* labels, mounts, security context, ttl, PVCs, ports */
+    /* Operator mode: the custom resource the attempt comes from. uid given:
+     * the label lathe.dev/owner-uid on every object (what adoption compares,
+     * with the attempt); all four given: the Job's ownerReference to it
+     * (controller, blockOwnerDeletion), so deleting the resource deletes
+     * its Jobs. uid NULL = none. */
+    struct {
+        const char *api_version, *kind, *name, *uid;
+    } owner;
+    const char *placement_json; /* the admit patch's annotation lathe.dev/placement; NULL = none */
 } k8s_job_params;
 
 /* The batch/v1 Job of one attempt: suspended as asked, restartPolicy Never,
  * backoffLimit 0, podFailurePolicy (FailJob on fail_codes and on the
- * DisruptionTarget condition), podReplacementPolicy Failed, labels,
+ * DisruptionTarget condition), podReplacementPolicy Failed, labels (with
+ * lathe.dev/owner-uid and an ownerReference when p->owner is given),
  * resources, nodeSelector / affinity, volumes (checkpoint PVC, read-only
  * model and data PVCs, the spec as a downward-API file, memory-backed
  * /dev/shm), non-root securityContext, terminationGracePeriodSeconds,
@@ -297,8 +310,9 @@ json_t *k8s_render_job(const k8s_job_params *p);
 /* The headless Service of a multi-node attempt (NULL when nnodes <= 1). */
 json_t *k8s_render_service(const k8s_job_params *p);
 /* The placement part of a suspended Job's update at admission: a merge
- * patch that sets the pod template's nodeSelector / affinity from p and
- * spec.suspend false. */
+ * patch that sets the pod template's nodeSelector / affinity from p (null
+ * where the placement wants none), spec.suspend false and, when
+ * p->placement_json is given, the Job's annotation lathe.dev/placement. */
 json_t *k8s_render_admit_patch(const k8s_job_params *p);
 
 /* A cluster's setup: for each team a Namespace (labelled lathe.dev/team),

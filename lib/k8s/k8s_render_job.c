@@ -6,7 +6,7 @@
  *
  * The Job's shape (keys in this order):
  *   {apiVersion: batch/v1, kind: Job,
- *    metadata: {name, namespace, labels},
+ *    metadata: {name, namespace, labels, ownerReferences?},
  *    spec: {suspend, backoffLimit: 0, podReplacementPolicy: Failed,
  *           podFailurePolicy: {rules: [onExitCodes?, onPodConditions]},
  *           activeDeadlineSeconds?, ttlSecondsAfterFinished?,
@@ -108,7 +108,7 @@ static json_t *label_value(const char *s)
 /* The labels of every object of the attempt:
  *   {app.kubernetes.io/managed-by: lathe, lathe.dev/job-id: "<id>" (when
  *    > 0), lathe.dev/job, lathe.dev/team, lathe.dev/experiment (when
- *    given), lathe.dev/attempt: "<n>"} */
+ *    given), lathe.dev/attempt: "<n>", lathe.dev/owner-uid (when given)} */
 static json_t *attempt_labels(const k8s_job_params *p)
 {
     json_t *l = json_object();
@@ -123,7 +123,22 @@ static json_t *attempt_labels(const k8s_job_params *p)
     if (given(p->experiment)) json_object_set_new(l, K8S_LABEL_EXPERIMENT, label_value(p->experiment));
     snprintf(buf, sizeof buf, "%d", p->attempt);
     json_object_set_new(l, K8S_LABEL_ATTEMPT, json_string(buf));
+    if (given(p->owner.uid)) json_object_set_new(l, K8S_LABEL_OWNER_UID, label_value(p->owner.uid));
     return l;
+}
+
+/* [{apiVersion, kind, name, uid, controller: true, blockOwnerDeletion:
+ * true}]: the custom resource controls the Job (the garbage collector
+ * deletes the Job with it, and a foreground deletion of the resource waits
+ * for the Job), or NULL when the owner is not fully given. */
+static json_t *owner_references(const k8s_job_params *p)
+{
+    if (!given(p->owner.api_version) || !given(p->owner.kind) || !given(p->owner.name) ||
+        !given(p->owner.uid))
+        return NULL;
+    return json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", p->owner.api_version, "kind",
+                     p->owner.kind, "name", p->owner.name, "uid", p->owner.uid, "controller", 1,
+                     "blockOwnerDeletion", 1);
 }
 
 /* {name, namespace, labels} */
@@ -530,7 +545,11 @@ json_t *k8s_render_job(const k8s_job_params *p)
     json_t *job = json_object();
     json_object_set_new(job, "apiVersion", json_string("batch/v1"));
     json_object_set_new(job, "kind", json_string("Job"));
-    json_object_set_new(job, "metadata", attempt_metadata(p));
+    json_t *meta = attempt_metadata(p);
+    json_t *owners = owner_references(p);
+    /* the Job only: its Service is owned by the Job (the executor sets it) */
+    if (owners) json_object_set_new(meta, "ownerReferences", owners);
+    json_object_set_new(job, "metadata", meta);
     json_object_set_new(job, "spec", spec);
     return job;
 }
@@ -557,13 +576,21 @@ json_t *k8s_render_service(const k8s_job_params *p)
     return svc;
 }
 
-/* {spec: {suspend: false, template: {spec: {nodeSelector: {...} | null,
- *  affinity: {...} | null}}}}: null removes what the placement does not want. */
+/* {metadata: {annotations: {lathe.dev/placement: <text>}}?, spec: {suspend:
+ *  false, template: {spec: {nodeSelector: {...} | null, affinity: {...} |
+ *  null}}}}: null removes what the placement does not want; the annotation
+ *  lets a server that rebuilds its state from the API read the placement
+ *  back from the Job. */
 json_t *k8s_render_admit_patch(const k8s_job_params *p)
 {
     json_t *sel = node_selector(p), *aff = affinity(p);
     json_t *tspec = json_object();
     json_object_set_new(tspec, "nodeSelector", sel ? sel : json_null());
     json_object_set_new(tspec, "affinity", aff ? aff : json_null());
-    return json_pack("{s:{s:b, s:{s:o}}}", "spec", "suspend", 0, "template", "spec", tspec);
+    json_t *patch = json_pack("{s:{s:b, s:{s:o}}}", "spec", "suspend", 0, "template", "spec", tspec);
+    if (p->placement_json)
+        json_object_set_new(patch, "metadata",
+                            json_pack("{s:{s:s}}", "annotations", K8S_ANNOT_PLACEMENT,
+                                      p->placement_json));
+    return patch;
 }

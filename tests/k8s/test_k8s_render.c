@@ -5,7 +5,10 @@
  * tolerations, resources as quantities, env order), the headless Service,
  * the admission patch, the quantity formatter, Job names (k8s_job_name),
  * and the cluster's Namespaces, quotas, LimitRanges, PVCs and
- * PriorityClasses. */
+ * PriorityClasses. Operator mode's owner (label and ownerReference) and
+ * the placement annotation of the admission are also checked against the
+ * official strict schemas with ../shared/tools/validate-k8s when it is
+ * there. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- helpers ---- */
 
@@ -99,6 +103,48 @@ static json_t *named(const json_t *arr, const char *name)
         if (n && strcmp(n, name) == 0) return e;
     }
     return NULL;
+}
+
+/* RFC 7386: target with patch merged in (a new value; neither is changed). */
+static json_t *merge_patch(const json_t *target, const json_t *patch)
+{
+    if (!json_is_object(patch)) return json_deep_copy(patch);
+    json_t *out = json_is_object(target) ? json_deep_copy(target) : json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)patch, k, v)
+    {
+        if (json_is_null(v)) json_object_del(out, k);
+        else json_object_set_new(out, k, merge_patch(json_object_get(out, k), v));
+    }
+    return out;
+}
+
+/* Fails unless validate-k8s (the official v1.32 strict schemas, and the API
+ * server's name rules) accepts obj; nothing is checked where the tool or
+ * python3 is not there. */
+static void assert_valid(const json_t *obj)
+{
+    char *tool = xasprintf("%s/tools/validate-k8s", LATHE_SHARED_DIR);
+    if (!file_exists(tool) || !file_exists("/usr/bin/python3")) {
+        fprintf(stderr, "note: %s not found: the schema check is skipped\n", tool);
+        free(tool);
+        return;
+    }
+    char path[] = "/tmp/lathe-render-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    char *text = json_dumps(obj, JSON_INDENT(1));
+    size_t len = strlen(text);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
+    char *cmd = xasprintf("/usr/bin/python3 '%s' -q '%s'", tool, path);
+    int rc = system(cmd);
+    unlink(path);
+    if (rc != 0) fail_msg("validate-k8s refused:\n%s", text);
+    free(cmd);
+    free(text);
+    free(tool);
 }
 
 static char *argv_default[] = {"lathe", "train", "/etc/lathe/spec.yaml"};
@@ -615,6 +661,112 @@ static void test_admit_patch(void **state)
     spec_k8s_free(&k);
 }
 
+/* Operator mode: the custom resource owns the Job (label and
+ * ownerReference); the store's id label stays when there is one. */
+static void test_job_owner(void **state)
+{
+    (void)state;
+    spec_k8s k;
+    k8s_job_params p;
+    params_default(&p, &k);
+    const char *uid = "3f0e2a9c-6d1b-4c1e-9a7e-0b6f1d2c3e4f";
+    p.owner.api_version = "training.example.com/v1";
+    p.owner.kind = "LoRATrainingJob";
+    p.owner.name = "qwen";
+    p.owner.uid = uid;
+    json_t *job = k8s_render_job(&p);
+    const char *where[] = {"metadata.labels", "spec.template.metadata.labels"};
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(json_string_value(at_key(job, where[i], K8S_LABEL_OWNER_UID)), uid);
+        assert_string_equal(json_string_value(at_key(job, where[i], K8S_LABEL_JOB_ID)), "42");
+    }
+    json_t *refs = at(job, "metadata.ownerReferences");
+    assert_int_equal(json_array_size(refs), 1);
+    assert_string_equal(str_at(refs, "0.apiVersion"), "training.example.com/v1");
+    assert_string_equal(str_at(refs, "0.kind"), "LoRATrainingJob");
+    assert_string_equal(str_at(refs, "0.name"), "qwen");
+    assert_string_equal(str_at(refs, "0.uid"), uid);
+    assert_true(json_is_true(at(refs, "0.controller")));
+    assert_true(json_is_true(at(refs, "0.blockOwnerDeletion")));
+    assert_null(at(job, "spec.template.metadata.ownerReferences"));
+    assert_valid(job);
+    json_decref(job);
+
+    /* a multi-node attempt's Service has the label; its owner is the Job (set by the executor) */
+    p.nnodes = 2;
+    json_t *svc = k8s_render_service(&p);
+    assert_string_equal(json_string_value(at_key(svc, "metadata.labels", K8S_LABEL_OWNER_UID)), uid);
+    assert_null(at(svc, "metadata.ownerReferences"));
+    json_decref(svc);
+    p.nnodes = 1;
+
+    /* no store id (a cache rebuilt from the API): the owner's uid alone */
+    p.job_id = 0;
+    job = k8s_render_job(&p);
+    assert_null(at_key(job, "metadata.labels", K8S_LABEL_JOB_ID));
+    assert_string_equal(json_string_value(at_key(job, "metadata.labels", K8S_LABEL_OWNER_UID)), uid);
+    assert_valid(job);
+    json_decref(job);
+
+    /* a uid without the rest: the label, no reference (it would be refused) */
+    p.owner.api_version = p.owner.kind = p.owner.name = NULL;
+    job = k8s_render_job(&p);
+    assert_string_equal(json_string_value(at_key(job, "metadata.labels", K8S_LABEL_OWNER_UID)), uid);
+    assert_null(at(job, "metadata.ownerReferences"));
+    json_decref(job);
+
+    /* no owner: as before */
+    p.owner.uid = NULL;
+    job = k8s_render_job(&p);
+    assert_null(at_key(job, "metadata.labels", K8S_LABEL_OWNER_UID));
+    assert_null(at_key(job, "spec.template.metadata.labels", K8S_LABEL_OWNER_UID));
+    assert_null(at(job, "metadata.ownerReferences"));
+    json_decref(job);
+    spec_k8s_free(&k);
+}
+
+/* The admission writes the placement into the Job's annotation; the Job
+ * it makes of the suspended one is valid. */
+static void test_admit_patch_placement(void **state)
+{
+    (void)state;
+    spec_k8s k;
+    k8s_job_params p;
+    params_default(&p, &k);
+    static const char *nodes[] = {"a100-03"};
+    const char *placement = "{\"gpuType\":\"A100-80GB\",\"nodes\":[\"a100-03\"],\"rack\":\"rack-2\"}";
+    json_t *created = k8s_render_job(&p); /* suspended, unplaced */
+    p.nodes = nodes;
+    p.n_nodes = 1;
+    p.rack = "rack-2";
+    p.placement_json = placement;
+    json_t *patch = k8s_render_admit_patch(&p);
+    assert_int_equal(json_object_size(patch), 2);
+    json_t *ann = at(patch, "metadata.annotations");
+    assert_int_equal(json_object_size(ann), 1);
+    assert_string_equal(json_string_value(json_object_get(ann, K8S_ANNOT_PLACEMENT)), placement);
+    assert_null(at(patch, "spec.template.metadata")); /* the Job's, not its pods' */
+    assert_true(json_is_false(at(patch, "spec.suspend")));
+    json_t *admitted = merge_patch(created, patch);
+    assert_string_equal(json_string_value(at_key(admitted, "metadata.annotations", K8S_ANNOT_PLACEMENT)),
+                        placement);
+    assert_true(json_is_false(at(admitted, "spec.suspend")));
+    assert_string_equal(str_at(admitted, "spec.template.spec.affinity.nodeAffinity."
+                                         "requiredDuringSchedulingIgnoredDuringExecution."
+                                         "nodeSelectorTerms.0.matchExpressions.0.values.0"),
+                        "a100-03");
+    assert_valid(admitted);
+    json_decref(admitted);
+    json_decref(patch);
+    json_decref(created);
+
+    p.placement_json = NULL;
+    patch = k8s_render_admit_patch(&p);
+    assert_null(at(patch, "metadata"));
+    json_decref(patch);
+    spec_k8s_free(&k);
+}
+
 /* ---- quantities ---- */
 
 static void test_quantities(void **state)
@@ -866,6 +1018,8 @@ int main(void)
         cmocka_unit_test(test_job_volumes),
         cmocka_unit_test(test_job_placement),
         cmocka_unit_test(test_admit_patch),
+        cmocka_unit_test(test_job_owner),
+        cmocka_unit_test(test_admit_patch_placement),
         cmocka_unit_test(test_quantities),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_cluster),
