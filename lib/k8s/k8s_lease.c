@@ -92,7 +92,8 @@ static void microtime_now(char *out, size_t outsz)
     gmtime_r(&ts.tv_sec, &tm);
     char day[32];
     strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, outsz, "%s.%06ldZ", day, ts.tv_nsec / 1000);
+    int micro = (int)(ts.tv_nsec / 1000) % 1000000; /* 0..999999: six digits */
+    snprintf(out, outsz, "%.19s.%06dZ", day, micro);
 }
 
 static const json_t *spec_of(const json_t *obj)
