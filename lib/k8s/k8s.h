@@ -232,6 +232,43 @@ k8s_log_follower *k8s_log_follow(k8s_client *cl, const char *ns, const char *pod
 /* Stops following (the stream is aborted) and frees. NULL is fine. */
 void k8s_log_follower_free(k8s_log_follower *f);
 
+/* ---- leader election (k8s_lease.c) ---- */
+/* A coordination.k8s.io/v1 Lease held by one replica at a time, the way
+ * client-go's leaderelection does it: the holder renews renewTime every
+ * retry_period; another replica takes the Lease when its record has not
+ * changed for lease_duration seconds of the taker's own clock (no clock is
+ * compared across machines), with an update that carries the
+ * resourceVersion it read, so of two takers exactly one wins (the other
+ * gets 409 Conflict). A holder that could not renew for renew_deadline
+ * seconds has lost it and must stop acting at once. */
+typedef struct k8s_lease_config {
+    const char *namespace_, *name; /* the Lease object */
+    const char *identity;          /* holderIdentity: this replica (its pod's name) */
+    double duration;               /* leaseDurationSeconds; 0 = 15 */
+    double renew_deadline;         /* 0 = 10; below duration */
+    double retry_period;           /* 0 = 2 */
+} k8s_lease_config;
+
+typedef struct k8s_lease k8s_lease;
+/* Strings are copied; cl is borrowed. */
+k8s_lease *k8s_lease_new(k8s_client *cl, const k8s_lease_config *c);
+/* One try at time now (seconds, CLOCK_MONOTONIC or any steady clock):
+ * creates the Lease when absent, renews it when held, takes it when its
+ * holder let it expire (or released it). Returns true while this replica
+ * holds it: the last successful renewal is less than renew_deadline old.
+ * A failed call fills e (may be NULL). Call it every retry_period. */
+bool k8s_lease_tick(k8s_lease *l, double now, k8s_error *e);
+/* Whether this replica held the Lease at its last tick. */
+bool k8s_lease_held(const k8s_lease *l);
+/* The holder at the last read ("" when none, NULL before the first). */
+const char *k8s_lease_holder(const k8s_lease *l);
+/* How many times the Lease changed hands (leaseTransitions) at the last read. */
+int k8s_lease_transitions(const k8s_lease *l);
+/* Gives the Lease up when held (holderIdentity cleared, so another replica
+ * takes it at its next try instead of after lease_duration). */
+void k8s_lease_release(k8s_lease *l);
+void k8s_lease_free(k8s_lease *l);
+
 /* ---- names and labels (k8s_names.c) ---- */
 /* Label keys of every object lathe creates. */
 #define K8S_LABEL_MANAGED "app.kubernetes.io/managed-by" /* "lathe" */
