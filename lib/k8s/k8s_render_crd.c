@@ -73,8 +73,10 @@ static json_t *status_schema(bool experiment)
 {
     json_t *p = json_object();
     json_object_set_new(p, "phase",
-                        typed("string", "Pending, Invalid, Queued, Running, Succeeded, Failed "
-                                        "or Cancelled"));
+                        typed("string", "Invalid, Queued, Starting, Running, Stopping, "
+                                        "Succeeded, Failed, Cancelled or TimedOut"));
+    json_object_set_new(p, "exitReason",
+                        typed("string", "how the last attempt ended (oom, invalid, lost, ...)"));
     json_object_set_new(p, "conditions", conditions_schema());
     json_object_set_new(p, "attempts",
                         json_pack("{s:s, s:s, s:i}", "type", "integer", "description",
@@ -115,6 +117,16 @@ static json_t *status_schema(bool experiment)
         json_object_set_new(p, "jobs",
                             json_pack("{s:s, s:s, s:o}", "type", "object", "description",
                                       "the experiment's jobs, by state", "properties", jobs));
+        json_t *item = json_pack(
+            "{s:s, s:[s], s:{s:o, s:o, s:{s:s, s:s}, s:o, s:{s:s, s:s}, s:o, s:o}}", "type",
+            "object", "required", "name", "properties", "name", typed("string", "the job's name"),
+            "phase", typed("string", "its phase"), "attempts", "type", "integer", "format", "int32",
+            "loss", typed("number", "its newest loss"), "checkpointStep", "type", "integer",
+            "format", "int64", "gpuHours", typed("number", "GPU-hours used"), "cost",
+            typed("number", "money spent"));
+        json_object_set_new(p, "items",
+                            json_pack("{s:s, s:s, s:o}", "type", "array", "description",
+                                      "each job of the matrix", "items", item));
     }
     return json_pack("{s:s, s:s, s:o}", "type", "object", "description",
                      "written by lathe (the status subresource)", "properties", p);

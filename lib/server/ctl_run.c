@@ -30,6 +30,7 @@
  *                                   retries are left; else failed
  */
 #include "ctl_internal.h"
+#include "op.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -138,6 +139,8 @@ typedef struct launch {
     char *dir, *spec_path, *ckpt_dir, *gpus, *dataset, *model;
     const char **nodes; /* the placed nodes, one per replica (cluster engines) */
     size_t n_nodes;
+    op_owner owner;     /* operator mode: the job's object */
+    char *placement;    /* the placement's JSON (cluster engines) */
 } launch;
 
 static void launch_free(launch *l)
@@ -150,6 +153,23 @@ static void launch_free(launch *l)
     free(l->dataset);
     free(l->model);
     free(l->nodes);
+    op_owner_free(&l->owner);
+    free(l->placement);
+}
+
+/* Operator mode: the object the job comes from (its kv record), as the
+ * engine labels and owns the attempt's Job by it. */
+static void fill_owner(ctl *c, int64_t id, op_owner *w, exec_cluster_req *k)
+{
+    if (!c->s->op || !op_owner_read(c->st, id, w)) return;
+    if (w->adopt) {
+        k->adopt = w->name;
+        return;
+    }
+    k->owner.api_version = w->api_version;
+    k->owner.kind = w->kind;
+    k->owner.name = w->name;
+    k->owner.uid = w->uid;
 }
 
 /* The job's folder (made) and the paths of attempt `attempt` in it. */
@@ -241,7 +261,14 @@ static void fill_request(ctl *c, ctl_job *j, int attempt, bool placed, launch *l
         k->gpu_memory_limit = k->gpu_share * sc->types[sc->nodes[sc->gpu_node[gpus[0]]].type].memory;
     }
     k->master_port = 29500 + (int)(j->id % 20000);
-    if (placed) fill_placement(c, j, l, &q->cluster);
+    fill_owner(c, j->id, &l->owner, &q->cluster);
+    if (placed) {
+        fill_placement(c, j, l, &q->cluster);
+        if (cluster_engine(c)) {
+            l->placement = placement_json(c, gpus, n_gpus, j->share);
+            q->cluster.placement_json = l->placement;
+        }
+    }
 }
 
 void ctl_record_start(ctl *c, ctl_job *j, const char *pid_note)
@@ -358,11 +385,15 @@ void ctl_unprepare(ctl *c, ctl_job *j)
     q.cluster.name = j->name;
     char *dir = ctl_job_dir(c, j->id);
     q.job_dir = dir;
+    op_owner owner;
+    memset(&owner, 0, sizeof owner);
+    fill_owner(c, j->id, &owner, &q.cluster);
     char err[512];
     if (exec_unprepare(c->be, &q, err, sizeof err) != EXEC_OK)
         ctl_log(c, "job %s/%s: cannot remove its prepared attempt %d: %s", j->team, j->name,
                 j->prepared, err);
     free(dir);
+    op_owner_free(&owner);
     j->prepared = 0;
 }
 

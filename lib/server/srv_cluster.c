@@ -18,6 +18,7 @@
  * scheduler knows.
  */
 #include "srv_internal.h"
+#include "op.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,6 +261,8 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
             return LT_EXIT_INVALID;
         }
         snprintf(c->note, sizeof c->note, "nodes from the Kubernetes API");
+        if (cfg->spec->k8s.op.enabled && !op_cluster_add(cfg->spec, be, c->spec, err, errsz))
+            return LT_EXIT_UNAVAILABLE;
     } else if (want_nvml(cfg)) {
         exec_inventory_local(&inv);
         snprintf(c->note, sizeof c->note, "%s", inv.note);

@@ -337,6 +337,10 @@ static bool v1_prepare(srv_req *r)
         return false;
     }
     char err[512];
+    if (!srv_active(r->s, err, sizeof err)) {
+        srv_reply_error(r, 503, "unavailable", "%s", err);
+        return false;
+    }
     r->st = srv_pool_get(&r->s->pool, err, sizeof err);
     if (!r->st) {
         srv_reply_error(r, 503, "unavailable", "the store cannot be opened: %s", err);
@@ -361,7 +365,8 @@ static void dispatch(srv_req *r)
             not_allowed(r, "GET");
         } else {
             char err[512];
-            r->st = srv_pool_get(&r->s->pool, err, sizeof err);
+            r->st = srv_active(r->s, err, sizeof err) ? srv_pool_get(&r->s->pool, err, sizeof err)
+                                                      : NULL;
             if (r->st) srv_api_metrics(r);
             else srv_reply_error(r, 503, "unavailable", "the store cannot be opened: %s", err);
         }

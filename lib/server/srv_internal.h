@@ -198,8 +198,23 @@ struct srv {
     double started_at;
     atomic_bool stopping;
     bool quiet;
+    /* Operator mode (op.h): the store and controller exist only once this
+     * replica holds the Lease; until then the API answers 503. */
+    struct op *op;
+    atomic_bool active;
 };
 
+
+/* Whether the store and controller serve (always, outside operator
+ * mode); why not when they do not. */
+bool srv_active(srv *s, char *why, size_t whysz);
+/* Operator mode, on becoming the leader: the cache (the store and the jobs'
+ * folders of the data folder) is wiped and opened empty, to be rebuilt from
+ * the API before srv_start_controller. */
+int srv_open_cache(srv *s, char *err, size_t errsz);
+/* Creates and starts the controller (which re-attaches to open attempts),
+ * then marks the server active. */
+int srv_start_controller(srv *s, char *err, size_t errsz);
 
 /* Prints a log line on stderr ("lathe server: ...") unless quiet. */
 void srv_log(const srv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -289,6 +304,9 @@ typedef struct srv_submit_src {
     const char *team_fix;      /* the suggestion when the spec names another team */
     const char *default_team;  /* when team is NULL and the spec names none */
     const char *actor;         /* "user:TEAM", "admin", "operator" */
+    const char *plan_json;     /* the plan when the author chose the resources
+                                  (no planner); NULL = plan it */
+    const char *plan_summary;  /* that plan in a sentence */
     /* How the write reaches the store: fn(st, arg) in one transaction
      * (srv_write for HTTP requests; the operator's own handle). */
     store_rc (*write)(void *ctx, store_write_fn fn, void *arg);

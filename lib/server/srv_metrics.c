@@ -221,6 +221,11 @@ void srv_api_healthz(srv_req *r)
 void srv_api_readyz(srv_req *r)
 {
     srv *s = srv_req_server(r);
+    char standby[320];
+    if (!srv_active(s, standby, sizeof standby)) { /* the Service sends requests to the leader */
+        srv_reply_error(r, 503, "unavailable", "%s", standby);
+        return;
+    }
     const ctl_view *v = ctl_view_acquire(s->ctl);
     double loop_at = v ? v->loop_at : 0;
     ctl_view_release(s->ctl);

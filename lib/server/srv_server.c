@@ -5,6 +5,7 @@
  * listener; the bound address goes to DATA/server.addr. Stop: the listener
  * first (no new request), then the controller; trainers keep running. */
 #include "ctl.h"
+#include "op.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,7 +111,52 @@ static int make_executor(srv *s, char *err, size_t errsz)
     return LT_EXIT_OK;
 }
 
-/* Every step of the start; on failure the caller frees what was made. */
+bool srv_active(srv *s, char *why, size_t whysz)
+{
+    if (atomic_load(&s->active)) return true;
+    if (!s->op || !op_active(s->op, why, whysz)) {
+        if (!s->op) snprintf(why, whysz, "the server is starting");
+        return false;
+    }
+    return atomic_load(&s->active);
+}
+
+int srv_open_cache(srv *s, char *err, size_t errsz)
+{
+    const char *suffix[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+        char *p = xasprintf("%s%s", s->cfg.db_path, suffix[i]);
+        if (unlink(p) != 0 && errno != ENOENT) {
+            snprintf(err, errsz, "%s: %s (the cache of operator mode is rebuilt from the API)", p,
+                     strerror(errno));
+            free(p);
+            return LT_EXIT_IO;
+        }
+        free(p);
+    }
+    char e2[256];
+    if (dir_exists(s->cfg.jobs_dir) && file_remove_tree(s->cfg.jobs_dir, e2, sizeof e2) != 0) {
+        snprintf(err, errsz, "%s: %s", s->cfg.jobs_dir, e2);
+        return LT_EXIT_IO;
+    }
+    if (mkdir(s->cfg.jobs_dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errsz, "%s: %s", s->cfg.jobs_dir, strerror(errno));
+        return LT_EXIT_IO;
+    }
+    return open_store(s, err, errsz);
+}
+
+int srv_start_controller(srv *s, char *err, size_t errsz)
+{
+    s->ctl = ctl_new(s, err, errsz);
+    if (!s->ctl) return LT_EXIT_IO;
+    int rc = ctl_run(s->ctl, err, errsz);
+    if (rc == LT_EXIT_OK) atomic_store(&s->active, true);
+    return rc;
+}
+
+/* Every step of the start; on failure the caller frees what was made. In
+ * operator mode the store and the controller wait for the Lease (op.c). */
 static int start_steps(srv *s, const srv_options *o, diag_list *d, char *err, size_t errsz)
 {
     int rc = srv_config_load(o, &s->cfg, d, err, errsz);
@@ -117,12 +164,22 @@ static int start_steps(srv *s, const srv_options *o, diag_list *d, char *err, si
     if (rc == LT_EXIT_OK) rc = take_lock(s, err, errsz);
     if (rc == LT_EXIT_OK) rc = make_executor(s, err, errsz);
     if (rc == LT_EXIT_OK) rc = srv_cluster_build(&s->cfg, s->be, &s->cluster, d, err, errsz);
-    if (rc == LT_EXIT_OK) rc = open_store(s, err, errsz);
     if (rc != LT_EXIT_OK) return rc;
-    s->ctl = ctl_new(s, err, errsz);
-    if (!s->ctl) return LT_EXIT_IO;
-    rc = srv_http_start(s, err, errsz);
-    if (rc == LT_EXIT_OK) rc = ctl_run(s->ctl, err, errsz);
+    bool operator = s->cfg.spec->executor == SPEC_EXECUTOR_K8S && s->cfg.spec->k8s.op.enabled;
+    if (operator) {
+        rc = srv_http_start(s, err, errsz);
+        if (rc != LT_EXIT_OK) return rc;
+        s->op = op_start(s, err, errsz);
+        if (!s->op) return LT_EXIT_UNAVAILABLE;
+    } else {
+        rc = open_store(s, err, errsz);
+        if (rc != LT_EXIT_OK) return rc;
+        s->ctl = ctl_new(s, err, errsz);
+        if (!s->ctl) return LT_EXIT_IO;
+        rc = srv_http_start(s, err, errsz);
+        if (rc == LT_EXIT_OK) rc = ctl_run(s->ctl, err, errsz);
+        if (rc == LT_EXIT_OK) atomic_store(&s->active, true);
+    }
     if (rc == LT_EXIT_OK) {
         write_address(s);
         announce(s);
@@ -145,6 +202,7 @@ srv *srv_start(const srv_options *o, diag_list *d, int *exit_code, char *err, si
     s->quiet = o->quiet;
     s->started_at = wall_now();
     atomic_init(&s->stopping, false);
+    atomic_init(&s->active, false);
     srv_counters_init(&s->counters);
     s->writes = store_batcher_new(0);
     diag_list local;
@@ -174,6 +232,7 @@ void srv_stop(srv *s)
     if (!s) return;
     atomic_store(&s->stopping, true);
     srv_http_stop(s);
+    op_stop(s->op); /* before the controller: it may be starting one */
     ctl_free(s->ctl);
     exec_backend_free(s->be);
     if (s->pool.path) srv_pool_free(&s->pool);

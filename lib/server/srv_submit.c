@@ -228,11 +228,21 @@ static void hash_job(sub_job *sj)
     sj->own_text = json;
 }
 
+/* Step 4 for a job whose resources were chosen by its author (a user's
+ * own Job in operator mode): the plan is the source's. */
+static void given_plan(submission *m, sub_job *sj)
+{
+    sj->spec_json = spec_job_to_json(sj->job);
+    sj->plan_json = xstrdup(m->src->plan_json);
+    sj->summary = xstrdup(m->src->plan_summary ? m->src->plan_summary : "resources as given");
+}
+
 static void check_all(submission *m)
 {
     for (size_t i = 0; i < m->n && !m->d.errors; i++) resolve_team(m, &m->jobs[i]);
     for (size_t i = 0; i < m->n && !m->d.errors; i++) resolve_priority(m, &m->jobs[i]);
-    for (size_t i = 0; i < m->n && !m->d.errors; i++) plan_one(m, &m->jobs[i]);
+    for (size_t i = 0; i < m->n && !m->d.errors; i++)
+        (m->src->plan_json ? given_plan : plan_one)(m, &m->jobs[i]);
     for (size_t i = 0; i < m->n && !m->d.errors; i++) admission(m, &m->jobs[i]);
     for (size_t i = 0; i < m->n && !m->d.errors; i++) hash_job(&m->jobs[i]);
 }
@@ -297,7 +307,7 @@ static store_rc store_submission(submission *m, int64_t *ids, size_t *bad)
     free(msgs);
     free(ev);
     free(q);
-    if (rc == STORE_OK)
+    if (rc == STORE_OK && m->s->ctl) /* none yet while the operator rebuilds the store */
         for (size_t i = 0; i < m->n; i++) ctl_job_changed(m->s->ctl, ids[i]);
     return rc;
 }

@@ -116,6 +116,7 @@ void spec_k8s_free(spec_k8s *k)
 
 char *spec_k8s_namespace(const spec_k8s *k, const char *team)
 {
+    if (k->op.enabled) return xstrdup(team); /* operator mode: a team is its namespace */
     for (size_t i = 0; i < k->n_namespaces; i++)
         if (strcmp(k->namespaces[i].key, team) == 0) return xstrdup(k->namespaces[i].value);
     return xasprintf("%s%s", k->namespace_prefix ? k->namespace_prefix : "", team);
@@ -421,6 +422,11 @@ static void check_operator(spec_dctx *c, const spec_ynode *body, const spec_serv
     const spec_ynode *kn = spec_ymap_get(body, "kubernetes");
     const spec_ynode *on = kn && kn->kind == SPEC_YMAP ? spec_ymap_get(kn, "operator") : NULL;
     size_t old = spec_path_push(c, "kubernetes.operator");
+    if (k->op.n_namespaces == 0) {
+        diag *x = spec_report(c, DIAG_ERROR, on ? on : body, "operator mode serves no namespace");
+        diag_set_expected(x, "namespaces: [team-a, team-b], the teams' namespaces");
+        diag_set_suggestion(x, "list the namespaces whose LoRATrainingJobs lathe serves");
+    }
     if (s->executor != SPEC_EXECUTOR_K8S) {
         diag *x = spec_report(c, DIAG_ERROR, on ? on : body,
                               "operator mode needs the Kubernetes executor");

@@ -635,6 +635,7 @@ class Ops:
                          spec.get("scope") == "Namespaced", names.get("shortNames") or [],
                          names.get("singular"), subresources=subs, schema=False,
                          categories=names.get("categories") or [])
+            r.printer_columns = v.get("additionalPrinterColumns")
             sch = get_path(v, "schema", "openAPIV3Schema")
             if sch:
                 try:

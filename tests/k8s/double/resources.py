@@ -18,6 +18,7 @@ class Resource:
         self.subresources = list(subresources)
         self.schema = schema  # a JSON schema file is expected (False = CRD / none shipped)
         self.crd_schema = None  # openAPIV3Schema of a CRD version
+        self.printer_columns = None  # additionalPrinterColumns of a CRD version
         self.categories = list(categories)
 
     @property

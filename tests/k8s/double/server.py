@@ -618,7 +618,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _send_obj(self, res, obj):
         if self._wants_table():
             t = to_table(res.plural, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
-                         self.q.get("includeObject", "Metadata"))
+                         self.q.get("includeObject", "Metadata"), res.printer_columns)
             return self._send(200, t)
         return self._send(200, obj)
 
@@ -676,7 +676,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 lm["remainingItemCount"] = rest
         objs = [o for _, o in items]
         if self._wants_table():
-            return self._send(200, to_table(res.plural, objs, lm, q.get("includeObject", "Metadata")))
+            return self._send(200, to_table(res.plural, objs, lm, q.get("includeObject", "Metadata"), res.printer_columns))
         body = {"kind": res.kind + "List", "apiVersion": res.api_version, "metadata": lm, "items": objs}
         data = ('{"kind":%s,"apiVersion":%s,"metadata":%s,"items":[' % (
             json.dumps(body["kind"]), json.dumps(body["apiVersion"]), dumps(lm))).encode()
@@ -754,7 +754,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _event_bytes(self, type_, obj, res, table):
         if table and type_ in ("ADDED", "MODIFIED", "DELETED"):
             obj = to_table(res.plural, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
-                           self.q.get("includeObject", "Metadata"))
+                           self.q.get("includeObject", "Metadata"), res.printer_columns)
         return (dumps({"type": type_, "object": obj}) + "\n").encode()
 
 

@@ -187,9 +187,36 @@ TABLES.update({
 })
 
 
-def to_table(plural, objs, list_meta, include_object="Metadata"):
-    cols, rowfn = TABLES.get(plural, ([_col("Name", fmt="name"), _col("Age")],
-                                      lambda o: [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"))]))
+def _json_path(o, path):
+    """The value at a simple JSONPath (.status.phase) of a printer column."""
+    v = o
+    for part in path.strip().lstrip(".").split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    return v
+
+
+def _printer_table(columns):
+    """A CRD's additionalPrinterColumns, as the API server serves them: Name
+    first, then each column (a date column as an age)."""
+    cols = [_col("Name", fmt="name")] + [
+        _col(c["name"], c.get("type", "string"), c.get("format", ""), c.get("description", ""), c.get("priority", 0))
+        for c in columns]
+
+    def row(o):
+        cells = [o["metadata"]["name"]]
+        for c in columns:
+            v = _json_path(o, c.get("jsonPath", ""))
+            cells.append(age(v) if c.get("type") == "date" and v else ("" if v is None else v))
+        return cells
+    return cols, row
+
+
+def to_table(plural, objs, list_meta, include_object="Metadata", printer_columns=None):
+    if printer_columns:
+        cols, rowfn = _printer_table(printer_columns)
+    else:
+        cols, rowfn = TABLES.get(plural, ([_col("Name", fmt="name"), _col("Age")],
+                                          lambda o: [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"))]))
     rows = []
     for o in objs:
         row = {"cells": rowfn(o)}

@@ -244,3 +244,106 @@ wait_state() {
     echo "  $1 is $(job_field "$1" state), not $2"
     return 1
 }
+
+# ---- operator mode (tests/k8s/operator*.sh) ----
+# op_setup: the CustomResourceDefinitions of `lathe render server` applied
+# with kubectl, the Lease's namespace, and the ServerConfig of replica $1
+# (default 1) in $T/op-$1.yaml: operator mode on team-a and team-b.
+op_setup() {
+    "$LATHE" render server --target k8s -o json > "$T/install.json" || { echo "FAIL: render server"; exit 1; }
+    "$PY" -c '
+import json, sys
+items = json.load(open(sys.argv[1]))["items"]
+import yaml
+print(yaml.safe_dump_all([o for o in items if o["kind"] == "CustomResourceDefinition"]))' \
+        "$T/install.json" > "$T/crds.yaml"
+    kc apply -f "$T/crds.yaml" > "$T/crds.log" 2>&1 || { echo "FAIL: kubectl apply of the CRDs"; cat "$T/crds.log"; exit 1; }
+    kc create namespace lathe-system > /dev/null 2>&1
+    for r in 1 2; do op_config "$r"; done
+    trap 'op_kill 1; op_kill 2; cleanup' EXIT
+}
+
+op_config() {
+    local r=$1
+    sed -e "s|dataDir: $T/data|dataDir: $T/data-$r|" "$T/server.yaml" > "$T/op-$r.yaml"
+    "$PY" - "$T/op-$r.yaml" "$r" <<'PYEOF'
+import sys
+p, r = sys.argv[1], sys.argv[2]
+s = open(p).read()
+s = s.replace("  kubernetes:\n", "  kubernetes:\n    operator:\n      enabled: true\n"
+              "      namespaces: [team-a, team-b]\n      leaseNamespace: lathe-system\n"
+              "      identity: replica-%s\n      leaseDuration: 4s\n      renewDeadline: 3s\n"
+              "      retryPeriod: 500ms\n      statusInterval: 250ms\n" % r, 1)
+open(p, "w").write(s)
+PYEOF
+}
+
+# op_start R: replica R of the server (pid in OP_PID_R); waits for its address.
+op_start() {
+    local r=$1
+    rm -f "$T/data-$r/server.addr"
+    "$LATHE" server --config "$T/op-$r.yaml" >> "$T/server-$r.log" 2>&1 &
+    eval "OP_PID_$r=$!"
+    wait_for 60 test -s "$T/data-$r/server.addr" || { echo "FAIL: replica $r did not start"; tail -30 "$T/server-$r.log"; exit 1; }
+}
+
+op_kill() {
+    local pid; eval "pid=\${OP_PID_$1:-}"
+    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    eval "OP_PID_$1="
+}
+
+# op_ready R: replica R leads (its readyz answers 200)
+op_ready() { curl -sf "http://$(cat "$T/data-$1/server.addr")/readyz" > /dev/null; }
+
+# a field of a LoRATrainingJob (of group $GROUP, default the seed's
+# training.example.com): cr_field NS NAME JSONPATH
+cr_field() { kc get "lorajobs.${GROUP:-training.example.com}" "$2" -n "$1" -o "jsonpath={$3}" 2>/dev/null; }
+
+# wait_phase NS NAME PHASE [SECONDS]
+wait_phase() {
+    local end=$((SECONDS + ${4:-180}))
+    while [ $SECONDS -lt $end ]; do
+        [ "$(cr_field "$1" "$2" .status.phase)" = "$3" ] && return 0
+        sleep 0.5
+    done
+    echo "  $1/$2 is $(cr_field "$1" "$2" .status.phase), not $3"
+    return 1
+}
+
+# cr_job NAME NS [STEPS]: a LoRATrainingJob (group $GROUP) of the tiny model
+cr_job() {
+    local name=$1 ns=$2
+    cat > "$T/cr-$name.yaml" <<EOF2
+apiVersion: ${GROUP:-training.example.com}/v1
+kind: LoRATrainingJob
+metadata:
+  name: $name
+  namespace: $ns
+spec:
+  method: lora
+  baseModel:
+    path: $T/mnt/models/tiny
+  lora:
+    targetModules: [all-linear]
+  trainingData:
+    datasetPath: $T/mnt/data/train.jsonl
+  hyperparams:
+    maxSteps: ${3:-12}
+    learningRate: 5e-3
+    warmupSteps: 2
+    maxSeqLength: 64
+  checkpoint:
+    intervalSteps: ${CKPT_EVERY:-4}
+    keepLast: 2
+  retryPolicy:
+    maxRetries: 3
+    backoffSeconds: 1
+  timeout:
+    gracePeriod: 20s
+  trainer:
+    env:
+      LATHE_THREADS: "1"
+${EXTRA:-}
+EOF2
+}

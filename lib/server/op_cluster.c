@@ -1,0 +1,137 @@
+/* op_cluster.c: operator mode's teams and priority classes, read from the
+ * API once at start (op.h):
+ *
+ *   teams              each served namespace is a team; one the Cluster
+ *                      file does not name gets its quota from the
+ *                      namespace's ResourceQuota objects (the smallest
+ *                      hard limit on requests.<gpu resource> or <gpu
+ *                      resource>; quotas lathe rendered itself, labelled
+ *                      managed-by lathe, hold quota plus borrowing and are
+ *                      skipped), with no borrowing: the API server would
+ *                      refuse pods beyond a ResourceQuota anyway
+ *   priority classes   every PriorityClass object the Cluster file does
+ *                      not name (except Kubernetes' own system-*): its
+ *                      value, preemptionPolicy (Never = it preempts no one)
+ *                      and globalDefault
+ *
+ * Changes to either apply when the server starts again (the scheduler's
+ * cluster is fixed while it runs); the docs say so.
+ */
+#include "op.h"
+
+#include "k8s/k8s.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *jstr(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+/* A quantity of whole GPUs ("8", 8); -1 when it is not one. */
+static int gpu_count(const json_t *v)
+{
+    if (json_is_integer(v)) return (int)json_integer_value(v);
+    const char *s = json_string_value(v);
+    if (!s || !*s) return -1;
+    char *end;
+    long n = strtol(s, &end, 10);
+    return *end || n < 0 || n > 1 << 20 ? -1 : (int)n;
+}
+
+/* The namespace's GPU quota from its ResourceQuotas; -1 = none. */
+static int namespace_quota(k8s_client *cl, const spec_k8s *k, const char *ns, char *err,
+                           size_t errsz)
+{
+    k8s_ref ref = {.api = "v1", .resource = "resourcequotas", .ns = ns};
+    json_t *items = NULL;
+    k8s_error e;
+    if (k8s_list(cl, &ref, NULL, NULL, 0, &items, NULL, &e) != K8S_OK) {
+        snprintf(err, errsz, "listing the ResourceQuotas of namespace %s: %s", ns, e.message);
+        return -2;
+    }
+    char req[160];
+    snprintf(req, sizeof req, "requests.%s", k->gpu_resource);
+    int quota = -1;
+    size_t i;
+    json_t *rq;
+    json_array_foreach(items, i, rq) {
+        const json_t *labels = json_object_get(json_object_get(rq, "metadata"), "labels");
+        const char *by = jstr(labels, K8S_LABEL_MANAGED);
+        if (by && strcmp(by, "lathe") == 0) continue;
+        const json_t *hard = json_object_get(json_object_get(rq, "spec"), "hard");
+        const char *keys[] = {req, k->gpu_resource};
+        for (size_t j = 0; j < 2; j++) {
+            int n = gpu_count(json_object_get(hard, keys[j]));
+            if (n >= 0 && (quota < 0 || n < quota)) quota = n;
+        }
+    }
+    json_decref(items);
+    return quota;
+}
+
+static void add_team(spec_cluster *c, const char *name, int quota)
+{
+    c->teams = xrealloc(c->teams, (c->n_teams + 1) * sizeof *c->teams);
+    spec_team *t = &c->teams[c->n_teams++];
+    memset(t, 0, sizeof *t);
+    t->name = xstrdup(name);
+    t->weight = 1;
+    if (quota >= 0) {
+        t->quota = xcalloc(1, sizeof *t->quota);
+        t->quota[0] = (spec_quota){.gpu_type = xstrdup("*"), .count = quota};
+        t->n_quota = 1;
+        t->borrowing_limit = xcalloc(1, sizeof *t->borrowing_limit);
+        t->borrowing_limit[0] = (spec_quota){.gpu_type = xstrdup("*"), .count = 0};
+        t->n_borrowing_limit = 1;
+    }
+}
+
+static bool add_priority_classes(k8s_client *cl, spec_cluster *c, char *err, size_t errsz)
+{
+    k8s_ref ref = {.api = "scheduling.k8s.io/v1", .resource = "priorityclasses"};
+    json_t *items = NULL;
+    k8s_error e;
+    if (k8s_list(cl, &ref, NULL, NULL, 0, &items, NULL, &e) != K8S_OK) {
+        snprintf(err, errsz, "listing the PriorityClasses: %s", e.message);
+        return false;
+    }
+    bool has_default = spec_cluster_default_priority(c) != NULL;
+    size_t i;
+    json_t *pc;
+    json_array_foreach(items, i, pc) {
+        const char *name = jstr(json_object_get(pc, "metadata"), "name");
+        if (!name || str_starts_with(name, "system-") || spec_cluster_priority_class(c, name))
+            continue;
+        c->priority_classes = xrealloc(c->priority_classes,
+                                       (c->n_priority_classes + 1) * sizeof *c->priority_classes);
+        spec_priority_class *p = &c->priority_classes[c->n_priority_classes++];
+        memset(p, 0, sizeof *p);
+        p->name = xstrdup(name);
+        p->value = json_integer_value(json_object_get(pc, "value"));
+        const char *policy = jstr(pc, "preemptionPolicy");
+        p->preempt_lower = !policy || strcmp(policy, "Never") != 0;
+        p->global_default = !has_default && json_is_true(json_object_get(pc, "globalDefault"));
+        has_default = has_default || p->global_default;
+        if (jstr(pc, "description")) p->description = xstrdup(jstr(pc, "description"));
+    }
+    json_decref(items);
+    return true;
+}
+
+bool op_cluster_add(const spec_server *cfg, exec_backend *be, spec_cluster *c, char *err,
+                    size_t errsz)
+{
+    k8s_client *cl = exec_k8s_client(be);
+    const spec_k8s *k = &cfg->k8s;
+    for (size_t i = 0; i < k->op.n_namespaces; i++) {
+        const char *ns = k->op.namespaces[i];
+        if (spec_cluster_team(c, ns)) continue; /* the Cluster file says otherwise */
+        int quota = namespace_quota(cl, k, ns, err, errsz);
+        if (quota == -2) return false;
+        add_team(c, ns, quota);
+    }
+    return add_priority_classes(cl, c, err, errsz);
+}
