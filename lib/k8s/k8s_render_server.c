@@ -141,6 +141,45 @@ static const char *server_image(const k8s_server_params *p, const spec_k8s *k)
     return k->image && *k->image ? k->image : "lathe:latest";
 }
 
+/* The namespaces the operator serves when the settings name none: those
+ * of the Cluster file's teams, else "default". */
+static json_t *served_namespaces(const k8s_server_params *p, const spec_server *s)
+{
+    json_t *list = json_array();
+    if (p->cluster_yaml) {
+        spec_file f;
+        diag_list d;
+        diag_list_init(&d);
+        spec_load_string("cluster.yaml", p->cluster_yaml, strlen(p->cluster_yaml), &f, &d);
+        const spec_cluster *c = spec_file_cluster(&f);
+        for (size_t i = 0; c && i < c->n_teams; i++) {
+            char *ns = spec_k8s_namespace(&s->k8s, c->teams[i].name);
+            json_array_append_new(list, json_string(ns));
+            free(ns);
+        }
+        spec_file_free(&f);
+        diag_list_free(&d);
+    }
+    if (json_array_size(list) == 0) json_array_append_new(list, json_string("default"));
+    return list;
+}
+
+/* Two replicas are safe only with the Lease: the rendered config is always
+ * in operator mode (the settings' own operator values kept). */
+static void operator_mode(const k8s_server_params *p, const spec_server *s, json_t *kube)
+{
+    json_t *op = json_object_get(kube, "operator");
+    if (!op) {
+        op = json_object();
+        json_object_set_new(kube, "operator", op);
+    }
+    json_t *ordered = json_pack("{s:b}", "enabled", 1);
+    if (!json_array_size(json_object_get(op, "namespaces")))
+        json_object_set_new(ordered, "namespaces", served_namespaces(p, s));
+    json_object_update_missing(ordered, op);
+    json_object_set_new(kube, "operator", ordered);
+}
+
 json_t *k8s_server_config(const k8s_server_params *p)
 {
     spec_server *dflt = p->settings ? NULL : spec_server_new_default();
@@ -172,7 +211,7 @@ json_t *k8s_server_config(const k8s_server_params *p)
     if (p->image && *p->image &&
         (!s->k8s.image || strcmp(s->k8s.image, "lathe:latest") == 0))
         json_object_set_new(kube, "image", json_string(p->image));
-    if (json_object_size(kube) == 0) json_object_del(spec, "kubernetes");
+    operator_mode(p, s, kube);
     /* paths of the machine render ran on mean nothing in the pod */
     json_t *cluster = json_object_get(spec, "cluster");
     if (cluster) json_object_del(cluster, "file");

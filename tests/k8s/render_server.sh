@@ -119,7 +119,9 @@ render configured --config "$tmp/server.yaml" --namespace ops --image me/lathe:2
 query configured "all(o['metadata']['namespace'] == 'ops' for o in namespaced) and one('Namespace')['metadata']['name'] == 'ops'"
 query configured "one('ClusterRoleBinding')['subjects'][0]['namespace'] == 'ops'"
 query configured "ctr['image'] == 'me/lathe:2' and ctr['imagePullPolicy'] == 'Always'"
-query configured "config['spec']['kubernetes'] == {'image': 'registry.example.com/lathe:1.2', 'imagePullPolicy': 'Always', 'runAsUser': 2000}"
+query configured "{k: v for k, v in config['spec']['kubernetes'].items() if k != 'operator'} == {'image': 'registry.example.com/lathe:1.2', 'imagePullPolicy': 'Always', 'runAsUser': 2000}"
+# two replicas are safe only behind the Lease: operator mode, serving the Cluster file's teams' namespaces
+query configured "config['spec']['kubernetes']['operator']['enabled'] is True and config['spec']['kubernetes']['operator']['namespaces'] == [t['name'] for t in __import__('yaml').safe_load(open('$tmp/cluster.yaml'))['spec']['teams']]"
 query configured "config['spec']['listen'] == '0.0.0.0:8740' and config['spec']['dataDir'] == '/var/lib/lathe'"
 query configured "config['spec']['scheduler'] == {'policy': 'easy'} and config['spec']['tokens'][0]['team'] == 'team-a'"
 query configured "config['spec']['cluster']['file'] == '/etc/lathe/cluster.yaml' and cm['data']['cluster.yaml'] == open('$tmp/cluster.yaml').read()"
