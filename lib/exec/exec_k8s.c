@@ -16,9 +16,17 @@
  *            checkpoint); past the deadline the pods are deleted at once;
  *            once they are gone the Job is deleted (foreground).
  *
- * Three informers (Jobs and Pods lathe made, by label; every Node) keep
- * tables that polls read: no poll sends a request, so the steady state
- * costs watches only. Pods of other owners count for the GPUs they hold.
+ * A user's own Job (exec_cluster_req.adopt: created suspended, labelled
+ * lathe.dev/queue) goes the same way except that lathe never creates or
+ * deletes it: prepare checks that it is there, start admits it (the
+ * placement only while it never ran), cancel suspends it and leaves it,
+ * and a later attempt admits the same Job again.
+ *
+ * Four informers (lathe's Jobs by label, users' Jobs by lathe.dev/queue,
+ * every Pod, every Node) keep tables that polls read: no poll sends a
+ * request, so the steady state costs watches only. Pods of other owners
+ * count for the GPUs they hold; those of a user's Job while an attempt of
+ * lathe runs it are lathe's (the store counts them).
  */
 #include "exec_k8s_internal.h"
 
@@ -127,6 +135,7 @@ static void use_free(void *p)
     k8s_pod_use *u = p;
     if (!u) return;
     free(u->node);
+    free(u->job);
     free(u);
 }
 
@@ -148,9 +157,10 @@ static void sweep_tracks(k8s_backend *kb, double now)
     }
 }
 
-static void on_job(void *ud, k8s_event_type type, const json_t *obj)
+/* A Job's transition, from either Jobs informer (user: the one of users'
+ * Jobs labelled lathe.dev/queue). */
+static void job_event(k8s_backend *kb, k8s_event_type type, const json_t *obj, bool user)
 {
-    k8s_backend *kb = ud;
     char *key = key_of(k8s_meta_str(obj, "namespace"), k8s_meta_str(obj, "name"));
     pthread_mutex_lock(&kb->mu);
     k8s_track *t = track_get(kb, key);
@@ -164,13 +174,26 @@ static void on_job(void *ud, k8s_event_type type, const json_t *obj)
         t->job = json_incref((json_t *)obj); /* shared with the informer: never changed */
         t->seen = true;
         t->gone = false;
+        if (user) t->user = true;
     }
     pthread_mutex_unlock(&kb->mu);
     free(key);
 }
 
-/* The pod's hold on GPUs changed: the inventory moves. */
-static void pod_use(k8s_backend *kb, const char *key, k8s_event_type type, const json_t *pod)
+static void on_job(void *ud, k8s_event_type type, const json_t *obj)
+{
+    job_event(ud, type, obj, false);
+}
+
+static void on_user_job(void *ud, k8s_event_type type, const json_t *obj)
+{
+    job_event(ud, type, obj, true);
+}
+
+/* The pod's hold on GPUs changed: the inventory moves. job: "ns/job" of
+ * the Job that made it, or NULL. */
+static void pod_use(k8s_backend *kb, const char *key, const char *job, k8s_event_type type,
+                    const json_t *pod)
 {
     const char *node = k8s_jstr(json_object_get(pod, "spec"), "nodeName");
     int gpus = pod_gpus(pod, kb->k->gpu_resource);
@@ -191,9 +214,30 @@ static void pod_use(k8s_backend *kb, const char *key, k8s_event_type type, const
     free(u->node);
     u->node = xstrdup(node);
     u->gpus = gpus;
+    free(u->job);
+    u->job = job ? xstrdup(job) : NULL;
+    /* an attempt's pod (the store's id, or operator mode's owner), not one
+     * of `lathe render`'s Jobs applied by hand, which the store knows nothing of */
     const char *m = k8s_label_of(pod, K8S_LABEL_MANAGED);
-    u->ours = m && strcmp(m, "lathe") == 0 && k8s_label_of(pod, K8S_LABEL_JOB_ID);
+    u->ours = m && strcmp(m, "lathe") == 0 &&
+              (k8s_label_of(pod, K8S_LABEL_JOB_ID) || k8s_label_of(pod, K8S_LABEL_OWNER_UID));
     kb->nodes_version++;
+}
+
+/* The pod's controller is the Job named job (the Job controller's labels
+ * alone could be copied onto any pod). */
+static bool owned_by_job(const json_t *pod, const char *job)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(json_object_get(pod, "metadata"), "ownerReferences"), i, r)
+    {
+        const char *kind = k8s_jstr(r, "kind"), *name = k8s_jstr(r, "name");
+        if (json_is_true(json_object_get(r, "controller")) && kind && strcmp(kind, "Job") == 0 &&
+            name && strcmp(name, job) == 0)
+            return true;
+    }
+    return false;
 }
 
 static void on_pod(void *ud, k8s_event_type type, const json_t *obj)
@@ -205,17 +249,23 @@ static void on_pod(void *ud, k8s_event_type type, const json_t *obj)
     const char *job = k8s_label_of(obj, "batch.kubernetes.io/job-name");
     if (!job) job = k8s_label_of(obj, "job-name");
     const char *managed = k8s_label_of(obj, K8S_LABEL_MANAGED);
+    bool lathes = managed && strcmp(managed, "lathe") == 0;
+    char *jkey = job ? key_of(ns, job) : NULL;
     pthread_mutex_lock(&kb->mu);
-    pod_use(kb, key, type, obj);
-    if (job && managed && strcmp(managed, "lathe") == 0) {
-        char *jkey = key_of(ns, job);
-        k8s_track *t = track_get(kb, jkey);
+    pod_use(kb, key, jkey, type, obj);
+    /* lathe's pods by its labels; a user's Job's by its controller, and
+     * only once its Job is known (the Pods' list starts after the Jobs'),
+     * so the pods of every other Job of the cluster are not kept */
+    k8s_track *t = NULL;
+    if (jkey && lathes) t = track_get(kb, jkey);
+    else if (jkey && owned_by_job(obj, job)) t = kmap_get(&kb->tracks, jkey);
+    if (t && (lathes || t->user)) {
         json_decref(kmap_put(&t->pods, name, json_incref((json_t *)obj)));
         if (type == K8S_DELETED) kmap_put(&t->pods_gone, name, (void *)1);
         else kmap_del(&t->pods_gone, name);
-        free(jkey);
     }
     pthread_mutex_unlock(&kb->mu);
+    free(jkey);
     free(key);
 }
 
@@ -233,7 +283,7 @@ static void on_node(void *ud, k8s_event_type type, const json_t *obj)
 
 static void set_sync(k8s_backend *kb, int which, bool synced, const char *why)
 {
-    static const char *const names[] = {"Jobs", "Pods", "Nodes"};
+    static const char *const names[] = {"Jobs", "Pods", "Nodes", "Jobs labelled " K8S_LABEL_QUEUE};
     pthread_mutex_lock(&kb->mu);
     kb->synced[which] = synced;
     if (!synced)
@@ -244,13 +294,14 @@ static void set_sync(k8s_backend *kb, int which, bool synced, const char *why)
 static void sync_jobs(void *ud, bool s, const char *why) { set_sync(ud, 0, s, why); }
 static void sync_pods(void *ud, bool s, const char *why) { set_sync(ud, 1, s, why); }
 static void sync_nodes(void *ud, bool s, const char *why) { set_sync(ud, 2, s, why); }
+static void sync_user_jobs(void *ud, bool s, const char *why) { set_sync(ud, 3, s, why); }
 
 void k8s_backend_view(k8s_backend *kb, const char *ns, const char *name, k8s_view *v)
 {
     memset(v, 0, sizeof *v);
     char *key = key_of(ns, name);
     pthread_mutex_lock(&kb->mu);
-    v->synced = kb->synced[0] && kb->synced[1];
+    v->synced = kb->synced[0] && kb->synced[1] && kb->synced[3];
     k8s_track *t = kmap_get(&kb->tracks, key);
     if (t) {
         v->job = t->job ? json_incref(t->job) : NULL;
@@ -278,12 +329,47 @@ void k8s_view_free(k8s_view *v)
     memset(v, 0, sizeof *v);
 }
 
+void k8s_handle_view(k8s_handle *kh, k8s_view *v)
+{
+    k8s_backend_view(kh->kb, kh->ns, kh->name, v);
+    size_t m = 0;
+    for (size_t i = 0; i < v->n_pods; i++) {
+        const char *name = k8s_meta_str(v->pods[i], "name");
+        bool stale = false;
+        for (size_t k = 0; k < kh->n_stale && !stale; k++) stale = name && strcmp(kh->stale[k], name) == 0;
+        if (stale) {
+            json_decref(v->pods[i]);
+            continue;
+        }
+        v->pods[m] = v->pods[i];
+        v->pod_gone[m] = v->pod_gone[i];
+        m++;
+    }
+    v->n_pods = m;
+}
+
+void k8s_backend_admitted(k8s_backend *kb, const char *ns, const char *name, bool admitted)
+{
+    char *key = key_of(ns, name);
+    pthread_mutex_lock(&kb->mu);
+    k8s_track *t = admitted ? track_get(kb, key) : kmap_get(&kb->tracks, key);
+    if (t && t->admitted != admitted) {
+        t->admitted = admitted;
+        /* lathe checked its label: its pods are tracked even before the
+         * informer of users' Jobs shows it */
+        if (admitted) t->user = true;
+        kb->nodes_version++; /* its pods' GPUs move between lathe's and foreign */
+    }
+    pthread_mutex_unlock(&kb->mu);
+    free(key);
+}
+
 /* ---- readiness and inventory ---- */
 bool exec_k8s_ready(exec_backend *be, char *why, size_t whysz)
 {
     k8s_backend *kb = (k8s_backend *)be;
     pthread_mutex_lock(&kb->mu);
-    bool ok = kb->synced[0] && kb->synced[1] && kb->synced[2];
+    bool ok = kb->synced[0] && kb->synced[1] && kb->synced[2] && kb->synced[3];
     if (why) snprintf(why, whysz, "%s", ok ? "" : kb->why);
     pthread_mutex_unlock(&kb->mu);
     return ok;
@@ -384,6 +470,8 @@ void exec_k8s_nodes(exec_backend *be, exec_k8s_node **out, size_t *n)
     for (size_t i = 0; i < kb->uses.cap; i++) {
         const k8s_pod_use *u = kb->uses.e[i].key ? kb->uses.e[i].val : NULL;
         if (!u || u->ours) continue;
+        const k8s_track *t = u->job ? kmap_get(&kb->tracks, u->job) : NULL;
+        if (t && t->admitted) continue; /* a user's Job lathe runs: counted by the store */
         exec_k8s_node *hit = exec_k8s_node_find(v, m, u->node);
         if (hit) hit->foreign += u->gpus;
     }
@@ -411,11 +499,13 @@ void exec_k8s_nodes_free(exec_k8s_node *nodes, size_t n)
 }
 
 /* ---- handles ---- */
+/* The handle as JSON; an adopted Job's also says so ("adopt": true) and
+ * names the pods of its earlier admissions ("stale"). */
 static json_t *handle_obj(const k8s_handle *kh)
 {
     json_t *codes = json_array();
     for (size_t i = 0; i < kh->n_no_retry; i++) json_array_append_new(codes, json_integer(kh->no_retry[i]));
-    return json_pack("{s:s, s:i, s:s, s:s, s:I, s:i, s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:b, "
+    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:I, s:i, s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:b, "
                      "s:b, s:o}",
                      "backend", "k8s", "version", HANDLE_VERSION, "namespace", kh->ns, "job",
                      kh->name, "job_id", (json_int_t)kh->job_id, "nnodes", kh->nnodes, "job_dir",
@@ -423,6 +513,13 @@ static json_t *handle_obj(const k8s_handle *kh)
                      "log_path", kh->h.log_path, "started_at", kh->h.started_at, "created_at",
                      kh->created_at, "term_at", kh->term_at, "kill_at", kh->kill_at, "kill_sent",
                      kh->kill_sent, "cancel", kh->cancel, "no_retry", codes);
+    if (kh->adopt) {
+        json_t *stale = json_array();
+        for (size_t i = 0; i < kh->n_stale; i++) json_array_append_new(stale, json_string(kh->stale[i]));
+        json_object_set_new(o, "adopt", json_true());
+        json_object_set_new(o, "stale", stale);
+    }
+    return o;
 }
 
 static char *k8s_handle_json(const exec_handle *h)
@@ -494,6 +591,7 @@ static void k8s_release(exec_handle *h)
     free(kh->ns);
     free(kh->name);
     free(kh->no_retry);
+    str_list_free(kh->stale, kh->n_stale);
     free(kh->h.job_dir);
     free(kh->h.work_dir);
     free(kh->h.log_path);
@@ -503,14 +601,29 @@ static void k8s_release(exec_handle *h)
 /* ---- prepare and start ---- */
 static const k8s_ref jobs_ref = {.api = "batch/v1", .resource = "jobs"};
 
-/* The Job is this attempt's: lathe's labels with its job id and attempt. */
-static bool same_attempt(const json_t *job, int64_t job_id, int attempt)
+/* The Job is this attempt's: lathe's labels with its attempt and its job's
+ * identity: the owner's uid in operator mode (a server that rebuilds its
+ * cache from the API numbers its jobs anew), else the store's job id. */
+static bool same_attempt(const json_t *job, const exec_request *req)
 {
-    const char *id = k8s_label_of(job, K8S_LABEL_JOB_ID), *a = k8s_label_of(job, K8S_LABEL_ATTEMPT);
+    const char *uid = req->cluster.owner.uid;
+    const char *id = k8s_label_of(job, uid ? K8S_LABEL_OWNER_UID : K8S_LABEL_JOB_ID);
+    const char *a = k8s_label_of(job, K8S_LABEL_ATTEMPT);
     char want_id[32], want_a[16];
-    snprintf(want_id, sizeof want_id, "%lld", (long long)job_id);
-    snprintf(want_a, sizeof want_a, "%d", attempt);
-    return id && a && strcmp(id, want_id) == 0 && strcmp(a, want_a) == 0;
+    snprintf(want_id, sizeof want_id, "%lld", (long long)req->cluster.job_id);
+    snprintf(want_a, sizeof want_a, "%d", req->attempt);
+    return id && a && strcmp(id, uid ? uid : want_id) == 0 && strcmp(a, want_a) == 0;
+}
+
+/* "job 12" or "LoRATrainingJob qwen (uid ...)": the job as its Job's labels name it. */
+static void job_words(const exec_request *req, char *out, size_t outsz)
+{
+    const exec_cluster_req *c = &req->cluster;
+    if (c->owner.uid)
+        snprintf(out, outsz, "%s %s (uid %s)", c->owner.kind ? c->owner.kind : "owner",
+                 c->owner.name ? c->owner.name : "?", c->owner.uid);
+    else
+        snprintf(out, outsz, "job %lld", (long long)c->job_id);
 }
 
 static exec_rc from_k8s(const k8s_error *e)
@@ -556,7 +669,7 @@ static exec_rc ensure_job(k8s_backend *kb, const exec_request *req, exec_k8s_par
     *job = NULL;
     k8s_view v;
     k8s_backend_view(kb, kp->ns, kp->name, &v);
-    if (v.job && same_attempt(v.job, req->cluster.job_id, req->attempt)) {
+    if (v.job && same_attempt(v.job, req)) {
         *job = json_incref(v.job);
         k8s_view_free(&v);
         return EXEC_OK;
@@ -585,16 +698,157 @@ static exec_rc ensure_job(k8s_backend *kb, const exec_request *req, exec_k8s_par
         snprintf(err, errsz, "%s", e.message);
         return from_k8s(&e);
     }
-    if (!same_attempt(have, req->cluster.job_id, req->attempt)) {
+    if (!same_attempt(have, req)) {
+        char who[256];
+        job_words(req, who, sizeof who);
         snprintf(err, errsz,
-                 "a Job named %s exists in namespace %s and is not attempt %d of job %lld: "
+                 "a Job named %s exists in namespace %s and is not attempt %d of %s: "
                  "delete it (kubectl delete job %s -n %s) or rename the job",
-                 kp->name, kp->ns, req->attempt, (long long)req->cluster.job_id, kp->name, kp->ns);
+                 kp->name, kp->ns, req->attempt, who, kp->name, kp->ns);
         json_decref(have);
         return EXEC_E_INVALID;
     }
     *job = have;
     return ensure_service(kb, kp, have, err, errsz);
+}
+
+/* Suspended and never started: the placement may still be written. */
+static bool admissible(const json_t *job)
+{
+    const json_t *spec = json_object_get(job, "spec");
+    const json_t *st = json_object_get(job, "status");
+    return json_is_true(json_object_get(spec, "suspend")) && !json_object_get(st, "startTime");
+}
+
+/* ---- a user's own Job (exec_cluster_req.adopt) ---- */
+
+/* "Complete" or "Failed" when the Job has finished (it cannot run again), else NULL. */
+static const char *finished_as(const json_t *job)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(job, "status"), "conditions"), i, c)
+    {
+        const char *t = k8s_jstr(c, "type"), *st = k8s_jstr(c, "status");
+        if (t && st && strcmp(st, "True") == 0 && (strcmp(t, "Complete") == 0 || strcmp(t, "Failed") == 0))
+            return t;
+    }
+    return NULL;
+}
+
+/* The user's Job the request names, from the informers or else read (a
+ * Job created a moment ago may not be in the watch yet); refused with what
+ * to do when it is not there or does not carry lathe's queue label (the
+ * informer of users' Jobs would not see it, so no poll could follow it). */
+static exec_rc user_job(k8s_backend *kb, const exec_request *req, const exec_k8s_params *kp,
+                        json_t **job, char *err, size_t errsz)
+{
+    *job = NULL;
+    const char *team = req->cluster.team ? req->cluster.team : "default";
+    if (strlen(req->cluster.adopt) >= sizeof kp->name) {
+        snprintf(err, errsz, "\"%.80s...\" is not the name of a Job: at most 63 characters",
+                 req->cluster.adopt);
+        return EXEC_E_INVALID;
+    }
+    k8s_view v;
+    k8s_backend_view(kb, kp->ns, kp->name, &v);
+    json_t *have = v.job ? json_incref(v.job) : NULL;
+    k8s_view_free(&v);
+    if (!have) {
+        k8s_ref ref = jobs_ref;
+        ref.ns = kp->ns;
+        ref.name = kp->name;
+        k8s_error e;
+        k8s_rc rc = k8s_get(kb->cl, &ref, &have, &e);
+        if (rc == K8S_E_NOT_FOUND) {
+            snprintf(err, errsz,
+                     "there is no Job %s in namespace %s (team %s's) for lathe to admit: create it "
+                     "there with spec.suspend: true and the label %s",
+                     kp->name, kp->ns, team, K8S_LABEL_QUEUE);
+            return EXEC_E_INVALID;
+        }
+        if (rc != K8S_OK) {
+            snprintf(err, errsz, "%s", e.message);
+            return from_k8s(&e);
+        }
+    }
+    if (!k8s_label_of(have, K8S_LABEL_QUEUE)) {
+        snprintf(err, errsz,
+                 "the Job %s in namespace %s has no label %s: lathe admits only Jobs that carry it "
+                 "(kubectl label job %s -n %s %s=default)",
+                 kp->name, kp->ns, K8S_LABEL_QUEUE, kp->name, kp->ns, K8S_LABEL_QUEUE);
+        json_decref(have);
+        return EXEC_E_INVALID;
+    }
+    *job = have;
+    return EXEC_OK;
+}
+
+/* Removes the members of o that are null. */
+static void drop_nulls(json_t *o)
+{
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(o, tmp, k, v)
+    {
+        if (json_is_null(v)) json_object_del(o, k);
+    }
+}
+
+/* Admits the user's Job with one merge patch: suspend false and the
+ * placement annotation always; the placement itself only while the pod
+ * template may still change (suspended and never started: a Job admitted
+ * again for a later attempt keeps the first placement's), and without
+ * clearing the user's own nodeSelector or affinity where lathe's placement
+ * wants none. *stale receives the names of the pods the Job has from
+ * earlier admissions (not this attempt's). */
+static exec_rc admit_user_job(k8s_backend *kb, const exec_request *req, exec_k8s_params *kp,
+                              char ***stale, size_t *n_stale, char *err, size_t errsz)
+{
+    *stale = NULL;
+    *n_stale = 0;
+    json_t *job;
+    exec_rc rc = user_job(kb, req, kp, &job, err, errsz);
+    if (rc != EXEC_OK) return rc;
+    const char *done = finished_as(job);
+    if (done) {
+        snprintf(err, errsz,
+                 "the Job %s in namespace %s has finished (%s) and cannot run again: delete it and "
+                 "create it again (suspended) to run it once more",
+                 kp->name, kp->ns, done);
+        json_decref(job);
+        return EXEC_E_INVALID;
+    }
+    json_t *patch = k8s_render_admit_patch(&kp->p);
+    json_t *spec = json_object_get(patch, "spec");
+    if (admissible(job)) drop_nulls(json_object_get(json_object_get(spec, "template"), "spec"));
+    else json_object_del(spec, "template");
+    json_decref(job);
+    /* read before the patch: every pod there now is of an earlier admission */
+    k8s_view v;
+    k8s_backend_view(kb, kp->ns, kp->name, &v);
+    *stale = xcalloc(v.n_pods + 1, sizeof **stale);
+    for (size_t i = 0; i < v.n_pods; i++) {
+        const char *name = k8s_meta_str(v.pods[i], "name");
+        if (name) (*stale)[(*n_stale)++] = xstrdup(name);
+    }
+    k8s_view_free(&v);
+    k8s_ref ref = jobs_ref;
+    ref.ns = kp->ns;
+    ref.name = kp->name;
+    k8s_error e;
+    k8s_rc krc = k8s_merge_patch(kb->cl, &ref, patch, NULL, &e);
+    json_decref(patch);
+    if (krc != K8S_OK) {
+        str_list_free(*stale, *n_stale);
+        *stale = NULL;
+        *n_stale = 0;
+        snprintf(err, errsz, "%s", e.message);
+        return from_k8s(&e);
+    }
+    k8s_backend_admitted(kb, kp->ns, kp->name, true);
+    return EXEC_OK;
 }
 
 static exec_rc k8s_prepare(exec_backend *be, const exec_request *req, char *err, size_t errsz)
@@ -603,7 +857,9 @@ static exec_rc k8s_prepare(exec_backend *be, const exec_request *req, char *err,
     exec_k8s_params kp;
     exec_k8s_params_init(&kp, req, kb->k, true);
     json_t *job = NULL;
-    exec_rc rc = ensure_job(kb, req, &kp, &job, err, errsz);
+    /* a user's Job is the user's to create: it only has to be there */
+    exec_rc rc = req->cluster.adopt ? user_job(kb, req, &kp, &job, err, errsz)
+                                    : ensure_job(kb, req, &kp, &job, err, errsz);
     json_decref(job);
     exec_k8s_params_free(&kp);
     return rc;
@@ -612,12 +868,13 @@ static exec_rc k8s_prepare(exec_backend *be, const exec_request *req, char *err,
 static exec_rc k8s_unprepare(exec_backend *be, const exec_request *req, char *err, size_t errsz)
 {
     k8s_backend *kb = (k8s_backend *)be;
+    if (req->cluster.adopt) return EXEC_OK; /* never delete the user's Job */
     exec_k8s_params kp;
     exec_k8s_params_init(&kp, req, kb->k, true);
     k8s_view v;
     k8s_backend_view(kb, kp.ns, kp.name, &v);
     exec_rc rc = EXEC_OK;
-    if (v.job && same_attempt(v.job, req->cluster.job_id, req->attempt)) {
+    if (v.job && same_attempt(v.job, req)) {
         k8s_ref ref = jobs_ref;
         ref.ns = kp.ns;
         ref.name = kp.name;
@@ -633,12 +890,39 @@ static exec_rc k8s_unprepare(exec_backend *be, const exec_request *req, char *er
     return rc;
 }
 
-/* Suspended and never started: the placement may still be written. */
-static bool admissible(const json_t *job)
+/* Admits lathe's own Job of the attempt (created first when prepare did
+ * not): the placement and suspend false, unless it was admitted already. */
+static exec_rc admit_own_job(k8s_backend *kb, const exec_request *req, exec_k8s_params *kp,
+                             char *err, size_t errsz)
 {
-    const json_t *spec = json_object_get(job, "spec");
-    const json_t *st = json_object_get(job, "status");
-    return json_is_true(json_object_get(spec, "suspend")) && !json_object_get(st, "startTime");
+    json_t *job = NULL;
+    exec_rc rc = ensure_job(kb, req, kp, &job, err, errsz);
+    if (rc == EXEC_OK && (!job || admissible(job))) {
+        json_t *patch = k8s_render_admit_patch(&kp->p);
+        k8s_ref ref = jobs_ref;
+        ref.ns = kp->ns;
+        ref.name = kp->name;
+        k8s_error e;
+        if (k8s_merge_patch(kb->cl, &ref, patch, NULL, &e) != K8S_OK) {
+            snprintf(err, errsz, "%s", e.message);
+            rc = from_k8s(&e);
+        }
+        json_decref(patch);
+    }
+    json_decref(job);
+    return rc;
+}
+
+/* What a handle takes from its request (start, and exec_k8s_adopt_handle). */
+static void handle_from_request(k8s_handle *kh, const exec_request *req, const exec_k8s_params *kp)
+{
+    kh->job_id = req->cluster.job_id;
+    kh->nnodes = kp->p.nnodes;
+    kh->adopt = req->cluster.adopt != NULL;
+    kh->no_retry = xcalloc(req->n_no_retry_codes + 1, sizeof *kh->no_retry);
+    if (req->n_no_retry_codes)
+        memcpy(kh->no_retry, req->no_retry_codes, req->n_no_retry_codes * sizeof *kh->no_retry);
+    kh->n_no_retry = req->n_no_retry_codes;
 }
 
 static exec_rc k8s_start(exec_backend *be, const exec_request *req, exec_handle **out, char *err,
@@ -648,37 +932,24 @@ static exec_rc k8s_start(exec_backend *be, const exec_request *req, exec_handle 
     *out = NULL;
     exec_k8s_params kp;
     exec_k8s_params_init(&kp, req, kb->k, true);
-    json_t *job = NULL;
-    exec_rc rc = ensure_job(kb, req, &kp, &job, err, errsz);
-    if (rc == EXEC_OK && (!job || admissible(job))) {
-        json_t *patch = k8s_render_admit_patch(&kp.p);
-        k8s_ref ref = jobs_ref;
-        ref.ns = kp.ns;
-        ref.name = kp.name;
-        k8s_error e;
-        if (k8s_merge_patch(kb->cl, &ref, patch, NULL, &e) != K8S_OK) {
-            snprintf(err, errsz, "%s", e.message);
-            rc = from_k8s(&e);
-        }
-        json_decref(patch);
-    }
-    json_decref(job);
+    char **stale = NULL;
+    size_t n_stale = 0;
+    exec_rc rc = req->cluster.adopt ? admit_user_job(kb, req, &kp, &stale, &n_stale, err, errsz)
+                                    : admit_own_job(kb, req, &kp, err, errsz);
     if (rc != EXEC_OK) {
         exec_k8s_params_free(&kp);
         return rc;
     }
     k8s_handle *kh = handle_new(kb, kp.ns, kp.name, req->job_dir, req->attempt);
-    kh->job_id = req->cluster.job_id;
-    kh->nnodes = kp.p.nnodes;
+    handle_from_request(kh, req, &kp);
+    kh->stale = stale;
+    kh->n_stale = n_stale;
     kh->created_at = kh->h.started_at = now_s();
-    if (req->n_no_retry_codes) {
-        kh->no_retry = xcalloc(req->n_no_retry_codes, sizeof *kh->no_retry);
-        memcpy(kh->no_retry, req->no_retry_codes, req->n_no_retry_codes * sizeof *kh->no_retry);
-        kh->n_no_retry = req->n_no_retry_codes;
-    }
     exec_k8s_params_free(&kp);
     rc = handle_open(kh, err, errsz);
     if (rc != EXEC_OK) {
+        /* no attempt of lathe's runs it: its pods are not lathe's to count */
+        if (kh->adopt) k8s_backend_admitted(kb, kh->ns, kh->name, false);
         k8s_release(&kh->h);
         return rc;
     }
@@ -718,6 +989,13 @@ static exec_rc k8s_attach(exec_backend *be, const char *text, exec_handle **out,
     kh->no_retry = xcalloc(kh->n_no_retry + 1, sizeof *kh->no_retry);
     for (size_t i = 0; i < kh->n_no_retry; i++)
         kh->no_retry[i] = (int)json_integer_value(json_array_get(codes, i));
+    kh->adopt = json_is_true(json_object_get(o, "adopt"));
+    json_t *stale = json_object_get(o, "stale");
+    kh->stale = xcalloc(json_array_size(stale) + 1, sizeof *kh->stale);
+    for (size_t i = 0; i < json_array_size(stale); i++) {
+        const char *name = json_string_value(json_array_get(stale, i));
+        if (name) kh->stale[kh->n_stale++] = xstrdup(name);
+    }
     json_decref(o);
     exec_rc rc = handle_open(kh, err, errsz);
     if (rc != EXEC_OK) {
@@ -727,6 +1005,8 @@ static exec_rc k8s_attach(exec_backend *be, const char *text, exec_handle **out,
     char *p = path_join(kh->h.work_dir, "logpos.json");
     kh->resume = json_load_file(p, 0, &je);
     free(p);
+    /* a user's Job this attempt runs: its pods' GPUs are lathe's until its end */
+    if (kh->adopt) k8s_backend_admitted(kb, kh->ns, kh->name, true);
     *out = &kh->h;
     return EXEC_OK;
 }
@@ -769,7 +1049,7 @@ bool exec_k8s_suspend(k8s_handle *kh, char *err, size_t errsz)
 bool exec_k8s_kill_pods(k8s_handle *kh, char *err, size_t errsz)
 {
     k8s_view v;
-    k8s_backend_view(kh->kb, kh->ns, kh->name, &v);
+    k8s_handle_view(kh, &v);
     bool ok = true;
     for (size_t i = 0; i < v.n_pods; i++) {
         if (v.pod_gone[i]) continue;
@@ -830,10 +1110,33 @@ static exec_rc k8s_cancel(exec_handle *h, double now, double grace, char *err, s
 }
 
 /* ---- the backend ---- */
+/* Waits until every informer started so far has delivered its first list,
+ * until `until`; false with a message naming what did not answer. */
+static bool wait_synced(k8s_backend *kb, double until, char *err, size_t errsz)
+{
+    k8s_informer *const all[] = {kb->jobs, kb->user_jobs, kb->pods, kb->nodes};
+    for (;;) {
+        bool synced = true;
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            synced = synced && (!all[i] || k8s_informer_synced(all[i]));
+        if (synced) return true;
+        if (now_s() > until) {
+            char why[320];
+            exec_k8s_ready(&kb->be, why, sizeof why);
+            snprintf(err, errsz, "the Kubernetes API at %s did not answer in time: %s",
+                     k8s_client_config(kb->cl)->server, why);
+            return false;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void k8s_destroy(exec_backend *be)
 {
     k8s_backend *kb = (k8s_backend *)be;
     k8s_informer_free(kb->jobs);
+    k8s_informer_free(kb->user_jobs);
     k8s_informer_free(kb->pods);
     k8s_informer_free(kb->nodes);
     kmap_free(&kb->tracks, track_free);
@@ -892,29 +1195,43 @@ exec_backend *exec_k8s_new(const spec_k8s *settings, struct k8s_client *client, 
     snprintf(sel, sizeof sel, "%s=lathe", K8S_LABEL_MANAGED);
     k8s_ref jobs = jobs_ref, pods = {.api = "v1", .resource = "pods"},
             nodes = {.api = "v1", .resource = "nodes"};
+    double until = now_s() + (sync_timeout > 0 ? sync_timeout : 30);
     kb->jobs = k8s_informer_start(kb->cl, &jobs, sel, on_job, sync_jobs, kb, err, errsz);
-    kb->pods = kb->jobs ? k8s_informer_start(kb->cl, &pods, NULL, on_pod, sync_pods, kb, err, errsz)
-                        : NULL;
+    kb->user_jobs = kb->jobs ? k8s_informer_start(kb->cl, &jobs, K8S_LABEL_QUEUE, on_user_job,
+                                                  sync_user_jobs, kb, err, errsz)
+                             : NULL;
+    /* the Pods' list after the Jobs': a pod of a user's Job is kept only
+     * when its Job is known, and a restarted server must find the pods of
+     * the users' Jobs that run */
+    bool ok = kb->user_jobs && wait_synced(kb, until, err, errsz);
+    kb->pods = ok ? k8s_informer_start(kb->cl, &pods, NULL, on_pod, sync_pods, kb, err, errsz) : NULL;
     kb->nodes = kb->pods ? k8s_informer_start(kb->cl, &nodes, NULL, on_node, sync_nodes, kb, err,
                                               errsz)
                          : NULL;
-    if (!kb->nodes) {
+    if (!kb->nodes || !wait_synced(kb, until, err, errsz)) {
         k8s_destroy(&kb->be);
         return NULL;
     }
-    double until = now_s() + (sync_timeout > 0 ? sync_timeout : 30);
-    while (!(k8s_informer_synced(kb->jobs) && k8s_informer_synced(kb->pods) &&
-             k8s_informer_synced(kb->nodes))) {
-        if (now_s() > until) {
-            char why[320];
-            exec_k8s_ready(&kb->be, why, sizeof why);
-            snprintf(err, errsz, "the Kubernetes API at %s did not answer in time: %s",
-                     k8s_client_config(kb->cl)->server, why);
-            k8s_destroy(&kb->be);
-            return NULL;
-        }
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
     return &kb->be;
+}
+
+char *exec_k8s_adopt_handle(exec_backend *be, const exec_request *req, double started_at)
+{
+    k8s_backend *kb = (k8s_backend *)be;
+    exec_k8s_params kp;
+    exec_k8s_params_init(&kp, req, kb->k, true);
+    k8s_handle *kh = handle_new(kb, kp.ns, kp.name, req->job_dir, req->attempt);
+    handle_from_request(kh, req, &kp);
+    kh->h.started_at = started_at;
+    /* the Job is there already: a poll that does not find it may say so at once */
+    kh->created_at = started_at > 0 ? started_at : now_s();
+    char *text = k8s_handle_json(&kh->h);
+    k8s_release(&kh->h); /* never opened: nothing but memory to free */
+    exec_k8s_params_free(&kp);
+    return text;
+}
+
+struct k8s_client *exec_k8s_client(exec_backend *be)
+{
+    return ((k8s_backend *)be)->cl;
 }

@@ -1,9 +1,11 @@
 /* exec_k8s_internal.h: what the Kubernetes backend's files share.
  *
  *   exec_k8s_objects.c  request -> k8s_job_params -> the Job (and Service)
- *   exec_k8s.c          the backend: informers on Jobs, Pods and Nodes and
- *                       the tables they keep; prepare, start (admission),
- *                       attach, find, signal, cancel, inventory
+ *   exec_k8s.c          the backend: informers on Jobs (lathe's, and users'
+ *                       Jobs labelled lathe.dev/queue that lathe admits),
+ *                       Pods and Nodes and the tables they keep; prepare,
+ *                       start (admission), attach, find, signal, cancel,
+ *                       inventory
  *   exec_k8s_poll.c     a handle's poll: the Job's and its pods' states
  *                       classified, pod logs followed into output.log
  *   exec_k8s_map.c      a string-keyed hash table for those tables
@@ -57,10 +59,14 @@ void *kmap_del(kmap *m, const char *key);
 
 /* ---- the backend (exec_k8s.c) ---- */
 
-/* One Job lathe made, as the informers last showed it. */
+/* One Job lathe made or admits, as the informers last showed it. */
 typedef struct k8s_track {
     json_t *job;     /* newest state; NULL before it was seen and after deletion */
     bool seen, gone; /* seen once; deleted since */
+    bool user;       /* a user's Job (lathe.dev/queue): its pods are tracked by the
+                        Job controller's job-name label, not lathe's labels */
+    bool admitted;   /* a user's Job an attempt of lathe runs now: its pods'
+                        GPUs are lathe's (the store counts them), not foreign */
     double gone_at;  /* when the deletion was seen (the track is dropped a while later) */
     kmap pods;       /* pod name -> json_t * (the last state; kept after deletion) */
     kmap pods_gone;  /* pod name -> (void *)1 once deleted */
@@ -71,6 +77,8 @@ typedef struct k8s_pod_use {
     char *node;
     int gpus;
     bool ours; /* created by lathe (lathe counts those itself) */
+    char *job; /* "ns/job" of the Job that made it (NULL = none): a user's Job
+                  lathe admitted counts as lathe's while the track says so */
 } k8s_pod_use;
 
 typedef struct k8s_backend {
@@ -80,13 +88,14 @@ typedef struct k8s_backend {
     bool own_client;
     k8s_config cfg; /* when own_client */
     k8s_informer *jobs, *pods, *nodes;
+    k8s_informer *user_jobs; /* Jobs labelled lathe.dev/queue */
     pthread_mutex_t mu;      /* everything below */
     kmap tracks;             /* "ns/job" -> k8s_track * */
     kmap uses;               /* "ns/pod" -> k8s_pod_use * (non-terminal pods on a node) */
     kmap node_objs;          /* node name -> json_t * */
     uint64_t nodes_version;
     uint64_t deletions;      /* Job deletions seen: every so many, old tracks are dropped */
-    bool synced[3];          /* jobs, pods, nodes */
+    bool synced[4];          /* jobs, pods, nodes, users' jobs */
     char why[320];           /* why not synced */
 } k8s_backend;
 
@@ -103,6 +112,9 @@ typedef struct k8s_view {
 
 void k8s_backend_view(k8s_backend *kb, const char *ns, const char *name, k8s_view *v);
 void k8s_view_free(k8s_view *v);
+/* Marks a user's Job as run by lathe (its pods' GPUs are then lathe's) or
+ * not any more. */
+void k8s_backend_admitted(k8s_backend *kb, const char *ns, const char *name, bool admitted);
 
 /* ---- handles (exec_k8s.c, exec_k8s_poll.c) ---- */
 typedef struct k8s_handle k8s_handle;
@@ -140,11 +152,18 @@ struct k8s_handle {
     bool fol_dirty;          /* positions changed since logpos.json was written */
     double poll_now;         /* the current poll's time (points are stamped with it) */
     double end_seen;         /* when the end was first seen (the logs may still drain) */
+    bool adopt;              /* a user's Job: never deleted; cancel suspends it */
+    char **stale;            /* adopt: pods of earlier admissions of the same Job, not
+                                this attempt's (their names; ignored by polls) */
+    size_t n_stale;
     bool ended;
     exec_status final;
     json_t *resume;          /* logpos.json of a re-attached handle: where followers resume */
 };
 
+/* What the informers show of the handle's Job: k8s_backend_view without
+ * the pods of earlier admissions of an adopted Job. */
+void k8s_handle_view(k8s_handle *kh, k8s_view *v);
 /* Writes the handle to the job's current.json (after a start, and after a
  * change of its deadlines). */
 void k8s_handle_save(k8s_handle *kh);

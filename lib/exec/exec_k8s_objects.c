@@ -44,6 +44,9 @@ void exec_k8s_params_init(exec_k8s_params *out, const exec_request *req, const s
     char job[64];
     snprintf(job, sizeof job, "%s", c->name ? c->name : "job");
     k8s_job_name(job, req->attempt, out->name, sizeof out->name);
+    /* a user's own Job is admitted under its own name (the backend refuses
+     * one longer than a Job's name may be) */
+    if (c->adopt) snprintf(out->name, sizeof out->name, "%s", c->adopt);
     out->ns = spec_k8s_namespace(k, c->team ? c->team : "default");
     out->spec_path = path_join(k->spec_mount, "spec.yaml");
     out->ckpt_dir = path_join(k->checkpoint_mount, job);
@@ -116,6 +119,11 @@ void exec_k8s_params_init(exec_k8s_params *out, const exec_request *req, const s
     p->n_fail_codes = req->n_no_retry_codes;
     p->suspend = suspend;
     p->settings = k;
+    p->owner.api_version = c->owner.api_version;
+    p->owner.kind = c->owner.kind;
+    p->owner.name = c->owner.name;
+    p->owner.uid = c->owner.uid;
+    p->placement_json = c->placement_json;
     /* checkpoint_subpath points at a local buffer: keep a copy */
     out->subpath = xstrdup(job);
     p->checkpoint_subpath = out->subpath;

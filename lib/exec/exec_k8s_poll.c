@@ -20,7 +20,10 @@
  *   the Job deleted by someone else        lost
  *
  * An end is reported once the followed logs are drained (at most 15 s
- * later), so the trainer's last lines are read before it.
+ * later), so the trainer's last lines are read before it. A user's Job
+ * (adopt) is judged the same way, from its first container (it has no
+ * "trainer"), and is never deleted: where lathe would delete its own Job
+ * it suspends the user's, if lathe did not already.
  */
 #include "exec_k8s_internal.h"
 
@@ -48,14 +51,25 @@ static const json_t *true_condition(const json_t *status, const char *type)
     return NULL;
 }
 
-static const json_t *trainer_status(const json_t *pod)
+/* The container whose exit is the attempt's and whose log is followed:
+ * lathe's "trainer", or a user's Job's first container. */
+static const char *main_container(const k8s_handle *kh, const json_t *pod)
 {
+    if (!kh->adopt) return K8S_CONTAINER;
+    const json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    return k8s_jstr(c, "name") ? k8s_jstr(c, "name") : K8S_CONTAINER;
+}
+
+/* The main container's status (the first one's when it has none yet). */
+static const json_t *trainer_status(const k8s_handle *kh, const json_t *pod)
+{
+    const char *want = main_container(kh, pod);
     size_t i;
     json_t *c, *first = NULL;
     json_array_foreach(json_object_get(json_object_get(pod, "status"), "containerStatuses"), i, c)
     {
         const char *n = k8s_jstr(c, "name");
-        if (n && strcmp(n, K8S_CONTAINER) == 0) return c;
+        if (n && strcmp(n, want) == 0) return c;
         if (!first) first = c;
     }
     return first;
@@ -110,9 +124,9 @@ static void on_end(void *ud, const char *why)
     pthread_mutex_unlock(&f->h->log_mu);
 }
 
-static bool container_started(const json_t *pod)
+static bool container_started(const k8s_handle *kh, const json_t *pod)
 {
-    const json_t *cs = trainer_status(pod);
+    const json_t *cs = trainer_status(kh, pod);
     const json_t *state = json_object_get(cs, "state");
     return json_object_get(state, "running") || json_object_get(state, "terminated");
 }
@@ -121,7 +135,7 @@ static void follow_pods(k8s_handle *kh, const k8s_view *v)
 {
     for (size_t i = 0; i < v->n_pods; i++) {
         const char *name = k8s_meta_str(v->pods[i], "name");
-        if (!name || v->pod_gone[i] || !container_started(v->pods[i])) continue;
+        if (!name || v->pod_gone[i] || !container_started(kh, v->pods[i])) continue;
         bool have = false;
         for (size_t k = 0; k < kh->n_fol && !have; k++) have = strcmp(kh->fol[k]->pod, name) == 0;
         if (have) continue;
@@ -138,7 +152,8 @@ static void follow_pods(k8s_handle *kh, const k8s_view *v)
         }
         kh->fol = xrealloc(kh->fol, (kh->n_fol + 1) * sizeof *kh->fol);
         kh->fol[kh->n_fol++] = f;
-        f->f = k8s_log_follow(kh->kb->cl, kh->ns, name, K8S_CONTAINER, since, skip, on_line, on_end, f);
+        f->f = k8s_log_follow(kh->kb->cl, kh->ns, name, main_container(kh, v->pods[i]), since, skip,
+                              on_line, on_end, f);
         if (!f->f) f->ended = true;
     }
 }
@@ -210,7 +225,8 @@ static void ended(k8s_handle *kh, verdict *vd, exec_phase phase, double now)
 {
     vd->ended = true;
     /* an attempt lathe stopped (cancel, preemption, timeout) is not looked
-     * at again: its Job goes, pods first; others stay for their TTL */
+     * at again: its Job goes, pods first (a user's Job stays, suspended);
+     * others stay for their TTL */
     if (kh->term_at > 0) vd->cleanup = "Foreground";
     vd->st.phase = phase;
     vd->st.term_sent = kh->term_at > 0;
@@ -244,7 +260,7 @@ static bool fatal_waiting(const char *reason)
 
 /* The pod that failed the Job: one with a DisruptionTarget first, else one
  * whose container terminated with a non-zero code. */
-static const json_t *failed_pod(const k8s_view *v, bool *disrupted)
+static const json_t *failed_pod(const k8s_handle *kh, const k8s_view *v, bool *disrupted)
 {
     const json_t *best = NULL;
     *disrupted = false;
@@ -254,7 +270,7 @@ static const json_t *failed_pod(const k8s_view *v, bool *disrupted)
             *disrupted = true;
             return v->pods[i];
         }
-        const json_t *term = json_object_get(json_object_get(trainer_status(v->pods[i]), "state"), "terminated");
+        const json_t *term = json_object_get(json_object_get(trainer_status(kh, v->pods[i]), "state"), "terminated");
         if (term && json_integer_value(json_object_get(term, "exitCode")) != 0 && !best) best = v->pods[i];
     }
     return best;
@@ -264,7 +280,7 @@ static void judge_failed(k8s_handle *kh, const k8s_view *v, const json_t *cond, 
                          double now)
 {
     bool disrupted;
-    const json_t *pod = failed_pod(v, &disrupted);
+    const json_t *pod = failed_pod(kh, v, &disrupted);
     const char *pname = pod ? k8s_meta_str(pod, "name") : "?";
     if (disrupted) {
         const json_t *c = true_condition(json_object_get(pod, "status"), "DisruptionTarget");
@@ -289,7 +305,7 @@ static void judge_failed(k8s_handle *kh, const k8s_view *v, const json_t *cond, 
         return;
     }
     ended(kh, vd, EXEC_EXITED, now);
-    const json_t *term = pod ? json_object_get(json_object_get(trainer_status(pod), "state"), "terminated") : NULL;
+    const json_t *term = pod ? json_object_get(json_object_get(trainer_status(kh, pod), "state"), "terminated") : NULL;
     if (term) {
         container_end(term, &vd->st);
         const char *reason = k8s_jstr(term, "reason");
@@ -311,7 +327,8 @@ static void judge_failed(k8s_handle *kh, const k8s_view *v, const json_t *cond, 
 }
 
 /* Why a running attempt's pods wait, in Kubernetes' words. */
-static void waiting_reason(const k8s_view *v, bool suspended, char *out, size_t outsz)
+static void waiting_reason(const k8s_handle *kh, const k8s_view *v, bool suspended, char *out,
+                           size_t outsz)
 {
     out[0] = '\0';
     if (suspended) {
@@ -323,7 +340,7 @@ static void waiting_reason(const k8s_view *v, bool suspended, char *out, size_t 
         if (v->pod_gone[i]) continue;
         any = true;
         const json_t *st = json_object_get(v->pods[i], "status");
-        const json_t *cs = trainer_status(v->pods[i]);
+        const json_t *cs = trainer_status(kh, v->pods[i]);
         if (json_object_get(json_object_get(cs, "state"), "running")) continue;
         size_t k;
         json_t *c;
@@ -399,7 +416,7 @@ static void judge(k8s_handle *kh, const k8s_view *v, double now, verdict *vd)
     bool alive = false;
     const json_t *last_term = NULL;
     for (size_t i = 0; i < v->n_pods; i++) {
-        const json_t *term = json_object_get(json_object_get(trainer_status(v->pods[i]), "state"), "terminated");
+        const json_t *term = json_object_get(json_object_get(trainer_status(kh, v->pods[i]), "state"), "terminated");
         if (term && (!last_term || pod_rank(v->pods[i]) == 0)) last_term = term;
         if (!v->pod_gone[i] && !term) alive = true;
     }
@@ -416,7 +433,7 @@ static void judge(k8s_handle *kh, const k8s_view *v, double now, verdict *vd)
     }
     for (size_t i = 0; i < v->n_pods; i++) {
         if (v->pod_gone[i]) continue;
-        const json_t *w = json_object_get(json_object_get(trainer_status(v->pods[i]), "state"), "waiting");
+        const json_t *w = json_object_get(json_object_get(trainer_status(kh, v->pods[i]), "state"), "waiting");
         const char *r = k8s_jstr(w, "reason");
         if (!fatal_waiting(r)) continue;
         ended(kh, vd, EXEC_EXITED, now);
@@ -428,12 +445,19 @@ static void judge(k8s_handle *kh, const k8s_view *v, double now, verdict *vd)
         vd->cleanup = "Background";
         return;
     }
-    waiting_reason(v, suspended && kh->term_at == 0, vd->st.waiting, sizeof vd->st.waiting);
+    waiting_reason(kh, v, suspended && kh->term_at == 0, vd->st.waiting, sizeof vd->st.waiting);
 }
 
 static void cleanup(k8s_handle *kh, const char *propagation)
 {
     if (!propagation || kh->cleaned) return;
+    if (kh->adopt) {
+        /* the user's Job is never deleted: suspended (when lathe's stop has
+         * not already), its pods go and it may be admitted again */
+        char err[512];
+        kh->cleaned = kh->term_at > 0 || exec_k8s_suspend(kh, err, sizeof err);
+        return;
+    }
     k8s_ref ref = {.api = "batch/v1", .resource = "jobs", .ns = kh->ns, .name = kh->name};
     k8s_error e;
     k8s_rc rc = k8s_delete(kh->kb->cl, &ref, propagation, -1, &e);
@@ -455,7 +479,7 @@ void exec_k8s_poll(exec_handle *h, double now, exec_status *st, exec_update *up)
     memset(&vd, 0, sizeof vd);
     if (!kh->ended) {
         k8s_view v;
-        k8s_backend_view(kh->kb, kh->ns, kh->name, &v);
+        k8s_handle_view(kh, &v);
         char err[512];
         if (kh->term_at > 0 && v.job && !json_is_true(json_object_get(json_object_get(v.job, "spec"), "suspend")) &&
             !true_condition(json_object_get(v.job, "status"), "Complete") &&
@@ -480,6 +504,8 @@ void exec_k8s_poll(exec_handle *h, double now, exec_status *st, exec_update *up)
                 cleanup(kh, vd.cleanup);
                 kh->final = vd.st;
                 kh->ended = true;
+                /* no attempt of lathe's runs the user's Job any more */
+                if (kh->adopt) k8s_backend_admitted(kh->kb, kh->ns, kh->name, false);
             } else {
                 running(kh, &vd);
                 snprintf(vd.st.waiting, sizeof vd.st.waiting, "ended; reading the rest of its log");
