@@ -72,6 +72,9 @@ static int namespace_quota(k8s_client *cl, const spec_k8s *k, const char *ns, ch
     return quota;
 }
 
+/* A quota entry for each GPU type (each capped at the whole count) and
+ * one for any type: the ResourceQuota caps the namespace's GPUs of every
+ * type together. No borrowing. */
 static void add_team(spec_cluster *c, const char *name, int quota)
 {
     c->teams = xrealloc(c->teams, (c->n_teams + 1) * sizeof *c->teams);
@@ -79,14 +82,16 @@ static void add_team(spec_cluster *c, const char *name, int quota)
     memset(t, 0, sizeof *t);
     t->name = xstrdup(name);
     t->weight = 1;
-    if (quota >= 0) {
-        t->quota = xcalloc(1, sizeof *t->quota);
-        t->quota[0] = (spec_quota){.gpu_type = xstrdup("*"), .count = quota};
-        t->n_quota = 1;
-        t->borrowing_limit = xcalloc(1, sizeof *t->borrowing_limit);
-        t->borrowing_limit[0] = (spec_quota){.gpu_type = xstrdup("*"), .count = 0};
-        t->n_borrowing_limit = 1;
+    if (quota < 0) return;
+    size_t n = c->n_gpu_types + 1;
+    t->quota = xcalloc(n, sizeof *t->quota);
+    t->borrowing_limit = xcalloc(n, sizeof *t->borrowing_limit);
+    for (size_t i = 0; i < n; i++) {
+        const char *type = i < c->n_gpu_types ? c->gpu_types[i].name : "*";
+        t->quota[i] = (spec_quota){.gpu_type = xstrdup(type), .count = quota};
+        t->borrowing_limit[i] = (spec_quota){.gpu_type = xstrdup(type), .count = 0};
     }
+    t->n_quota = t->n_borrowing_limit = n;
 }
 
 static bool add_priority_classes(k8s_client *cl, spec_cluster *c, char *err, size_t errsz)
