@@ -6,7 +6,7 @@
 # borrowed GPU); team-b's urgent job takes it back (preemption between
 # namespaces); an object asking for more than team-b's quota is Invalid;
 # a user's own suspended Job labelled lathe.dev/queue waits under team-b's
-# quota and is admitted and completes.
+# quota and is admitted once the urgent job is done.
 . "$(dirname "$0")/harness/lib.sh"
 
 cat > "$T/one-node.json" <<'EOF2'
@@ -61,7 +61,7 @@ check "the PriorityClass objects are lathe's priority classes" $?
 
 for n in a1 a2 a3; do CKPT_EVERY=3 cr_job $n team-a 60; kc apply -f "$T/cr-$n.yaml" > /dev/null 2>&1; done
 for n in a1 a2 a3; do wait_phase team-a $n Running 120; check "$n runs" $?; done
-EXTRA="  priorityClassName: urgent" cr_job urgent team-b 8
+EXTRA="  priorityClassName: urgent" cr_job urgent team-b 40
 kc apply -f "$T/cr-urgent.yaml" > /dev/null 2>&1
 EXTRA="  resources:
     gpu:
@@ -97,6 +97,12 @@ spec:
 EOF2
 wait_phase team-b urgent Running 120; check "team-b's urgent job runs (preempting a borrowed GPU)" $?
 kc apply -f "$T/userjob.yaml" > /dev/null 2>&1; check "kubectl apply of a user's suspended Job" $?
+sleep 3
+[ "$(kc get job swift-sft -n team-b -o 'jsonpath={.spec.suspend}')" = true ] &&
+    [ "$(cr_field team-b urgent .status.phase)" = Running ]
+check "it stays suspended while team-b's urgent job holds the quota" $?
+"$LATHE" get jobs swift-sft --team team-b -o json > "$T/uj.json" 2>&1
+grep -q '"wait_reason": *"[^"]*quota' "$T/uj.json"; check "its wait reason names the quota" $?
 victims=0
 for n in a1 a2 a3; do
     [ "$(cr_field team-a $n .status.attempts)" -ge 2 ] 2>/dev/null && victims=$((victims + 1))

@@ -266,12 +266,12 @@ print(yaml.safe_dump_all([o for o in items if o["kind"] == "CustomResourceDefini
 op_config() {
     local r=$1
     sed -e "s|dataDir: $T/data|dataDir: $T/data-$r|" "$T/server.yaml" > "$T/op-$r.yaml"
-    "$PY" - "$T/op-$r.yaml" "$r" <<'PYEOF'
+    "$PY" - "$T/op-$r.yaml" "$r" "${OP_NAMESPACES:-team-a, team-b}" <<'PYEOF'
 import sys
-p, r = sys.argv[1], sys.argv[2]
+p, r, nss = sys.argv[1], sys.argv[2], sys.argv[3]
 s = open(p).read()
 s = s.replace("  kubernetes:\n", "  kubernetes:\n    operator:\n      enabled: true\n"
-              "      namespaces: [team-a, team-b]\n      leaseNamespace: lathe-system\n"
+              "      namespaces: [" + nss + "]\n      leaseNamespace: lathe-system\n"
               "      identity: replica-%s\n      leaseDuration: 4s\n      renewDeadline: 3s\n"
               "      retryPeriod: 500ms\n      statusInterval: 250ms\n" % r, 1)
 open(p, "w").write(s)
