@@ -106,6 +106,12 @@ static json_t *cluster_role(void)
                                       L("loratrainingjobs", "loratrainingjobs/status",
                                         "loraexperiments", "loraexperiments/status"),
                                       L("get", "list", "watch", "patch", "update")));
+    /* an attempt's Job blocks its object's deletion (blockOwnerDeletion):
+     * the OwnerReferencesPermissionEnforcement admission plugin asks for
+     * update on the owner's finalizers */
+    json_array_append_new(rules, rule(L("training.example.com", "lathe.dev"),
+                                      L("loratrainingjobs/finalizers", "loraexperiments/finalizers"),
+                                      L("update")));
     json_array_append_new(rules, rule(L(""), L("events"), L("create", "patch")));
     json_t *o = object("rbac.authorization.k8s.io/v1", "ClusterRole", NAME, NULL);
     json_object_set_new(o, "rules", rules);

@@ -66,6 +66,7 @@ query default "verbs('ClusterRole', '', 'services') == sorted(['get', 'create', 
 query default "all(verbs('ClusterRole', '', r) == sorted(['get', 'list', 'watch']) for r in ('nodes', 'namespaces', 'resourcequotas'))"
 query default "verbs('ClusterRole', 'scheduling.k8s.io', 'priorityclasses') == sorted(['get', 'list', 'watch'])"
 query default "all(verbs('ClusterRole', g, r) == sorted(['get', 'list', 'watch', 'patch', 'update']) for g in ('training.example.com', 'lathe.dev') for r in ('loratrainingjobs', 'loratrainingjobs/status', 'loraexperiments', 'loraexperiments/status'))"
+query default "all(verbs('ClusterRole', g, r) == ['update'] for g in ('training.example.com', 'lathe.dev') for r in ('loratrainingjobs/finalizers', 'loraexperiments/finalizers'))"
 query default "verbs('ClusterRole', '', 'events') == sorted(['create', 'patch'])"
 query default "len(one('ClusterRole')['rules']) == 8 and not any('*' in x for r in rules('ClusterRole') for x in r)"
 query default "rules('Role') == [(('coordination.k8s.io',), ('leases',), ('create', 'get', 'update'))] or rules('Role') == [(('coordination.k8s.io',), ('leases',), ('get', 'create', 'update'))]"
