@@ -68,7 +68,7 @@ query default "verbs('ClusterRole', 'scheduling.k8s.io', 'priorityclasses') == s
 query default "all(verbs('ClusterRole', g, r) == sorted(['get', 'list', 'watch', 'patch', 'update']) for g in ('training.example.com', 'lathe.dev') for r in ('loratrainingjobs', 'loratrainingjobs/status', 'loraexperiments', 'loraexperiments/status'))"
 query default "all(verbs('ClusterRole', g, r) == ['update'] for g in ('training.example.com', 'lathe.dev') for r in ('loratrainingjobs/finalizers', 'loraexperiments/finalizers'))"
 query default "verbs('ClusterRole', '', 'events') == sorted(['create', 'patch'])"
-query default "len(one('ClusterRole')['rules']) == 8 and not any('*' in x for r in rules('ClusterRole') for x in r)"
+query default "len(one('ClusterRole')['rules']) == 9 and not any('*' in x for r in rules('ClusterRole') for x in r)"
 query default "rules('Role') == [(('coordination.k8s.io',), ('leases',), ('create', 'get', 'update'))] or rules('Role') == [(('coordination.k8s.io',), ('leases',), ('get', 'create', 'update'))]"
 query default "verbs('ClusterRole', 'coordination.k8s.io', 'leases') == []"
 query default "one('ClusterRoleBinding')['roleRef']['name'] == 'lathe' and one('ClusterRoleBinding')['subjects'] == [{'kind': 'ServiceAccount', 'name': 'lathe', 'namespace': 'lathe-system'}]"
