@@ -361,6 +361,7 @@ op *op_start(srv *s, char *err, size_t errsz)
     atomic_init(&o->leading, false);
     o->seen = json_object();
     o->objs = json_object();
+    o->by_job = json_object();
     lease_names(o);
     if (!start_watches(o, err, errsz)) {
         op_stop(o);
@@ -403,6 +404,7 @@ void op_stop(op *o)
     json_t *v;
     json_object_foreach(o->objs, key, v) op_obj_free((op_obj *)(intptr_t)json_integer_value(v));
     json_decref(o->objs);
+    json_decref(o->by_job);
     json_decref(o->seen);
     json_decref(o->owned);
     if (o->st) srv_pool_put(&o->s->pool, o->st);

@@ -32,6 +32,7 @@ typedef struct op_obj {
     char *last_status;      /* the status text last written */
     double status_at;       /* when */
     bool gone;              /* deleted: its jobs are cancelled, then dropped once ended */
+    bool dirty;             /* its jobs changed since its status was last written */
 } op_obj;
 
 struct op {
@@ -58,7 +59,10 @@ struct op {
     json_t *objs;           /* key -> (op_obj *) as an integer */
     store *st;              /* its store handle (once leading) */
     json_t *owned;          /* rebuild only: "uid/job" -> the newest Job of that job */
-    double next_status;
+    json_t *by_job;         /* store id (text) -> (op_obj *): whose job it is */
+    double next_status;     /* the next status pass (steady clock) */
+    double next_full;       /* the next pass that looks at every object */
+    double status_mark;     /* the wall time the last pass asked the store from */
 };
 
 /* op_sync.c */

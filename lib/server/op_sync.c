@@ -311,6 +311,7 @@ static void refuse(struct op *o, op_obj *r, const json_t *obj, const char *reaso
     free(r->invalid_reason);
     r->invalid = xstrdup(msg);
     r->invalid_reason = xstrdup(reason);
+    r->dirty = true;
     if (!same) {
         r->invalid_at = wall_now();
         srv_log(o->s, "operator: %s %s/%s refused (%s): %s", r->w->kind_name, r->ns, r->name, reason,
@@ -380,6 +381,12 @@ static void submit(struct op *o, op_obj *r, const json_t *obj, bool restoring)
         r->ids = xcalloc(res.n ? res.n : 1, sizeof *r->ids);
         memcpy(r->ids, res.ids, res.n * sizeof *r->ids);
         r->n_ids = res.n;
+        r->dirty = true;
+        for (size_t i = 0; i < res.n; i++) {
+            char id[24];
+            snprintf(id, sizeof id, "%lld", (long long)res.ids[i]);
+            json_object_set_new(o->by_job, id, json_integer((json_int_t)(intptr_t)r));
+        }
         free(r->invalid);
         r->invalid = NULL;
         if (rc == STORE_OK && !restoring)
@@ -429,8 +436,10 @@ static bool drop_if_ended(struct op *o, op_obj *r)
         if (!ended) return false;
     }
     for (size_t i = 0; i < r->n_ids; i++) {
-        char key[40];
+        char key[40], id[24];
         op_owner_key(r->ids[i], key);
+        snprintf(id, sizeof id, "%lld", (long long)r->ids[i]);
+        json_object_del(o->by_job, id);
         store_kv_delete(o->st, key);
         store_job_delete(o->st, r->ids[i]);
         char *dir = srv_job_dir(&o->s->cfg, r->ids[i]);
@@ -479,16 +488,16 @@ void op_reconcile(struct op *o, const char *key, bool restoring)
 /* Writes status st of r's object when it differs from the last written:
  * a merge patch of the status subresource, with null for each field the
  * last status had and this one lacks. */
-static void write_status(struct op *o, op_obj *r, json_t *st, double now)
+static bool write_status(struct op *o, op_obj *r, json_t *st, double now)
 {
     char *text = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS);
     if (r->last_status && strcmp(text, r->last_status) == 0) {
         free(text);
-        return;
+        return true;
     }
     if (r->status_at > 0 && now - r->status_at < o->k->op.status_interval) {
-        free(text); /* soon: the next pass writes the newest */
-        return;
+        free(text); /* soon: a later pass writes the newest */
+        return false;
     }
     json_t *body = json_deep_copy(st);
     json_t *old = r->last_status ? json_loads(r->last_status, 0, NULL) : NULL;
@@ -506,11 +515,12 @@ static void write_status(struct op *o, op_obj *r, json_t *st, double now)
         free(r->last_status);
         r->last_status = text;
         r->status_at = now;
-    } else {
-        srv_log(o->s, "operator: writing the status of %s %s/%s: %s", r->w->kind_name, r->ns,
-                r->name, e.message);
-        free(text);
+        return true;
     }
+    srv_log(o->s, "operator: writing the status of %s %s/%s: %s", r->w->kind_name, r->ns, r->name,
+            e.message);
+    free(text);
+    return false;
 }
 
 static json_t *status_of(struct op *o, op_obj *r)
@@ -531,10 +541,43 @@ static json_t *status_of(struct op *o, op_obj *r)
     return st;
 }
 
+/* Marks dirty the objects whose jobs the store changed since the last
+ * pass asked (with a margin for transactions that committed late). */
+#define STATUS_OVERLAP 5.0
+static void mark_changed(struct op *o, double wall)
+{
+    store_job_filter f = {.summary = true, .updated_after = o->status_mark - STATUS_OVERLAP};
+    store_job_list l;
+    if (store_jobs_list(o->st, &f, &l) != STORE_OK) {
+        o->next_full = 0; /* look at everything next time */
+        return;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        char id[24];
+        snprintf(id, sizeof id, "%lld", (long long)l.items[i].id);
+        json_t *v = json_object_get(o->by_job, id);
+        if (v) ((op_obj *)(intptr_t)json_integer_value(v))->dirty = true;
+    }
+    store_job_list_free(&l);
+    o->status_mark = wall;
+}
+
+/* Each pass reads only the jobs the store changed since the one before
+ * (an indexless scan of updated_at, not a read per object), and every
+ * FULL_EVERY seconds every object, so a status the API lost (a failed
+ * write, an object edited by hand) is written again. */
+#define FULL_EVERY 30.0
 void op_status_pass(struct op *o, double now)
 {
     if (now < o->next_status) return;
     o->next_status = now + 0.2;
+    bool full = now >= o->next_full;
+    if (full) {
+        o->next_full = now + FULL_EVERY;
+        o->status_mark = wall_now();
+    } else {
+        mark_changed(o, wall_now());
+    }
     json_t *drop = json_array();
     const char *key;
     json_t *v;
@@ -544,9 +587,9 @@ void op_status_pass(struct op *o, double now)
             if (drop_if_ended(o, r)) json_array_append_new(drop, json_string(key));
             continue;
         }
-        if (r->w->kind == OP_USERJOB) continue;
+        if (r->w->kind == OP_USERJOB || !(full || r->dirty || !r->last_status)) continue;
         json_t *st = status_of(o, r);
-        if (st) write_status(o, r, st, now);
+        r->dirty = st && !write_status(o, r, st, now);
         json_decref(st);
     }
     size_t i;

@@ -352,6 +352,7 @@ typedef struct store_job_filter {
     size_t limit;           /* jobs per page; 0 = all */
     const char *page_token; /* from the previous page; NULL = the first */
     bool summary;           /* leave out spec_text, spec_json and plan_json */
+    double updated_after;   /* only jobs changed after this time (updated_at); 0 = any */
 } store_job_filter;
 
 typedef struct store_job_list {

@@ -27,7 +27,7 @@ static bool token_parse(const char *tok, int64_t *below)
 }
 
 /* Builds the listing's SQL for the filter; binds follow in the same order
- * (team, experiment, below, limit). */
+ * (team, experiment, updated_after, below, limit). */
 static char *list_sql(const store_job_filter *f, bool has_below)
 {
     sb q;
@@ -45,6 +45,7 @@ static char *list_sql(const store_job_filter *f, bool has_below)
             }
         sb_puts(&q, ")");
     }
+    if (f->updated_after > 0) sb_puts(&q, " AND updated_at > ?");
     if (has_below) sb_puts(&q, " AND id < ?");
     sb_puts(&q, " ORDER BY id DESC LIMIT ?");
     return sb_take(&q);
@@ -75,6 +76,7 @@ store_rc store_jobs_list(store *st, const store_job_filter *f, store_job_list *o
     int i = 1;
     if (f->team) st_bind_text(s, i++, f->team);
     if (f->experiment) st_bind_text(s, i++, f->experiment);
+    if (f->updated_after > 0) sqlite3_bind_double(s, i++, f->updated_after);
     if (f->page_token) st_bind_int64(s, i++, below);
     /* One row more than the page tells whether another page follows. */
     st_bind_int64(s, i, f->limit ? (int64_t)f->limit + 1 : -1);

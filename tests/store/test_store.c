@@ -756,6 +756,40 @@ static void test_clock_and_names(void **state)
     assert_string_equal(store_rc_name(STORE_CONFLICT), "conflict");
 }
 
+/* updated_after: only the jobs a change touched since then (the
+ * operator's status pass reads these, not every job). */
+static void test_list_updated_after(void **state)
+{
+    fx *f = *state;
+    double t = 1000.0;
+    store_set_clock(f->st, fixed_clock, &t);
+    int64_t a = submit(f->st, "a", "old", 0), b = submit(f->st, "a", "moved", 0);
+    t = 1010.0;
+    int64_t c = submit(f->st, "a", "new", 0);
+    t = 1020.0;
+    assert_int_equal(store_job_transition(f->st, b, STORE_QUEUED, STORE_STARTING, NULL, &ev_start, NULL),
+                     STORE_OK);
+    t = 1030.0;
+    store_progress p = {3, 10, NAN, 1.5, NAN, NAN, NAN, 0};
+    assert_int_equal(store_progress_add(f->st, a, 1, &p, 1), STORE_OK);
+    store_job_filter flt = {.summary = true, .updated_after = 1015.0};
+    store_job_list l;
+    assert_int_equal(store_jobs_list(f->st, &flt, &l), STORE_OK);
+    assert_int_equal(l.n, 2); /* newest first: b (moved at 1020), a (progress at 1030) */
+    assert_true(l.items[0].id == b && l.items[1].id == a);
+    store_job_list_free(&l);
+    flt.updated_after = 1031.0;
+    assert_int_equal(store_jobs_list(f->st, &flt, &l), STORE_OK);
+    assert_int_equal(l.n, 0);
+    store_job_list_free(&l);
+    flt.updated_after = 0; /* any */
+    assert_int_equal(store_jobs_list(f->st, &flt, &l), STORE_OK);
+    assert_int_equal(l.n, 3);
+    assert_true(l.items[0].id == c);
+    store_job_list_free(&l);
+    store_set_clock(f->st, NULL, NULL);
+}
+
 /* The workload helper agrees with itself: every prefix checks. */
 static void test_workload_prefixes(void **state)
 {
@@ -788,6 +822,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_experiments_and_kv, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clock_and_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_updated_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workload_prefixes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
