@@ -17,6 +17,10 @@
  * already act, and two must never act at once; its pods and Jobs are in
  * the API, so nothing is lost, and Kubernetes starts it again as a standby.
  * A leader that stops normally gives the Lease up first.
+ *
+ * ResourceQuotas and PriorityClasses are watched too: when what they say
+ * differs from what the server started with, the process starts itself
+ * again (restart_self), as the scheduler's cluster is fixed while it runs.
  */
 #include "op_internal.h"
 
@@ -160,6 +164,98 @@ static bool start_watches(struct op *o, char *err, size_t errsz)
         }
     }
     return true;
+}
+
+/* ---- quotas and priority classes: the server starts again on a change ---- */
+/* A quota's status.used moves with every pod: only a change of what it
+ * says (everything but metadata and status) counts. */
+static void on_cfg_event(void *ud, k8s_event_type type, const json_t *obj)
+{
+    struct op *o = ud;
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    char *key = xasprintf("%s/%s", ns ? ns : "", json_string_value(json_object_get(meta, "name")));
+    json_t *body = json_deep_copy(obj);
+    json_object_del(body, "metadata");
+    json_object_del(body, "status");
+    char *text = type == K8S_DELETED ? NULL : json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(body);
+    pthread_mutex_lock(&o->mu);
+    const char *had = json_string_value(json_object_get(o->cfg_seen, key));
+    if (!had || !text || strcmp(had, text) != 0) o->cfg_changed = true;
+    if (text) json_object_set_new(o->cfg_seen, key, json_string(text));
+    else json_object_del(o->cfg_seen, key);
+    pthread_mutex_unlock(&o->mu);
+    free(text);
+    free(key);
+}
+
+static bool watch_cfg(struct op *o, char *err, size_t errsz)
+{
+    size_t n = o->k->op.n_namespaces + 1;
+    o->cfg_inf = xcalloc(n, sizeof *o->cfg_inf);
+    for (size_t i = 0; i < n; i++) {
+        k8s_ref ref = i < o->k->op.n_namespaces
+                          ? (k8s_ref){.api = "v1", .resource = "resourcequotas",
+                                      .ns = o->k->op.namespaces[i]}
+                          : (k8s_ref){.api = "scheduling.k8s.io/v1", .resource = "priorityclasses"};
+        o->cfg_inf[i] = k8s_informer_start(o->cl, &ref, NULL, on_cfg_event, NULL, o, err, errsz);
+        if (!o->cfg_inf[i]) return false;
+        o->n_cfg_inf++;
+    }
+    return true;
+}
+
+/* Starts this program again in this process (the same pid, argv and
+ * environment): the way a changed quota or priority class reaches the
+ * scheduler's cluster, which is fixed while a server runs. The leader
+ * gives the Lease up first, so the standby (or this process, a moment
+ * later) rebuilds from the API at once. Every descriptor but the standard
+ * three is closed: the listener's port is free for the new image. */
+static void restart_self(struct op *o, const char *why)
+{
+    fprintf(stderr, "lathe server: operator: %s: starting again to apply it\n", why);
+    if (atomic_load(&o->leading)) k8s_lease_release(o->lease);
+    size_t len;
+    char err[128];
+    char *cmd = file_read_all("/proc/self/cmdline", 1 << 16, &len, err, sizeof err);
+    if (!cmd || len == 0) {
+        fprintf(stderr, "lathe server: operator: /proc/self/cmdline: %s; exiting\n", err);
+        _exit(LT_EXIT_UNAVAILABLE);
+    }
+    size_t argc = 0;
+    for (size_t i = 0; i < len; i++) argc += cmd[i] == '\0';
+    char **argv = xcalloc(argc + 1, sizeof *argv);
+    size_t k = 0;
+    for (size_t i = 0; i < len && k < argc; i += strlen(cmd + i) + 1) argv[k++] = cmd + i;
+    long max = sysconf(_SC_OPEN_MAX);
+    for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++) close((int)fd);
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "lathe server: operator: cannot start again: %s\n", strerror(errno));
+    _exit(LT_EXIT_UNAVAILABLE);
+}
+
+static void check_cfg(struct op *o, double now)
+{
+    pthread_mutex_lock(&o->mu);
+    bool changed = o->cfg_changed && now >= o->next_cfg_check;
+    if (changed) o->cfg_changed = false;
+    pthread_mutex_unlock(&o->mu);
+    if (!changed) return;
+    o->next_cfg_check = now + 2;
+    char err[512];
+    char *print = op_cluster_print(o->s->cfg.spec, o->s->be, err, sizeof err);
+    if (!print) {
+        srv_log(o->s, "operator: reading quotas and priority classes: %s", err);
+        pthread_mutex_lock(&o->mu);
+        o->cfg_changed = true; /* try again */
+        pthread_mutex_unlock(&o->mu);
+        return;
+    }
+    const char *had = o->s->cluster.api_print ? o->s->cluster.api_print : "";
+    bool differs = strcmp(print, had) != 0;
+    free(print);
+    if (differs) restart_self(o, "a ResourceQuota or PriorityClass changed");
 }
 
 static bool all_synced(struct op *o)
@@ -337,6 +433,7 @@ static void *op_main(void *arg)
         }
         char **keys;
         size_t n;
+        check_cfg(o, now);
         take_pending(o, &keys, &n);
         note_keys(o, keys, n);
         if (atomic_load(&o->s->active))
@@ -362,8 +459,9 @@ op *op_start(srv *s, char *err, size_t errsz)
     o->seen = json_object();
     o->objs = json_object();
     o->by_job = json_object();
+    o->cfg_seen = json_object();
     lease_names(o);
-    if (!start_watches(o, err, errsz)) {
+    if (!start_watches(o, err, errsz) || !watch_cfg(o, err, errsz)) {
         op_stop(o);
         return NULL;
     }
@@ -396,6 +494,8 @@ void op_stop(op *o)
         free(o->watches[i].ns);
     }
     free(o->watches);
+    for (size_t i = 0; i < o->n_cfg_inf; i++) k8s_informer_free(o->cfg_inf[i]);
+    free(o->cfg_inf);
     if (o->lease) {
         if (atomic_load(&o->leading)) k8s_lease_release(o->lease);
         k8s_lease_free(o->lease);
@@ -405,6 +505,7 @@ void op_stop(op *o)
     json_object_foreach(o->objs, key, v) op_obj_free((op_obj *)(intptr_t)json_integer_value(v));
     json_decref(o->objs);
     json_decref(o->by_job);
+    json_decref(o->cfg_seen);
     json_decref(o->seen);
     json_decref(o->owned);
     if (o->st) srv_pool_put(&o->s->pool, o->st);

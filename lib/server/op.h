@@ -65,10 +65,13 @@ void op_owner_free(op_owner *w);
 /* ---- op_cluster.c ---- */
 /* Adds to c (before the scheduler's cluster is made of it) a team for each
  * served namespace the Cluster file lacks, its quota from the namespace's
- * ResourceQuotas on GPUs, and the PriorityClass objects it lacks. False
- * with a message when the API cannot be read. */
-bool op_cluster_add(const spec_server *cfg, exec_backend *be, spec_cluster *c, char *err,
-                    size_t errsz);
+ * ResourceQuotas on GPUs, and the PriorityClass objects it lacks; *print
+ * (caller frees) receives a fingerprint of what the API said. False with a
+ * message when the API cannot be read. */
+bool op_cluster_add(const spec_server *cfg, exec_backend *be, spec_cluster *c, char **print,
+                    char *err, size_t errsz);
+/* The same fingerprint, read again now (NULL with a message on failure). */
+char *op_cluster_print(const spec_server *cfg, exec_backend *be, char *err, size_t errsz);
 
 /* ---- op_objects.c ---- */
 typedef enum { OP_LORAJOB, OP_LORAEXP, OP_USERJOB } op_kind;

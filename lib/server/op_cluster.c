@@ -14,8 +14,10 @@
  *                      value, preemptionPolicy (Never = it preempts no one)
  *                      and globalDefault
  *
- * Changes to either apply when the server starts again (the scheduler's
- * cluster is fixed while it runs); the docs say so.
+ * The scheduler's cluster is fixed while the server runs: a change to
+ * either (op.c watches them and compares op_cluster_print with what the
+ * server started with) makes the server hand over and start again
+ * (op.c), which costs a rebuild from the API and loses nothing.
  */
 #include "op.h"
 
@@ -94,7 +96,9 @@ static void add_team(spec_cluster *c, const char *name, int quota)
     t->n_quota = t->n_borrowing_limit = n;
 }
 
-static bool add_priority_classes(k8s_client *cl, spec_cluster *c, char *err, size_t errsz)
+/* The PriorityClass objects, into c (when not NULL) and the fingerprint. */
+static bool add_priority_classes(k8s_client *cl, spec_cluster *c, sb *print, char *err,
+                                 size_t errsz)
 {
     k8s_ref ref = {.api = "scheduling.k8s.io/v1", .resource = "priorityclasses"};
     json_t *items = NULL;
@@ -103,20 +107,23 @@ static bool add_priority_classes(k8s_client *cl, spec_cluster *c, char *err, siz
         snprintf(err, errsz, "listing the PriorityClasses: %s", e.message);
         return false;
     }
-    bool has_default = spec_cluster_default_priority(c) != NULL;
+    bool has_default = c && spec_cluster_default_priority(c) != NULL;
     size_t i;
     json_t *pc;
     json_array_foreach(items, i, pc) {
         const char *name = jstr(json_object_get(pc, "metadata"), "name");
-        if (!name || str_starts_with(name, "system-") || spec_cluster_priority_class(c, name))
-            continue;
+        if (!name || str_starts_with(name, "system-")) continue;
+        const char *policy = jstr(pc, "preemptionPolicy");
+        sb_printf(print, "pc %s %lld %s %d\n", name,
+                  (long long)json_integer_value(json_object_get(pc, "value")),
+                  policy ? policy : "", json_is_true(json_object_get(pc, "globalDefault")));
+        if (!c || spec_cluster_priority_class(c, name)) continue;
         c->priority_classes = xrealloc(c->priority_classes,
                                        (c->n_priority_classes + 1) * sizeof *c->priority_classes);
         spec_priority_class *p = &c->priority_classes[c->n_priority_classes++];
         memset(p, 0, sizeof *p);
         p->name = xstrdup(name);
         p->value = json_integer_value(json_object_get(pc, "value"));
-        const char *policy = jstr(pc, "preemptionPolicy");
         p->preempt_lower = !policy || strcmp(policy, "Never") != 0;
         p->global_default = !has_default && json_is_true(json_object_get(pc, "globalDefault"));
         has_default = has_default || p->global_default;
@@ -126,17 +133,41 @@ static bool add_priority_classes(k8s_client *cl, spec_cluster *c, char *err, siz
     return true;
 }
 
-bool op_cluster_add(const spec_server *cfg, exec_backend *be, spec_cluster *c, char *err,
-                    size_t errsz)
+/* What the API says of teams and classes: added to c when it is not NULL
+ * (what the Cluster file names is kept), and always written to print, one
+ * line per namespace's quota and per class, in the API's order. */
+static bool read_api(const spec_server *cfg, exec_backend *be, spec_cluster *c, sb *print,
+                     char *err, size_t errsz)
 {
     k8s_client *cl = exec_k8s_client(be);
     const spec_k8s *k = &cfg->k8s;
     for (size_t i = 0; i < k->op.n_namespaces; i++) {
         const char *ns = k->op.namespaces[i];
-        if (spec_cluster_team(c, ns)) continue; /* the Cluster file says otherwise */
         int quota = namespace_quota(cl, k, ns, err, errsz);
         if (quota == -2) return false;
-        add_team(c, ns, quota);
+        sb_printf(print, "ns %s %d\n", ns, quota);
+        if (c && !spec_cluster_team(c, ns)) add_team(c, ns, quota); /* else the file says otherwise */
     }
-    return add_priority_classes(cl, c, err, errsz);
+    return add_priority_classes(cl, c, print, err, errsz);
+}
+
+bool op_cluster_add(const spec_server *cfg, exec_backend *be, spec_cluster *c, char **print,
+                    char *err, size_t errsz)
+{
+    sb p;
+    sb_init(&p);
+    bool ok = read_api(cfg, be, c, &p, err, errsz);
+    *print = sb_take(&p);
+    return ok;
+}
+
+char *op_cluster_print(const spec_server *cfg, exec_backend *be, char *err, size_t errsz)
+{
+    sb p;
+    sb_init(&p);
+    if (!read_api(cfg, be, NULL, &p, err, errsz)) {
+        sb_free(&p);
+        return NULL;
+    }
+    return sb_take(&p);
 }

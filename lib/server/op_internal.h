@@ -52,6 +52,10 @@ struct op {
     char **pending;         /* keys whose object changed, to reconcile */
     size_t n_pending, cap_pending;
     char holder[128];       /* the Lease's holder as last read (standby's readyz) */
+    k8s_informer **cfg_inf; /* ResourceQuotas of each namespace, PriorityClasses */
+    size_t n_cfg_inf;
+    bool cfg_changed;       /* one of them changed: compare the fingerprint */
+    json_t *cfg_seen;       /* "ns/name" -> what each says (its text without metadata, status) */
     atomic_bool leading;
 
     /* the operator thread's own */
@@ -63,6 +67,7 @@ struct op {
     double next_status;     /* the next status pass (steady clock) */
     double next_full;       /* the next pass that looks at every object */
     double status_mark;     /* the wall time the last pass asked the store from */
+    double next_cfg_check;  /* not before (steady clock): changes come in bursts */
 };
 
 /* op_sync.c */

@@ -261,7 +261,8 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
             return LT_EXIT_INVALID;
         }
         snprintf(c->note, sizeof c->note, "nodes from the Kubernetes API");
-        if (cfg->spec->k8s.op.enabled && !op_cluster_add(cfg->spec, be, c->spec, err, errsz))
+        if (cfg->spec->k8s.op.enabled &&
+            !op_cluster_add(cfg->spec, be, c->spec, &c->api_print, err, errsz))
             return LT_EXIT_UNAVAILABLE;
     } else if (want_nvml(cfg)) {
         exec_inventory_local(&inv);
@@ -309,6 +310,7 @@ void srv_cluster_free(srv_cluster *c)
     free(c->gpus);
     for (int i = 0; c->type_product && i < c->sched->n_types; i++) free(c->type_product[i]);
     free(c->type_product);
+    free(c->api_print);
     sched_cluster_free(c->sched);
     if (c->has_catalog) plan_catalog_free(&c->catalog);
     spec_file_free(&c->file);

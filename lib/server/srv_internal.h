@@ -103,6 +103,8 @@ typedef struct srv_cluster {
     char note[256];         /* what NVML said */
     char **type_product;    /* [sched n_types] a cluster engine's GPU product label value
                                of each type; NULL entries where none */
+    char *api_print;        /* operator mode: what the API said of quotas and priority
+                               classes when the cluster was built (op_cluster_add) */
 } srv_cluster;
 
 /* Builds the cluster from the config (and, for a cluster engine such as
