@@ -259,18 +259,36 @@ static bool is(const srv_req *r, const char *m)
     return strcmp(r->method, m) == 0;
 }
 
+/* Operator mode: jobs are objects of the Kubernetes API, the store a
+ * cache of them, so a change written here would be lost at the next
+ * rebuild. True (after replying 409) for the writes that go through
+ * kubectl instead. */
+static bool operator_write(srv_req *r, const char *what, const char *how)
+{
+    if (!r->s->op) return false;
+    srv_reply_error(r, 409, "operator_mode",
+                    "this server is in operator mode: jobs live in the Kubernetes API, so %s "
+                    "with kubectl (%s)",
+                    what, how);
+    return true;
+}
+
 /* /v1/jobs/NAME[/ACTION] */
 static void route_job(srv_req *r, const char *name, const char *action)
 {
     if (!action) {
         if (is(r, "GET")) srv_api_job_get(r, name);
-        else if (is(r, "DELETE")) srv_api_job_delete(r, name);
-        else not_allowed(r, "GET, DELETE");
+        else if (is(r, "DELETE")) {
+            if (!operator_write(r, "delete its object", "kubectl delete lorajob NAME -n NAMESPACE"))
+                srv_api_job_delete(r, name);
+        } else not_allowed(r, "GET, DELETE");
         return;
     }
     if (strcmp(action, "cancel") == 0) {
-        if (is(r, "POST")) srv_api_job_cancel(r, name);
-        else not_allowed(r, "POST");
+        if (!is(r, "POST")) not_allowed(r, "POST");
+        else if (!operator_write(r, "cancel it by deleting its object",
+                                 "kubectl delete lorajob NAME -n NAMESPACE"))
+            srv_api_job_cancel(r, name);
         return;
     }
     static const char *const reads[] = {"events", "logs", "progress"};
@@ -300,7 +318,10 @@ static void route_v1(srv_req *r)
         srv_reply_error(r, 404, "not_found", "no such path: %s", r->url);
     } else if (strcmp(seg[0], "jobs") == 0 && n == 1) {
         if (is(r, "GET")) srv_api_jobs_list(r);
-        else if (is(r, "POST")) srv_api_submit(r);
+        else if (is(r, "POST")) {
+            if (!operator_write(r, "submit it as an object", "kubectl apply -f FILE -n NAMESPACE"))
+                srv_api_submit(r);
+        }
         else not_allowed(r, "GET, POST");
     } else if (strcmp(seg[0], "jobs") == 0 && n <= 3) {
         route_job(r, seg[1], n == 3 ? seg[2] : NULL);

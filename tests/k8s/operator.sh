@@ -72,6 +72,14 @@ dropped() { ! "$LATHE" get jobs bad --team team-a > /dev/null 2>&1; }
 wait_for 60 dropped; check "the cancelled job leaves the store's cache" $?
 grep -q "LoRATrainingJob team-a/bad deleted" "$T/server-1.log"; check "the server log says the object was deleted" $?
 
+# the HTTP API reads; its writes go through kubectl (the store is a cache)
+"$LATHE" get jobs tiny --team team-a -o json > "$T/get-tiny.json" 2>&1
+grep -q '"state": *"succeeded"' "$T/get-tiny.json"; check "lathe get jobs shows the object's job" $?
+code=$(curl -s -o "$T/post.out" -w '%{http_code}' -X POST -H "Authorization: Bearer $LATHE_TOKEN" \
+    --data-binary @"$T/cr-tiny.yaml" "http://$LATHE_SERVER/v1/jobs")
+[ "$code" = 409 ] && grep -q "kubectl apply" "$T/post.out"
+check "POST /v1/jobs answers 409 with the kubectl to use ($code)" $?
+
 # a standby answers 503 with who leads
 op_start 2
 sleep 2
