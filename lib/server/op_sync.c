@@ -265,7 +265,21 @@ static store_rc restore_job(const restore_in *in, store *st, int64_t id)
                                 .exit_reason = why ? why : "restored"};
         if (rc == STORE_OK) rc = store_job_transition(st, id, STORE_QUEUED, final, &upd, &ev, NULL);
     } else if (rc == STORE_OK) {
-        int prior = done > a - 1 ? done : a - 1; /* a suspended Job: the next attempt, prepared */
+        /* A suspended Job that was never admitted is the next attempt,
+         * prepared. One that was (its placement annotation) was being
+         * stopped (a cancel, a preemption) when the leader went: that
+         * attempt is over, and its Job goes as lathe's stop would have
+         * removed it; a user's own Job stays, to be admitted again. */
+        int prior = done > a - 1 ? done : a - 1;
+        if (kjob && placement && in->w->kind != OP_USERJOB) {
+            prior = done > a ? done : a;
+            k8s_ref ref = {.api = "batch/v1", .resource = "jobs", .ns = meta_str(kjob, "namespace"),
+                           .name = meta_str(kjob, "name")};
+            k8s_error e;
+            if (k8s_delete(in->o->cl, &ref, "Background", -1, &e) != K8S_OK)
+                srv_log(in->o->s, "operator: deleting the stopped Job %s/%s: %s", ref.ns, ref.name,
+                        e.message);
+        }
         rc = finished_attempts(st, id, prior);
     }
     store_job_clear(&j);
