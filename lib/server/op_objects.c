@@ -289,9 +289,9 @@ json_t *op_job_status(const store_job *j, int64_t generation)
     if (final) {
         const char *ph = op_phase_name(j->state);
         char msg[256];
+        bool why = j->exit_reason && j->state != STORE_SUCCEEDED;
         snprintf(msg, sizeof msg, "%s after %d attempt%s%s%s", ph, j->attempts,
-                 j->attempts == 1 ? "" : "s", j->exit_reason ? ": " : "",
-                 j->exit_reason ? j->exit_reason : "");
+                 j->attempts == 1 ? "" : "s", why ? ": " : "", why ? j->exit_reason : "");
         json_array_append_new(conds, condition(j->state == STORE_SUCCEEDED ? "Succeeded" : "Failed", true,
                                                ph, msg, j->finished_at, generation));
     }

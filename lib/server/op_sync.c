@@ -486,6 +486,10 @@ void op_reconcile(struct op *o, const char *key, bool restoring)
             r->name = xstrdup(name);
             r->uid = xstrdup(uid);
             r->generation = gen;
+            /* the status the API holds: what a rebuilt record compares with,
+             * so nothing is written (and no event repeated) that is already there */
+            const json_t *had = json_object_get(obj, "status");
+            if (json_object_size(had)) r->last_status = json_dumps(had, JSON_COMPACT | JSON_SORT_KEYS);
             put_obj(o, r);
             submit(o, r, obj, restoring);
         }
@@ -499,6 +503,48 @@ void op_reconcile(struct op *o, const char *key, bool restoring)
 }
 
 /* ---- the status ---- */
+/* A core/v1 Event on the object for each new phase, so `kubectl describe`
+ * and `kubectl get events` tell its story; a failure to write one is
+ * logged, never retried (events are best effort in Kubernetes too). */
+static void phase_event(struct op *o, op_obj *r, const json_t *st)
+{
+    const char *phase = jstr(st, "phase");
+    if (!phase) return;
+    const char *msg = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(st, "conditions"), i, c)
+        if (strcmp(jstr(c, "status") ? jstr(c, "status") : "", "True") == 0 && jstr(c, "message") &&
+            *jstr(c, "message"))
+            msg = jstr(c, "message");
+    bool bad = strcmp(phase, "Invalid") == 0 || strcmp(phase, "Failed") == 0 ||
+               strcmp(phase, "TimedOut") == 0;
+    char text[1024];
+    snprintf(text, sizeof text, "%s", msg ? msg : phase);
+    char when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char gen[300];
+    snprintf(gen, sizeof gen, "%s.", r->name);
+    json_t *ev = json_pack(
+        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:i, "
+        "s:s, s:s}",
+        "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen, "namespace", r->ns,
+        "involvedObject", "apiVersion", r->w->api, "kind", r->w->kind_name, "name", r->name,
+        "namespace", r->ns, "uid", r->uid, "reason", phase, "message", text, "type",
+        bad ? "Warning" : "Normal", "source", "component", "lathe", "firstTimestamp", when,
+        "lastTimestamp", when, "count", 1, "reportingComponent", "lathe", "reportingInstance",
+        o->identity);
+    k8s_ref ref = {.api = "v1", .resource = "events", .ns = r->ns, .name = r->name};
+    k8s_error e;
+    if (k8s_create(o->cl, &ref, ev, NULL, &e) != K8S_OK)
+        srv_log(o->s, "operator: an event for %s %s/%s: %s", r->w->kind_name, r->ns, r->name,
+                e.message);
+    json_decref(ev);
+}
+
 /* Writes status st of r's object when it differs from the last written:
  * a merge patch of the status subresource, with null for each field the
  * last status had and this one lacks. */
@@ -526,6 +572,11 @@ static bool write_status(struct op *o, op_obj *r, json_t *st, double now)
     k8s_rc rc = k8s_merge_patch(o->cl, &ref, patch, NULL, &e);
     json_decref(patch);
     if (rc == K8S_OK || rc == K8S_E_NOT_FOUND) {
+        json_t *was = r->last_status ? json_loads(r->last_status, 0, NULL) : NULL;
+        const char *before = jstr(was, "phase"), *now_phase = jstr(st, "phase");
+        if (rc == K8S_OK && now_phase && (!before || strcmp(before, now_phase) != 0))
+            phase_event(o, r, st);
+        json_decref(was);
         free(r->last_status);
         r->last_status = text;
         r->status_at = now;

@@ -46,6 +46,10 @@ wait_phase team-a tiny Succeeded 300; check "the job succeeds" $?
 [ "$(cr_field team-a tiny '.status.conditions[?(@.type=="Succeeded")].status')" = True ]
 check "the Succeeded condition is True" $?
 [ -n "$(cr_field team-a tiny .status.checkpoint.step)" ]; check "the status names the newest checkpoint" $?
+kc get events -n team-a > "$T/events.out" 2>&1
+grep -q "loratrainingjob/tiny *Running" "$T/events.out" &&
+    grep -q "loratrainingjob/tiny *Succeeded after 1 attempt" "$T/events.out"
+check "kubectl get events shows the object's phases" $?
 
 # an invalid object: the Invalid condition with lathe's messages, then fixed
 cr_job bad team-a
