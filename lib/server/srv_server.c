@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,25 @@ void srv_log(const srv *s, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Takes the data folder's lock. When the server that wrote its pid is
+ * gone (killed) but the lock is still held, a trainer's launcher it forked
+ * has not reached its exec yet (the descriptor is O_CLOEXEC, so it closes
+ * there, a moment later): wait for it, up to 3 seconds, instead of
+ * refusing a restart that follows a kill at once. */
+static bool lock_or_wait(int fd)
+{
+    for (int i = 0; i < 60; i++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+        char text[32] = "";
+        ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        long pid = n > 0 ? strtol(text, NULL, 10) : 0;
+        if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) return false; /* it runs */
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
 /* One server per data folder. The lock goes with the process: kill -9
  * releases it. O_CLOEXEC keeps it out of the trainers' supervisors. */
 static int take_lock(srv *s, char *err, size_t errsz)
@@ -40,7 +60,7 @@ static int take_lock(srv *s, char *err, size_t errsz)
         free(path);
         return LT_EXIT_IO;
     }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (!lock_or_wait(s->lock_fd)) {
         char pid[32] = "";
         ssize_t n = pread(s->lock_fd, pid, sizeof pid - 1, 0);
         if (n > 0) pid[strcspn(pid, "\n")] = '\0';
