@@ -59,7 +59,10 @@ char *op_diags_message(const diag_list *d)
 /* A quantity as a whole count ("2", 2); -1 when it is not one. */
 static int count_of(const json_t *v)
 {
-    if (json_is_integer(v)) return (int)json_integer_value(v);
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        return n < 0 || n > 4096 ? -1 : (int)n;
+    }
     const char *s = json_string_value(v);
     if (!s || !*s) return -1;
     char *end;
@@ -92,8 +95,14 @@ char *op_userjob_yaml(const json_t *job, const srv_cluster *c, const spec_k8s *k
         return NULL;
     }
     json_t *par = json_object_get(spec, "parallelism"), *comp = json_object_get(spec, "completions");
-    int nodes = par ? (int)json_integer_value(par) : 1;
-    if (nodes < 1) nodes = 1;
+    json_int_t want = par ? json_integer_value(par) : 1;
+    if (want > 4096) { /* resources.nodes' limit; GPUs x nodes stays an int */
+        snprintf(why, whysz,
+                 "spec.parallelism (%lld) is more nodes than a lathe job may span (at most 4096)",
+                 (long long)want);
+        return NULL;
+    }
+    int nodes = want < 1 ? 1 : (int)want;
     if (comp && json_integer_value(comp) != nodes) {
         snprintf(why, whysz,
                  "spec.parallelism (%d) and spec.completions (%lld) differ: lathe admits a Job "
