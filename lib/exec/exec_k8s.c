@@ -283,7 +283,8 @@ static void on_node(void *ud, k8s_event_type type, const json_t *obj)
 
 static void set_sync(k8s_backend *kb, int which, bool synced, const char *why)
 {
-    static const char *const names[] = {"Jobs", "Pods", "Nodes", "Jobs labelled " K8S_LABEL_QUEUE};
+    /* the label's name spelled out: clang warns on a concatenated literal in an array */
+    static const char *const names[] = {"Jobs", "Pods", "Nodes", "Jobs labelled lathe.dev/queue"};
     pthread_mutex_lock(&kb->mu);
     kb->synced[which] = synced;
     if (!synced)

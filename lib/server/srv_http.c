@@ -486,8 +486,11 @@ int srv_http_start(srv *s, char *err, size_t errsz)
     socklen_t alen;
     if (!resolve(s->cfg.listen_host, s->cfg.listen_port, &addr, &alen, err, errsz))
         return LT_EXIT_UNAVAILABLE;
+    /* poll(), not select(): a server with thousands of running attempts
+     * holds descriptors above FD_SETSIZE (1024), and select() refuses every
+     * connection whose socket is numbered above it (tests/server/test_fds.c) */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     const spec_server *c = s->cfg.spec;
     errno = 0;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,10 +176,24 @@ int srv_start_controller(srv *s, char *err, size_t errsz)
     return rc;
 }
 
+/* Each running attempt holds a few descriptors (its log, a follower's
+ * connection): the soft limit (often 1024) is raised to the hard one. */
+static void raise_nofile(srv *s)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        srv_log(s, "cannot raise the open-files limit from %llu: %s", (unsigned long long)was,
+                strerror(errno));
+}
+
 /* Every step of the start; on failure the caller frees what was made. In
  * operator mode the store and the controller wait for the Lease (op.c). */
 static int start_steps(srv *s, const srv_options *o, diag_list *d, char *err, size_t errsz)
 {
+    raise_nofile(s);
     int rc = srv_config_load(o, &s->cfg, d, err, errsz);
     if (rc == LT_EXIT_OK) rc = srv_config_prepare_data(&s->cfg, err, errsz);
     if (rc == LT_EXIT_OK) rc = take_lock(s, err, errsz);

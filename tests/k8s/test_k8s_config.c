@@ -566,8 +566,7 @@ static void test_exec_plugin_failures(void **state)
         "{\"kind\":\"ExecCredential\",\"apiVersion\":\"v\"}",
         "{\"kind\":\"ExecCredential\",\"apiVersion\":\"v\",\"status\":{}}",
         "{\"kind\":\"Other\",\"apiVersion\":\"v\",\"status\":{\"token\":\"t\"}}",
-        "{\"kind\":\"ExecCredential\",\"apiVersion\":\"v\",\"status\":{\"token\":\"t\","
-        "\"expirationTimestamp\":\"tomorrow\"}}",
+        "{\"kind\":\"ExecCredential\",\"apiVersion\":\"v\",\"status\":{\"token\":\"t\",\"expirationTimestamp\":\"tomorrow\"}}",
         "[1]"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_false(k8s_cred_parse(bad[i], strlen(bad[i]), "v", &cr, err, sizeof err));
