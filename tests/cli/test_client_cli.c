@@ -734,8 +734,7 @@ static void test_describe(void **state)
                           "checkpoint-6",
                           "Events:",
                           "attempt 1 started",
-                          "Loss:         2.1000 at step 1, lowest 2.1000 at step 1, last 2.6000 "
-                          "at step 6 (6 points)"};
+                          "Loss:         2.1000 at step 1, lowest 2.1000 at step 1, last 2.6000 at step 6 (6 points)"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) EXPECT_IN(r.out, want[i]);
     result_free(&r);
     r = LATHE_ALPHA(f, "describe", "job", "nope");

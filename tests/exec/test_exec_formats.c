@@ -271,8 +271,7 @@ static void test_oom_lines(void **state)
 {
     (void)state;
     const char *yes[] = {
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
-        "total capacity of 79.15 GiB",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB",
         "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
         "torch.cuda.OutOfMemoryError: CUDA out of memory.",
         "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",

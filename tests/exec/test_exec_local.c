@@ -354,8 +354,7 @@ static void test_cancel_stops_with_trap(void **state)
 {
     fx *f = *state;
     const char *argv[] = {"/bin/sh", "-c",
-                          "trap 'echo checkpoint saved; exit 143' TERM; echo ready; "
-                          "while :; do sleep 0.02; done"};
+                          "trap 'echo checkpoint saved; exit 143' TERM; echo ready; while :; do sleep 0.02; done"};
     run r;
     memset(&r, 0, sizeof r);
     char err[512];
