@@ -509,7 +509,9 @@ void op_reconcile(struct op *o, const char *key, bool restoring)
 static void phase_event(struct op *o, op_obj *r, const json_t *st)
 {
     const char *phase = jstr(st, "phase");
-    if (!phase) return;
+    /* Starting and Stopping last seconds: their events would double the
+     * API writes of a burst for little a reader learns */
+    if (!phase || strcmp(phase, "Starting") == 0 || strcmp(phase, "Stopping") == 0) return;
     const char *msg = NULL;
     size_t i;
     json_t *c;
@@ -635,7 +637,9 @@ static void mark_changed(struct op *o, double wall)
 void op_status_pass(struct op *o, double now)
 {
     if (now < o->next_status) return;
-    o->next_status = now + 0.2;
+    /* one pass per statusInterval (writes are at most that often anyway) */
+    double every = o->k->op.status_interval;
+    o->next_status = now + (every < 0.05 ? 0.05 : every > 5 ? 5 : every);
     bool full = now >= o->next_full;
     if (full) {
         o->next_full = now + FULL_EVERY;
