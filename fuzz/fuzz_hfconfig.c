@@ -1,7 +1,7 @@
 /* fuzz_hfconfig.c: libFuzzer target for config.json parsing: any input is
  * rejected with a message or gives a config that passes its own checks and
  * survives a round trip through the writer. */
-#include "train/train.h"
+#include "hf/hf.h"
 
 #include <stdlib.h>
 #include <string.h>

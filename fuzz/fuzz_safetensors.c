@@ -1,7 +1,7 @@
 /* fuzz_safetensors.c: libFuzzer target for the safetensors reader. Any
  * input must be rejected with a message or parsed into tensors whose data
  * lies inside the buffer (every float tensor is read back). */
-#include "train/train.h"
+#include "hf/hf.h"
 
 #include <stdlib.h>
 #include <string.h>

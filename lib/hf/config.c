@@ -3,7 +3,7 @@
  * tr_config and written back. Defaults are those of the transformers config
  * classes; fields lathe does not use are ignored, fields it cannot honour
  * (another activation, another rope scaling) are errors naming the field. */
-#include "train.h"
+#include "hf/hf.h"
 
 #include <jansson.h>
 #include <math.h>

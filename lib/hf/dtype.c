@@ -1,6 +1,6 @@
 /* dtype.c: the element types of safetensors files and their conversion to
  * and from fp32 (BF16 and F16 by bit manipulation, round to nearest even). */
-#include "train.h"
+#include "hf/hf.h"
 
 #include <math.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  * hands out pointers into the mapping. A model may be split into shards
  * listed by model.safetensors.index.json ({"weight_map": {name: file}}).
  */
-#include "train.h"
+#include "hf/hf.h"
 
 #include <errno.h>
 #include <fcntl.h>
