@@ -53,7 +53,7 @@ n=$(kc get jobs -n team-a -o name | grep -c lathe-)
 # Job suspended, the trainer checkpointing): the new leader counts that
 # attempt as over, removes its Job and resumes from the checkpoint
 op_start 1
-CKPT_EVERY=3 cr_job paused team-b 60
+CKPT_EVERY=3 cr_job paused team-b 300 # long enough to be stopped mid-run
 kc apply -f "$T/cr-paused.yaml" > /dev/null 2>&1
 wait_phase team-b paused Running 120; check "a third job runs (leader replica 2)" $?
 has_ckpt() { [ -n "$(cr_field team-b paused .status.checkpoint.step)" ]; }
