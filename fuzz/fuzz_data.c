@@ -8,10 +8,9 @@
  * only in packed sequences; its iterator must hand out every sequence once per
  * epoch and resume exactly from a saved (and re-parsed) position. */
 #include "base/base.h"
-#include "train/chat.h"
+#include "tok/tok.h"
+#include "tok/tok_internal.h"
 #include "train/data.h"
-#include "train/tok_internal.h"
-#include "train/tokenizer.h"
 
 #include <jansson.h>
 #include <stdio.h>

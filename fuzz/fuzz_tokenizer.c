@@ -14,9 +14,8 @@
  * It stops on a crash, a sanitizer report, a leak, or a broken invariant.
  * The shared folder is $LATHE_SHARED_DIR, else found from this file's path. */
 #include "base/base.h"
-#include "train/chat.h"
-#include "train/tok_internal.h"
-#include "train/tokenizer.h"
+#include "tok/tok.h"
+#include "tok/tok_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 #include "cli.h"
 
 #include "base/base.h"
-#include "train/tokenizer.h"
+#include "tok/tok.h"
 #include "train/train.h"
 
 #include <errno.h>

@@ -4,9 +4,8 @@
 #include "cli.h"
 
 #include "base/base.h"
-#include "train/chat.h"
+#include "tok/tok.h"
 #include "train/data.h"
-#include "train/tokenizer.h"
 
 #include <errno.h>
 #include <jansson.h>

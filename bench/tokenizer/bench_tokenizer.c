@@ -10,8 +10,8 @@
  *   build/bench/bench_tokenizer [runs]     (default 3; best run reported)
  */
 #include "base/base.h"
-#include "train/tok_internal.h"
-#include "train/tokenizer.h"
+#include "tok/tok.h"
+#include "tok/tok_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

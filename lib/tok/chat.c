@@ -3,9 +3,9 @@
  * mask. Each render_* function follows its vendor template line by line
  * for conversations without tools (the Jinja sources are in
  * ../shared/tokenizers/chat-templates; docs/data.md has the rules). */
-#include "train/chat.h"
+#include "tok/chat.h"
 
-#include "train/unicode.h"
+#include "tok/unicode.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* chat.h: chat templates rendered in C, for the families lathe supports
+/* chat.h (part of tok.h): chat templates rendered in C, for the families lathe supports
  * (there is no general Jinja engine). Each family reproduces, character for
  * character, what its vendor's Jinja template renders for conversations of
  * system / user / assistant (and, for Qwen, tool) messages; docs/data.md
@@ -15,10 +15,10 @@
  * generation prompt, up to and including its end-of-turn token
  * (<|im_end|>, <|eot_id|>). Those spans become the loss mask.
  */
-#ifndef LATHE_TRAIN_CHAT_H
-#define LATHE_TRAIN_CHAT_H
+#ifndef LATHE_TOK_CHAT_H
+#define LATHE_TOK_CHAT_H
 
-#include "train/tokenizer.h"
+#include "tok/tokenizer.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,7 +7,7 @@
  * order Hugging Face's BPE applies (its heap orders by rank, then
  * position). Short words use a plain scan over an array of pair ranks;
  * long ones a binary heap over a linked list. */
-#include "train/tok_internal.h"
+#include "tok/tok_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * themselves; the other 68 bytes (0x00..0x20, 0x7F..0xA0, 0xAD), in
  * increasing order, are written as U+0100, U+0101, ... U+0143. So a space
  * is "Ġ" (U+0120) and a newline "Ċ" (U+010A). */
-#include "train/tok_internal.h"
+#include "tok/tok_internal.h"
 
 uint32_t tok_byte_to_cp(unsigned char b)
 {

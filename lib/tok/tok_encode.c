@@ -9,7 +9,7 @@
  *   5. ByteLevel adds the prefix space and its own regex split if asked;
  *   6. every piece goes through BPE (tok_bpe.c).
  * Decoding turns ids back into bytes and repairs invalid UTF-8 with U+FFFD. */
-#include "train/tok_internal.h"
+#include "tok/tok_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

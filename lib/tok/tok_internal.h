@@ -1,12 +1,12 @@
 /* tok_internal.h: what the tokenizer's source files share and nothing else
  * includes (tests excepted): the tokenizer struct, the regex matcher
  * (tok_regex.c), the byte-level mapping (tok_bytes.c), the BPE core and its
- * hash maps (tok_bpe.c). tokenizer.h is the public side. */
-#ifndef LATHE_TRAIN_TOK_INTERNAL_H
-#define LATHE_TRAIN_TOK_INTERNAL_H
+ * hash maps (tok_bpe.c). tok.h (tokenizer.h, chat.h) is the public side. */
+#ifndef LATHE_TOK_TOK_INTERNAL_H
+#define LATHE_TOK_TOK_INTERNAL_H
 
-#include "train/tokenizer.h"
-#include "train/unicode.h"
+#include "tok/tokenizer.h"
+#include "tok/unicode.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * tok_tokenizer: the BPE vocabulary and merges, added tokens, normaliser,
  * pre-tokenizer, post-processor and decoder, with an error naming the file
  * and the JSON field for anything malformed or unsupported. */
-#include "train/tok_internal.h"
+#include "tok/tok_internal.h"
 
 #include <jansson.h>
 #include <stdio.h>

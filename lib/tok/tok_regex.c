@@ -20,7 +20,7 @@
  * recursing, so the stack depth depends on the pattern, never on the text.
  * A step budget turns pathological backtracking into an error.
  */
-#include "train/tok_internal.h"
+#include "tok/tok_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* tokenizer.h: the trainer's tokenizer. Byte-level BPE exactly as Hugging
- * Face `tokenizers` runs it for Qwen2 / Qwen2.5 / Qwen3 and Llama 3, read
+/* tokenizer.h (part of tok.h): the tokenizer. Byte-level BPE exactly as
+ * Hugging Face `tokenizers` runs it for Qwen2 / Qwen2.5 / Qwen3 and Llama 3, read
  * from a `tokenizer.json` (plus `tokenizer_config.json` beside it for the
  * special-token names and the chat template).
  *
@@ -19,8 +19,8 @@
  * tok_encode updates the tokenizer's word cache, so one tokenizer must not
  * encode from two threads at once (load one per thread, or lock).
  */
-#ifndef LATHE_TRAIN_TOKENIZER_H
-#define LATHE_TRAIN_TOKENIZER_H
+#ifndef LATHE_TOK_TOKENIZER_H
+#define LATHE_TOK_TOKENIZER_H
 
 #include "base/base.h"
 

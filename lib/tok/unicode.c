@@ -1,7 +1,7 @@
 /* unicode.c: strict UTF-8 decoding and lossy repair, White_Space, Python's
  * isspace, categories, case folding and normalisation (utf8proc does the
  * tables). See unicode.h. */
-#include "train/unicode.h"
+#include "tok/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>

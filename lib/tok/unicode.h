@@ -2,9 +2,9 @@
  * need, on top of utf8proc: strict UTF-8 decoding, lossy repair, the
  * White_Space property, Python's str.isspace, general categories, simple
  * case folding and normalisation (NFC and friends) of a byte range.
- * Internal to the train part. */
-#ifndef LATHE_TRAIN_UNICODE_H
-#define LATHE_TRAIN_UNICODE_H
+ * Internal to the tok part (tok_*.c, chat.c). */
+#ifndef LATHE_TOK_UNICODE_H
+#define LATHE_TOK_UNICODE_H
 
 #include "base/base.h"
 

@@ -32,8 +32,7 @@
 #define LATHE_TRAIN_DATA_H
 
 #include "base/base.h"
-#include "train/chat.h"
-#include "train/tokenizer.h"
+#include "tok/tok.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,9 +5,8 @@
  * shuffling; its position (data_pos) is what checkpoints save. */
 #include "train.h"
 
-#include "train/chat.h"
+#include "tok/tok.h"
 #include "train/data.h"
-#include "train/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

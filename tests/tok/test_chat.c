@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "train/chat.h"
+#include "tok/tok.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "train/tok_internal.h"
-#include "train/tokenizer.h"
+#include "tok/tok.h"
+#include "tok/tok_internal.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "train/tok_internal.h"
+#include "tok/tok_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
