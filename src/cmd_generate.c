@@ -4,8 +4,8 @@
 #include "cli.h"
 
 #include "base/base.h"
+#include "nn/nn.h"
 #include "tok/tok.h"
-#include "train/train.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -128,7 +128,7 @@ static void gen_on_token(int32_t id, void *ud)
     fflush(stdout);
 }
 
-/* Re-executes `lathe CMD ARGS` with OMP_WAIT_POLICY=passive (see train.h). */
+/* Re-executes `lathe CMD ARGS` with OMP_WAIT_POLICY=passive (see nn/nn.h). */
 static void generate_passive_wait(int argc, char **argv)
 {
     char **full = xcalloc((size_t)argc + 2, sizeof *full);

@@ -4,8 +4,8 @@
 #include "cli.h"
 
 #include "base/base.h"
+#include "nn/nn.h"
 #include "tok/tok.h"
-#include "train/train.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -285,7 +285,7 @@ static int apply_job(train_args *a)
     return LT_EXIT_OK;
 }
 
-/* Re-executes `lathe CMD ARGS` with OMP_WAIT_POLICY=passive (see train.h). */
+/* Re-executes `lathe CMD ARGS` with OMP_WAIT_POLICY=passive (see nn/nn.h). */
 static void train_passive_wait(int argc, char **argv)
 {
     char **full = xcalloc((size_t)argc + 2, sizeof *full);

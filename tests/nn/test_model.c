@@ -2,7 +2,7 @@
  * ../shared/models/llama2c-260K-plctlab (logits of 8 positions to 1e-4, the
  * 64 greedy ids from BOS), in F32 and re-encoded as BF16; the KV-cache decoder
  * against the full forward; config.json parsing of each family. */
-#include "train/train.h"
+#include "nn/nn.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -5,7 +5,7 @@
  * biases 0; each tensor's values come
  * from (seed, tensor name) so they do not depend on the writing order. The
  * file is written one tensor at a time. */
-#include "train.h"
+#include "nn/nn.h"
 
 #include <errno.h>
 #include <stdio.h>

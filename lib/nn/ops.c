@@ -4,7 +4,7 @@
  * their gradient outputs unless they say "overwritten". Loops are parallel
  * over independent rows with a static schedule and no reductions across
  * threads, so results do not depend on timing (exact resume needs that). */
-#include "train.h"
+#include "nn/nn.h"
 
 #include <float.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * tensor in full fine-tuning) live in one fp32 buffer with a parallel
  * gradient buffer, each tensor named as PEFT / Hugging Face name it.
  * Also: target-module names, PEFT initialisation, adapter save / load. */
-#include "train.h"
+#include "nn/nn.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * stateless 64-bit hash for dropout masks, which gradient checkpointing must
  * be able to reproduce. Algorithms: Blackman & Vigna, "Scrambled linear
  * pseudorandom number generators" (2018); splitmix64 from Steele et al. */
-#include "train.h"
+#include "nn/nn.h"
 
 #include <math.h>
 

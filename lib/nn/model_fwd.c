@@ -10,7 +10,7 @@
  * with gradient checkpointing only the layer inputs are kept and each layer
  * is recomputed just before its backward pass.
  */
-#include "train.h"
+#include "nn/nn.h"
 
 #include <math.h>
 #include <stdlib.h>

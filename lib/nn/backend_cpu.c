@@ -2,7 +2,7 @@
  * weights stored as BF16 or F16 are converted to fp32 one tile of rows at a
  * time into a reusable workspace (about 4 MiB), so the frozen base model
  * never exists as a full fp32 copy. F32 weights are used in place. */
-#include "train.h"
+#include "nn/nn.h"
 
 #include <cblas.h>
 #include <omp.h>

@@ -1,6 +1,6 @@
 /* generate.c: text generation with the KV cache: greedy (temperature 0),
  * temperature sampling and nucleus (top-p) sampling. */
-#include "train.h"
+#include "nn/nn.h"
 
 #include <math.h>
 #include <stdlib.h>
