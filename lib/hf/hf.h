@@ -10,8 +10,8 @@
  * This part is the bottom of the model's stack: it depends on base only, and
  * lib/nn (the model), lib/train (the trainer) and serving read their files
  * through it. The names keep the tr_ / st_ prefixes they had inside
- * lib/train. (lib/model has its own, wider config.json reader for the
- * catalogue and the estimator; this one is the trainer's and the model's.)
+ * lib/train. (lib/model reads config.json on its own, for the catalogue and
+ * the estimator; this reader is the model's and the trainer's.)
  * PEFT adapter folders are the model's (lib/nn: tr_model_load_adapter).
  *
  * Errors: functions that can fail return false (or NULL) and write a message
