@@ -47,8 +47,8 @@ static void test_connections_above_fd_setsize(void **state)
         assert_int_equal(r.status, 200);
         hs_resp_free(&r);
     }
-    assert_int_equal(hs_kill(&h, SIGTERM), 0);
-    hs_rmdir(&h);
+    hs_finish(&h);
+    curl_global_cleanup();
 }
 
 int main(void)
