@@ -79,7 +79,6 @@ void op_owner_free(op_owner *w)
 /* ---- informers ---- */
 static void on_event(void *ud, k8s_event_type type, const json_t *obj)
 {
-    (void)type;
     op_watch *w = ud;
     struct op *o = w->o;
     const json_t *meta = json_object_get(obj, "metadata");
@@ -88,6 +87,8 @@ static void on_event(void *ud, k8s_event_type type, const json_t *obj)
     if (!name) return;
     char *key = xasprintf("%d|%s/%s", (int)(w - o->watches), ns ? ns : "", name);
     pthread_mutex_lock(&o->mu);
+    if (type == K8S_DELETED) json_object_del(o->seen, key);
+    else json_object_set_new(o->seen, key, json_true());
     if (o->n_pending == o->cap_pending) {
         o->cap_pending = o->cap_pending ? 2 * o->cap_pending : 64;
         o->pending = xrealloc(o->pending, o->cap_pending * sizeof *o->pending);
@@ -326,22 +327,6 @@ static void take_pending(struct op *o, char ***keys, size_t *n)
     pthread_mutex_unlock(&o->mu);
 }
 
-/* Keeps the set of keys the informers hold in step (also while standby). */
-static void note_keys(struct op *o, char **keys, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        int wi = atoi(keys[i]);
-        const char *slash = strchr(keys[i], '|') + 1;
-        const char *sep = strchr(slash, '/');
-        char *ns = xstrndup(slash, (size_t)(sep - slash));
-        json_t *obj = k8s_informer_get(o->watches[wi].inf, ns, sep + 1);
-        if (obj) json_object_set_new(o->seen, keys[i], json_true());
-        else json_object_del(o->seen, keys[i]);
-        json_decref(obj);
-        free(ns);
-    }
-}
-
 static int become_leader(struct op *o, char *err, size_t errsz)
 {
     srv *s = o->s;
@@ -354,16 +339,19 @@ static int become_leader(struct op *o, char *err, size_t errsz)
     if (!op_list_owned(o, err, errsz)) return LT_EXIT_UNAVAILABLE;
     char **keys;
     size_t n;
-    take_pending(o, &keys, &n);
-    note_keys(o, keys, n);
+    take_pending(o, &keys, &n); /* the rebuild reconciles every object anyway */
     str_list_free(keys, n);
+    pthread_mutex_lock(&o->mu);
+    json_t *all = json_copy(o->seen); /* the informers go on changing seen */
+    pthread_mutex_unlock(&o->mu);
     const char *key;
     json_t *v;
     size_t restored = 0;
-    json_object_foreach(o->seen, key, v) {
+    json_object_foreach(all, key, v) {
         op_reconcile(o, key, true);
         restored++;
     }
+    json_decref(all);
     json_decref(o->owned);
     o->owned = NULL;
     rc = srv_start_controller(s, err, errsz);
@@ -435,7 +423,6 @@ static void *op_main(void *arg)
         size_t n;
         check_cfg(o, now);
         take_pending(o, &keys, &n);
-        note_keys(o, keys, n);
         if (atomic_load(&o->s->active))
             for (size_t i = 0; i < n; i++) op_reconcile(o, keys[i], false);
         str_list_free(keys, n);

@@ -74,6 +74,12 @@ bool op_cluster_add(const spec_server *cfg, exec_backend *be, spec_cluster *c, c
 char *op_cluster_print(const spec_server *cfg, exec_backend *be, char *err, size_t errsz);
 
 /* ---- op_objects.c ---- */
+/* A string member of a JSON object, or NULL. */
+const char *op_jstr(const json_t *o, const char *key);
+/* A Kubernetes quantity of whole things (2, "2") in [0, max]; -1 when it
+ * is not one. */
+int op_quantity(const json_t *v, int max);
+
 typedef enum { OP_LORAJOB, OP_LORAEXP, OP_USERJOB } op_kind;
 
 /* The object as the spec loader reads it: apiVersion, kind, metadata

@@ -27,22 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *jstr(const json_t *o, const char *key)
-{
-    return json_string_value(json_object_get(o, key));
-}
-
-/* A quantity of whole GPUs ("8", 8); -1 when it is not one. */
-static int gpu_count(const json_t *v)
-{
-    if (json_is_integer(v)) return (int)json_integer_value(v);
-    const char *s = json_string_value(v);
-    if (!s || !*s) return -1;
-    char *end;
-    long n = strtol(s, &end, 10);
-    return *end || n < 0 || n > 1 << 20 ? -1 : (int)n;
-}
-
 /* The namespace's GPU quota from its ResourceQuotas; -1 = none. */
 static int namespace_quota(k8s_client *cl, const spec_k8s *k, const char *ns, char *err,
                            size_t errsz)
@@ -61,12 +45,12 @@ static int namespace_quota(k8s_client *cl, const spec_k8s *k, const char *ns, ch
     json_t *rq;
     json_array_foreach(items, i, rq) {
         const json_t *labels = json_object_get(json_object_get(rq, "metadata"), "labels");
-        const char *by = jstr(labels, K8S_LABEL_MANAGED);
+        const char *by = op_jstr(labels, K8S_LABEL_MANAGED);
         if (by && strcmp(by, "lathe") == 0) continue;
         const json_t *hard = json_object_get(json_object_get(rq, "spec"), "hard");
         const char *keys[] = {req, k->gpu_resource};
         for (size_t j = 0; j < 2; j++) {
-            int n = gpu_count(json_object_get(hard, keys[j]));
+            int n = op_quantity(json_object_get(hard, keys[j]), 1 << 20);
             if (n >= 0 && (quota < 0 || n < quota)) quota = n;
         }
     }
@@ -111,9 +95,9 @@ static bool add_priority_classes(k8s_client *cl, spec_cluster *c, sb *print, cha
     size_t i;
     json_t *pc;
     json_array_foreach(items, i, pc) {
-        const char *name = jstr(json_object_get(pc, "metadata"), "name");
+        const char *name = op_jstr(json_object_get(pc, "metadata"), "name");
         if (!name || str_starts_with(name, "system-")) continue;
-        const char *policy = jstr(pc, "preemptionPolicy");
+        const char *policy = op_jstr(pc, "preemptionPolicy");
         sb_printf(print, "pc %s %lld %s %d\n", name,
                   (long long)json_integer_value(json_object_get(pc, "value")),
                   policy ? policy : "", json_is_true(json_object_get(pc, "globalDefault")));
@@ -127,7 +111,7 @@ static bool add_priority_classes(k8s_client *cl, spec_cluster *c, sb *print, cha
         p->preempt_lower = !policy || strcmp(policy, "Never") != 0;
         p->global_default = !has_default && json_is_true(json_object_get(pc, "globalDefault"));
         has_default = has_default || p->global_default;
-        if (jstr(pc, "description")) p->description = xstrdup(jstr(pc, "description"));
+        if (op_jstr(pc, "description")) p->description = xstrdup(op_jstr(pc, "description"));
     }
     json_decref(items);
     return true;

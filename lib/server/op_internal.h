@@ -46,7 +46,7 @@ struct op {
 
     pthread_t thread;
     bool thread_started;
-    pthread_mutex_t mu;     /* quit, pending, holder */
+    pthread_mutex_t mu;     /* quit, pending, holder, seen, cfg_changed, cfg_seen */
     pthread_cond_t cv;
     bool quit;
     char **pending;         /* keys whose object changed, to reconcile */
@@ -59,7 +59,8 @@ struct op {
     atomic_bool leading;
 
     /* the operator thread's own */
-    json_t *seen;           /* key -> true: every object the informers hold */
+    json_t *seen;           /* key -> true: every object the informers hold (under mu:
+                               their callbacks keep it) */
     json_t *objs;           /* key -> (op_obj *) as an integer */
     store *st;              /* its store handle (once leading) */
     json_t *owned;          /* rebuild only: "uid/job" -> the newest Job of that job */

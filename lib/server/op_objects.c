@@ -10,9 +10,22 @@
 #include <string.h>
 #include <time.h>
 
-static const char *jstr(const json_t *o, const char *key)
+const char *op_jstr(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
+}
+
+int op_quantity(const json_t *v, int max)
+{
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        return n < 0 || n > max ? -1 : (int)n;
+    }
+    const char *s = json_string_value(v);
+    if (!s || !*s) return -1;
+    char *end;
+    long n = strtol(s, &end, 10);
+    return *end || n < 0 || n > max ? -1 : (int)n;
 }
 
 /* ---- objects -> the spec loader ---- */
@@ -56,20 +69,6 @@ char *op_diags_message(const diag_list *d)
 }
 
 /* ---- a user's own Job -> a lathe job ---- */
-/* A quantity as a whole count ("2", 2); -1 when it is not one. */
-static int count_of(const json_t *v)
-{
-    if (json_is_integer(v)) {
-        json_int_t n = json_integer_value(v);
-        return n < 0 || n > 4096 ? -1 : (int)n;
-    }
-    const char *s = json_string_value(v);
-    if (!s || !*s) return -1;
-    char *end;
-    long n = strtol(s, &end, 10);
-    return *end || n < 0 || n > 4096 ? -1 : (int)n;
-}
-
 /* The lathe GPU type a product label's value names: the type whose
  * product it is, else the type of that name; -1 when none. */
 static int type_of_product(const srv_cluster *c, const char *product)
@@ -111,8 +110,8 @@ char *op_userjob_yaml(const json_t *job, const srv_cluster *c, const spec_k8s *k
         return NULL;
     }
     const json_t *res = json_object_get(ctr, "resources");
-    int gpus = count_of(json_object_get(json_object_get(res, "limits"), k->gpu_resource));
-    if (gpus < 0) gpus = count_of(json_object_get(json_object_get(res, "requests"), k->gpu_resource));
+    int gpus = op_quantity(json_object_get(json_object_get(res, "limits"), k->gpu_resource), 4096);
+    if (gpus < 0) gpus = op_quantity(json_object_get(json_object_get(res, "requests"), k->gpu_resource), 4096);
     if (gpus <= 0 && !c->cpu_mode) {
         snprintf(why, whysz,
                  "the Job's first container asks for no %s: a Job without GPUs needs no GPU "
@@ -120,7 +119,7 @@ char *op_userjob_yaml(const json_t *job, const srv_cluster *c, const spec_k8s *k
                  k->gpu_resource, K8S_LABEL_QUEUE, k->gpu_resource);
         return NULL;
     }
-    const char *product = jstr(json_object_get(pod, "nodeSelector"), k->gpu_product_label);
+    const char *product = op_jstr(json_object_get(pod, "nodeSelector"), k->gpu_product_label);
     int type = -1;
     if (!c->cpu_mode) {
         type = product ? type_of_product(c, product) : 0;
@@ -138,12 +137,12 @@ char *op_userjob_yaml(const json_t *job, const srv_cluster *c, const spec_k8s *k
     json_array_foreach(json_object_get(ctr, "args"), i, v) json_array_append(cmd, v);
     if (json_array_size(cmd) == 0) json_array_append_new(cmd, json_string("(the image's entrypoint)"));
     const json_t *annot = json_object_get(meta, "annotations");
-    const char *model = jstr(annot, "lathe.dev/base-model"), *data = jstr(annot, "lathe.dev/dataset");
+    const char *model = op_jstr(annot, "lathe.dev/base-model"), *data = op_jstr(annot, "lathe.dev/dataset");
     json_t *body = json_pack("{s:{s:s}, s:{s:s}, s:{s:o}}", "baseModel", "name",
-                             model ? model : jstr(meta, "name"), "trainingData", "datasetPath",
+                             model ? model : op_jstr(meta, "name"), "trainingData", "datasetPath",
                              data ? data : "(inside the Job)", "trainer", "command", cmd);
-    if (jstr(ctr, "image")) json_object_set(json_object_get(body, "trainer"), "image", json_object_get(ctr, "image"));
-    if (jstr(pod, "priorityClassName"))
+    if (op_jstr(ctr, "image")) json_object_set(json_object_get(body, "trainer"), "image", json_object_get(ctr, "image"));
+    if (op_jstr(pod, "priorityClassName"))
         json_object_set(body, "priorityClassName", json_object_get(pod, "priorityClassName"));
     json_t *r = json_object();
     if (gpus > 0) {
@@ -194,22 +193,10 @@ bool op_phase_parse(const char *phase, store_state *out)
     return false;
 }
 
-/* RFC 3339 in UTC, seconds (what metav1.Time holds). */
-static json_t *time_json(double t)
-{
-    if (t <= 0) return NULL;
-    time_t s = (time_t)t;
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    char buf[32];
-    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return json_string(buf);
-}
-
+/* RFC 3339 in UTC, seconds (what metav1.Time holds): srv_json_time's. */
 static void set_time(json_t *o, const char *key, double t)
 {
-    json_t *v = time_json(t);
-    if (v) json_object_set_new(o, key, v);
+    if (t > 0) json_object_set_new(o, key, srv_json_time(t));
 }
 
 static void set_num(json_t *o, const char *key, double v)
@@ -223,8 +210,7 @@ static json_t *condition(const char *type, bool on, const char *reason, const ch
     json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:I}", "type", type, "status",
                           on ? "True" : "False", "reason", reason, "message",
                           message ? message : "", "observedGeneration", (json_int_t)generation);
-    json_t *t = time_json(at > 0 ? at : 1);
-    json_object_set_new(c, "lastTransitionTime", t);
+    json_object_set_new(c, "lastTransitionTime", srv_json_time(at > 0 ? at : 1));
     return c;
 }
 
@@ -246,13 +232,13 @@ static json_t *placement_status(const char *placement_json)
             gpus += (int)json_array_size(json_object_get(n, "gpus"));
         }
     } else {
-        if (jstr(p, "node")) json_array_append(nodes, json_object_get(p, "node"));
+        if (op_jstr(p, "node")) json_array_append(nodes, json_object_get(p, "node"));
         gpus = (int)json_array_size(json_object_get(p, "gpus"));
     }
-    if (jstr(p, "node")) json_object_set(out, "node", json_object_get(p, "node"));
+    if (op_jstr(p, "node")) json_object_set(out, "node", json_object_get(p, "node"));
     json_object_set_new(out, "nodes", nodes);
     json_object_set_new(out, "gpus", json_integer(gpus));
-    if (jstr(p, "gpu_type")) json_object_set(out, "gpuType", json_object_get(p, "gpu_type"));
+    if (op_jstr(p, "gpu_type")) json_object_set(out, "gpuType", json_object_get(p, "gpu_type"));
     json_decref(p);
     return out;
 }

@@ -32,14 +32,10 @@
 
 #define ANNOT_INVALID "lathe.dev/invalid"
 
-static const char *jstr(const json_t *o, const char *key)
-{
-    return json_string_value(json_object_get(o, key));
-}
 
 static const char *meta_str(const json_t *obj, const char *key)
 {
-    return jstr(json_object_get(obj, "metadata"), key);
+    return op_jstr(json_object_get(obj, "metadata"), key);
 }
 
 static double wall_now(void)
@@ -128,7 +124,7 @@ static store_rc op_write(void *ctx, store_write_fn fn, void *arg)
 
 static json_int_t label_int(const json_t *obj, const char *label)
 {
-    const char *v = jstr(json_object_get(json_object_get(obj, "metadata"), "labels"), label);
+    const char *v = op_jstr(json_object_get(json_object_get(obj, "metadata"), "labels"), label);
     return v ? strtoll(v, NULL, 10) : 0;
 }
 
@@ -140,7 +136,7 @@ static const json_t *job_status(const restore_in *in, const char *name)
     size_t i;
     json_t *it;
     json_array_foreach(json_object_get(st, "items"), i, it)
-        if (jstr(it, "name") && strcmp(jstr(it, "name"), name) == 0) return it;
+        if (op_jstr(it, "name") && strcmp(op_jstr(it, "name"), name) == 0) return it;
     return NULL;
 }
 
@@ -178,7 +174,7 @@ static store_rc running_attempt(const restore_in *in, store *st, const store_job
     if (!p) return STORE_INVALID;
     char *gpus = json_dumps(json_object_get(p, "gpus"), JSON_COMPACT);
     int number = 0;
-    store_rc rc = store_attempt_add(st, j->id, jstr(p, "node"), gpus, &number);
+    store_rc rc = store_attempt_add(st, j->id, op_jstr(p, "node"), gpus, &number);
     free(gpus);
     json_decref(p);
     if (rc != STORE_OK) return rc;
@@ -192,7 +188,7 @@ static store_rc running_attempt(const restore_in *in, store *st, const store_job
     q.cluster.name = j->name;
     if (in->w->kind == OP_USERJOB) q.cluster.adopt = meta_str(in->obj, "name");
     const json_t *status = json_object_get(kjob, "status");
-    double started = parse_time(jstr(status, "startTime"));
+    double started = parse_time(op_jstr(status, "startTime"));
     char *handle = exec_k8s_adopt_handle(in->o->s->be, &q, started > 0 ? started : wall_now());
     char att[32];
     snprintf(att, sizeof att, "attempt-%d", number);
@@ -224,8 +220,8 @@ static store_rc restore_fields(store *st, int64_t id, const json_t *status)
     if (json_is_integer(json_object_get(ck, "step"))) {
         upd.set |= STORE_SET_CHECKPOINT;
         upd.checkpoint_step = json_integer_value(json_object_get(ck, "step"));
-        upd.checkpoint_path = jstr(ck, "path");
-        upd.checkpoint_at = parse_time(jstr(ck, "time"));
+        upd.checkpoint_path = op_jstr(ck, "path");
+        upd.checkpoint_at = parse_time(op_jstr(ck, "time"));
     }
     if (json_is_number(json_object_get(status, "gpuHours"))) {
         upd.set |= STORE_SET_USAGE;
@@ -246,10 +242,10 @@ static store_rc restore_job(const restore_in *in, store *st, int64_t id)
     int a = 0;
     const json_t *kjob = newest_job(in, j.name, &a);
     const json_t *kmeta = json_object_get(kjob, "metadata");
-    const char *placement = jstr(json_object_get(kmeta, "annotations"), K8S_ANNOT_PLACEMENT);
+    const char *placement = op_jstr(json_object_get(kmeta, "annotations"), K8S_ANNOT_PLACEMENT);
     bool admitted = kjob && placement && !json_is_true(json_object_get(json_object_get(kjob, "spec"), "suspend"));
     store_state final;
-    bool is_final = op_phase_parse(jstr(status, "phase"), &final) && store_state_final(final);
+    bool is_final = op_phase_parse(op_jstr(status, "phase"), &final) && store_state_final(final);
     rc = restore_fields(st, id, status);
     if (rc == STORE_OK && admitted && a > 0 && !(is_final && done >= a)) {
         rc = finished_attempts(st, id, a - 1);
@@ -260,7 +256,7 @@ static store_rc restore_job(const restore_in *in, store *st, int64_t id)
         snprintf(msg, sizeof msg, "restored from the Kubernetes API: %s",
                  op_phase_name(final));
         store_event ev = {.actor = "operator", .type = "restored", .message = msg};
-        const char *why = jstr(status, "exitReason");
+        const char *why = op_jstr(status, "exitReason");
         store_job_update upd = {.set = STORE_SET_EXIT | STORE_SET_WAIT_REASON, .exit_code = -1,
                                 .exit_reason = why ? why : "restored"};
         if (rc == STORE_OK) rc = store_job_transition(st, id, STORE_QUEUED, final, &upd, &ev, NULL);
@@ -349,7 +345,7 @@ static bool userjob_queued(const json_t *job, bool restoring)
     const json_t *annot = json_object_get(json_object_get(job, "metadata"), "annotations");
     if (json_object_get(annot, ANNOT_INVALID)) return false; /* refused before: leave it be */
     if (json_is_true(json_object_get(json_object_get(job, "spec"), "suspend"))) return true;
-    return restoring && jstr(annot, K8S_ANNOT_PLACEMENT);
+    return restoring && op_jstr(annot, K8S_ANNOT_PLACEMENT);
 }
 
 static void submit(struct op *o, op_obj *r, const json_t *obj, bool restoring)
@@ -508,7 +504,7 @@ void op_reconcile(struct op *o, const char *key, bool restoring)
  * logged, never retried (events are best effort in Kubernetes too). */
 static void phase_event(struct op *o, op_obj *r, const json_t *st)
 {
-    const char *phase = jstr(st, "phase");
+    const char *phase = op_jstr(st, "phase");
     /* Starting and Stopping last seconds: their events would double the
      * API writes of a burst for little a reader learns */
     if (!phase || strcmp(phase, "Starting") == 0 || strcmp(phase, "Stopping") == 0) return;
@@ -516,18 +512,15 @@ static void phase_event(struct op *o, op_obj *r, const json_t *st)
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(st, "conditions"), i, c)
-        if (strcmp(jstr(c, "status") ? jstr(c, "status") : "", "True") == 0 && jstr(c, "message") &&
-            *jstr(c, "message"))
-            msg = jstr(c, "message");
+        if (strcmp(op_jstr(c, "status") ? op_jstr(c, "status") : "", "True") == 0 && op_jstr(c, "message") &&
+            *op_jstr(c, "message"))
+            msg = op_jstr(c, "message");
     bool bad = strcmp(phase, "Invalid") == 0 || strcmp(phase, "Failed") == 0 ||
                strcmp(phase, "TimedOut") == 0;
     char text[1024];
     snprintf(text, sizeof text, "%s", msg ? msg : phase);
-    char when[32];
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_t *when_j = srv_json_time(wall_now());
+    const char *when = json_string_value(when_j);
     char gen[300];
     snprintf(gen, sizeof gen, "%s.", r->name);
     json_t *ev = json_pack(
@@ -539,6 +532,7 @@ static void phase_event(struct op *o, op_obj *r, const json_t *st)
         bad ? "Warning" : "Normal", "source", "component", "lathe", "firstTimestamp", when,
         "lastTimestamp", when, "count", 1, "reportingComponent", "lathe", "reportingInstance",
         o->identity);
+    json_decref(when_j);
     k8s_ref ref = {.api = "v1", .resource = "events", .ns = r->ns, .name = r->name};
     k8s_error e;
     if (k8s_create(o->cl, &ref, ev, NULL, &e) != K8S_OK)
@@ -575,7 +569,7 @@ static bool write_status(struct op *o, op_obj *r, json_t *st, double now)
     json_decref(patch);
     if (rc == K8S_OK || rc == K8S_E_NOT_FOUND) {
         json_t *was = r->last_status ? json_loads(r->last_status, 0, NULL) : NULL;
-        const char *before = jstr(was, "phase"), *now_phase = jstr(st, "phase");
+        const char *before = op_jstr(was, "phase"), *now_phase = op_jstr(st, "phase");
         if (rc == K8S_OK && now_phase && (!before || strcmp(before, now_phase) != 0))
             phase_event(o, r, st);
         json_decref(was);
@@ -686,7 +680,7 @@ bool op_list_owned(struct op *o, char *err, size_t errsz)
         json_t *job;
         json_array_foreach(items, i, job) {
             const json_t *labels = json_object_get(json_object_get(job, "metadata"), "labels");
-            const char *uid = jstr(labels, K8S_LABEL_OWNER_UID), *name = jstr(labels, K8S_LABEL_JOB);
+            const char *uid = op_jstr(labels, K8S_LABEL_OWNER_UID), *name = op_jstr(labels, K8S_LABEL_JOB);
             if (!uid || !name) continue;
             char *key = xasprintf("%s/%s", uid, name);
             const json_t *have = json_object_get(o->owned, key);
