@@ -10,31 +10,7 @@
 
 k8s_start
 op_setup
-cat > "$T/cluster.yaml" <<'EOF2'
-apiVersion: lathe/v1
-kind: Cluster
-metadata:
-  name: k8s-test
-spec:
-  gpuTypes:
-    - name: L4-24GB
-      memory: 24Gi
-      pricePerHour: 0.80
-  teams:
-    - name: team-a
-      quota: {L4-24GB: 2}
-EOF2
-cat > "$T/rq.yaml" <<'EOF2'
-apiVersion: v1
-kind: ResourceQuota
-metadata:
-  name: gpus
-  namespace: team-b
-spec:
-  hard:
-    requests.nvidia.com/gpu: "1"
-EOF2
-kc apply -f "$T/rq.yaml" > /dev/null 2>&1; check "team-b's ResourceQuota: 1 GPU" $?
+op_team_b_from_api; check "team-b's ResourceQuota: 1 GPU" $?
 op_start 1
 wait_for 60 op_ready 1; check "the operator leads" $?
 EXTRA="  resources:

@@ -16,32 +16,7 @@ EOF2
 k8s_start "$T/one-node.json"
 op_setup
 # the Cluster file keeps team-a only and no priority class: the rest is the API's
-cat > "$T/cluster.yaml" <<'EOF2'
-apiVersion: lathe/v1
-kind: Cluster
-metadata:
-  name: k8s-test
-spec:
-  gpuTypes:
-    - name: L4-24GB
-      memory: 24Gi
-      pricePerHour: 0.80
-  teams:
-    - name: team-a
-      quota: {L4-24GB: 2}
-      borrowingLimit: {L4-24GB: 1}
-EOF2
-cat > "$T/rq.yaml" <<'EOF2'
-apiVersion: v1
-kind: ResourceQuota
-metadata:
-  name: gpus
-  namespace: team-b
-spec:
-  hard:
-    requests.nvidia.com/gpu: "1"
-EOF2
-kc apply -f "$T/rq.yaml" > /dev/null 2>&1; check "a ResourceQuota of 1 GPU in team-b" $?
+op_team_b_from_api; check "a ResourceQuota of 1 GPU in team-b" $?
 op_start 1
 wait_for 60 op_ready 1; check "the operator leads" $?
 export LATHE_SERVER; LATHE_SERVER=$(cat "$T/data-1/server.addr")

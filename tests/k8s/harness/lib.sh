@@ -77,8 +77,9 @@ default_nodes() {
 EOF
 }
 
-# The cluster: teams a (quota 2) and b (quota 2, may borrow 1), an urgent
-# priority class.
+# The cluster: teams a (quota 2) and b (quota 2, each may borrow 1), an
+# urgent priority class. `write_cluster team-a-only`: team a alone and no
+# priority class (operator mode then takes the rest from the API).
 write_cluster() {
     cat > "$T/cluster.yaml" <<'EOF'
 apiVersion: lathe/v1
@@ -94,6 +95,9 @@ spec:
     - name: team-a
       quota: {L4-24GB: 2}
       borrowingLimit: {L4-24GB: 1}
+EOF
+    [ "${1:-}" = team-a-only ] && return 0
+    cat >> "$T/cluster.yaml" <<'EOF'
     - name: team-b
       quota: {L4-24GB: 2}
       borrowingLimit: {L4-24GB: 1}
@@ -261,6 +265,23 @@ print(yaml.safe_dump_all([o for o in items if o["kind"] == "CustomResourceDefini
     kc create namespace lathe-system > /dev/null 2>&1
     for r in 1 2; do op_config "$r"; done
     trap 'op_kill 1; op_kill 2; cleanup' EXIT
+}
+
+# op_team_b_from_api: the Cluster file keeps team-a only, and team-b's
+# quota is a ResourceQuota "gpus" of 1 GPU, applied with kubectl.
+op_team_b_from_api() {
+    write_cluster team-a-only
+    cat > "$T/rq.yaml" <<'EOF2'
+apiVersion: v1
+kind: ResourceQuota
+metadata:
+  name: gpus
+  namespace: team-b
+spec:
+  hard:
+    requests.nvidia.com/gpu: "1"
+EOF2
+    kc apply -f "$T/rq.yaml" > /dev/null 2>&1
 }
 
 op_config() {
