@@ -26,6 +26,8 @@
 #include "client/client.h"
 #include "k8s/k8s.h"
 
+#include "bench_k8s_common.h"
+
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
@@ -51,34 +53,12 @@ typedef struct opts {
     bool keep;
 } opts;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static double cpu_self(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
            ru.ru_stime.tv_usec * 1e-6;
-}
-
-static double cpu_of(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    char err[128];
-    size_t len;
-    char *t = file_read_all(path, 1 << 16, &len, err, sizeof err);
-    if (!t) return -1;
-    char *p = strrchr(t, ')');
-    unsigned long ut = 0, st = 0;
-    if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-    free(t);
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* CPU seconds of the threads of pid whose name starts with one of the
@@ -111,42 +91,6 @@ static double cpu_threads(pid_t pid, const char *const *prefixes, size_t n)
     }
     closedir(d);
     return total;
-}
-
-static pid_t spawn(char *const argv[], const char *log)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-static char *wait_file(const char *path, double secs)
-{
-    double end = now_s() + secs;
-    while (now_s() < end) {
-        char err[128];
-        size_t len;
-        char *t = file_read_all(path, 1 << 20, &len, err, sizeof err);
-        if (t && len > 0) {
-            while (len > 0 && (t[len - 1] == '\n' || t[len - 1] == ' ')) t[--len] = '\0';
-            return t;
-        }
-        free(t);
-        usleep(50000);
-    }
-    return NULL;
-}
-
-/* ---- the double's counters ---- */
-static size_t sink(char *p, size_t sz, size_t n, void *ud)
-{
-    sb_putn(ud, p, sz * n);
-    return sz * n;
 }
 
 /* GET or POST a /_double/ path; the answer's JSON (NULL on failure). */
@@ -337,14 +281,6 @@ static void *submit_range(void *arg)
     return NULL;
 }
 
-static bool write_text(const char *dir, const char *name, const char *text)
-{
-    char *p = path_join(dir, name);
-    int e = file_write_atomic(p, text, strlen(text));
-    free(p);
-    return e == 0;
-}
-
 static int run_lathe(const opts *o, k8s_client *cl, const char *dir, double *cpu, double *ctl_cpu,
                      double *rpj, double c[2], double a[2], double *wall, long *admitted)
 {
@@ -447,25 +383,6 @@ static int run_lathe(const opts *o, k8s_client *cl, const char *dir, double *cpu
 }
 
 /* ---- one API double, in a folder of its own ---- */
-typedef struct dbl_proc {
-    char *dir;
-    pid_t pid;
-    k8s_config kc;
-    k8s_client *cl;
-} dbl_proc;
-
-static void dbl_stop(dbl_proc *d)
-{
-    k8s_client_free(d->cl);
-    if (d->cl) k8s_config_free(&d->kc);
-    if (d->pid > 0) {
-        kill(d->pid, SIGTERM);
-        waitpid(d->pid, NULL, 0);
-    }
-    free(d->dir);
-    memset(d, 0, sizeof *d);
-}
-
 /* The double in parent/name (kube/ inside), its client, the namespace. */
 static bool dbl_start(const char *parent, const char *name, const char *nodesf, const opts *o,
                       dbl_proc *d)

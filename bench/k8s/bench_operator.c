@@ -39,6 +39,8 @@
 #include "client/client.h"
 #include "k8s/k8s.h"
 
+#include "bench_k8s_common.h"
+
 #include <curl/curl.h>
 #include <ctype.h>
 #include <dirent.h>
@@ -69,69 +71,6 @@ enum { N_TEAMS = 4 };
 #define CR_API "training.example.com/v1"
 #define NAME_PREFIX "op-" /* every object's (and lathe job's) name: op-<index> */
 
-/* ---- small helpers (as bench_k8s.c has them) ---- */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* CPU seconds (user + system) of process pid, from /proc/PID/stat. */
-static double cpu_of(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    char err[128];
-    size_t len;
-    char *t = file_read_all(path, 1 << 16, &len, err, sizeof err);
-    if (!t) return -1;
-    char *p = strrchr(t, ')');
-    unsigned long ut = 0, st = 0;
-    if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-    free(t);
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static pid_t spawn(char *const argv[], const char *log)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* The file's text without trailing blanks once it is not empty; NULL
- * after secs. */
-static char *wait_file(const char *path, double secs)
-{
-    double end = now_s() + secs;
-    for (;;) {
-        char err[128];
-        size_t len;
-        char *t = file_read_all(path, 1 << 20, &len, err, sizeof err);
-        if (t && len > 0) {
-            while (len > 0 && (t[len - 1] == '\n' || t[len - 1] == ' ')) t[--len] = '\0';
-            return t;
-        }
-        free(t);
-        if (now_s() >= end) return NULL;
-        usleep(20000);
-    }
-}
-
-static bool write_text(const char *dir, const char *name, const char *text)
-{
-    char *p = path_join(dir, name);
-    int e = file_write_atomic(p, text, strlen(text));
-    free(p);
-    return e == 0;
-}
-
 /* How many file descriptors process pid holds open. */
 static long open_fds(pid_t pid)
 {
@@ -145,12 +84,6 @@ static long open_fds(pid_t pid)
         if (e->d_name[0] != '.') n++;
     closedir(d);
     return n;
-}
-
-static size_t sink(char *p, size_t sz, size_t n, void *ud)
-{
-    sb_putn(ud, p, sz * n);
-    return sz * n;
 }
 
 /* GET url (plain HTTP, lathe's own) on handle keep, whose connection
@@ -470,25 +403,6 @@ static bool wait_done(timing *t, long want, bool statuses)
 }
 
 /* ---- one API double, in a folder of its own ---- */
-typedef struct dbl_proc {
-    char *dir;
-    pid_t pid;
-    k8s_config kc;
-    k8s_client *cl; /* the bench's own: what it sends is taken off lathe's count */
-} dbl_proc;
-
-static void dbl_stop(dbl_proc *d)
-{
-    k8s_client_free(d->cl);
-    if (d->cl) k8s_config_free(&d->kc);
-    if (d->pid > 0) {
-        kill(d->pid, SIGTERM);
-        waitpid(d->pid, NULL, 0);
-    }
-    free(d->dir);
-    memset(d, 0, sizeof *d);
-}
-
 static bool create_namespace(k8s_client *cl, const char *name)
 {
     json_t *ns = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
