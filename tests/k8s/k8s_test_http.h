@@ -214,4 +214,71 @@ static void th_stop(th_server *t)
     free(t);
 }
 
+/* ---- the API double as a child process ---- */
+#include "k8s/k8s.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+/* Starts tests/k8s/kube-double in a new folder (tmpl for mkdtemp, kept in
+ * *dir) with the extra arguments (NULL-ended), its output in double.log
+ * there; waits for its ready file and loads its kubeconfig into *cfg.
+ * 1: skipped (no double or no /usr/bin/python3), 0: up, -1: it did not
+ * start. */
+static inline int th_double_start(const char *tmpl, const char *const *extra, pid_t *pid, char **dir,
+                                  k8s_config *cfg)
+{
+    char *exe = path_join(LATHE_SOURCE_DIR, "tests/k8s/kube-double");
+    if (!file_exists(exe) || !file_exists("/usr/bin/python3")) {
+        free(exe);
+        return 1;
+    }
+    *dir = xstrdup(tmpl);
+    if (!mkdtemp(*dir)) abort();
+    char ppid[32];
+    snprintf(ppid, sizeof ppid, "%d", (int)getpid());
+    char *log = path_join(*dir, "double.log");
+    *pid = fork();
+    if (*pid == 0) {
+        FILE *f = fopen(log, "w");
+        if (f) {
+            dup2(fileno(f), 1);
+            dup2(fileno(f), 2);
+        }
+        const char *argv[32] = {"/usr/bin/python3", exe, "--state", *dir, "--port", "0",
+                                "--parent-pid", ppid};
+        size_t n = 8;
+        for (size_t i = 0; extra && extra[i] && n < 31; i++) argv[n++] = extra[i];
+        argv[n] = NULL;
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    free(log);
+    free(exe);
+    char *ready = path_join(*dir, "ready");
+    double end = k8s_now_mono() + 60;
+    while (!file_exists(ready) && k8s_now_mono() < end) th_sleep(0.05);
+    bool up = file_exists(ready);
+    free(ready);
+    char *kc = path_join(*dir, "kubeconfig");
+    char err[1024];
+    bool ok = up && k8s_config_kubeconfig(cfg, kc, NULL, err, sizeof err);
+    if (!ok) fprintf(stderr, "the double did not start (%s)\n", up ? err : "no ready file");
+    free(kc);
+    return ok ? 0 : -1;
+}
+
+/* Stops the double (SIGTERM, reaped) and removes its folder. */
+static inline void th_double_stop(pid_t pid, char *dir)
+{
+    if (pid > 0) {
+        kill(pid, SIGTERM);
+        int st;
+        waitpid(pid, &st, 0);
+    }
+    char err[256];
+    if (dir) file_remove_tree(dir, err, sizeof err);
+    free(dir);
+}
+
 #endif

@@ -482,46 +482,17 @@ typedef struct dbl {
 
 static int double_setup(void **state)
 {
-    char *exe = path_join(LATHE_SOURCE_DIR, "tests/k8s/kube-double");
-    if (!file_exists(exe) || !file_exists("/usr/bin/python3")) {
-        free(exe);
+    static const char *const extra[] = {"--no-tls", "--kubelet", "none", NULL};
+    dbl *d = xcalloc(1, sizeof *d);
+    *state = d;
+    int up = th_double_start("/tmp/lathe-k8s-lease-XXXXXX", extra, &d->pid, &d->dir, &d->cfg);
+    if (up == 1) { /* no double here: the tests skip */
+        free(d);
         *state = NULL;
         return 0;
     }
-    dbl *d = xcalloc(1, sizeof *d);
-    d->dir = xstrdup("/tmp/lathe-k8s-lease-XXXXXX");
-    if (!mkdtemp(d->dir)) abort();
-    char ppid[32];
-    snprintf(ppid, sizeof ppid, "%d", (int)getpid());
-    char *log = path_join(d->dir, "double.log");
-    d->pid = fork();
-    if (d->pid == 0) {
-        FILE *f = fopen(log, "w");
-        if (f) {
-            dup2(fileno(f), 1);
-            dup2(fileno(f), 2);
-        }
-        char *argv[] = {"/usr/bin/python3", exe, "--state", d->dir, "--port", "0",
-                        "--parent-pid", ppid, "--no-tls", "--kubelet", "none", NULL};
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    free(log);
-    free(exe);
-    *state = d;
-    char *ready = path_join(d->dir, "ready");
-    double end = k8s_now_mono() + 60;
-    while (!file_exists(ready) && k8s_now_mono() < end) th_sleep(0.05);
-    bool up = file_exists(ready);
-    free(ready);
-    char *kc = path_join(d->dir, "kubeconfig");
+    if (up != 0) return -1;
     char err[1024];
-    if (!up || !k8s_config_kubeconfig(&d->cfg, kc, NULL, err, sizeof err)) {
-        fprintf(stderr, "the double did not start (%s)\n", up ? err : "no ready file");
-        free(kc);
-        return -1;
-    }
-    free(kc);
     d->cfg.max_retries = -1; /* a tick is one try: the outage test counts on it */
     d->cfg.timeout = 5;
     const char *colon = strrchr(d->cfg.server, ':');
@@ -547,14 +518,7 @@ static int double_teardown(void **state)
     if (!d) return 0;
     k8s_client_free(d->cl);
     k8s_config_free(&d->cfg);
-    if (d->pid > 0) {
-        kill(d->pid, SIGTERM);
-        int st;
-        waitpid(d->pid, &st, 0);
-    }
-    char err[256];
-    file_remove_tree(d->dir, err, sizeof err);
-    free(d->dir);
+    th_double_stop(d->pid, d->dir);
     free(d);
     return 0;
 }
