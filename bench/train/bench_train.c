@@ -14,6 +14,8 @@
  */
 #include "train/train.h"
 
+#include "../common/bench_model.h"
+
 #include <cblas.h>
 #include <jansson.h>
 #include <math.h>
@@ -68,25 +70,6 @@ static double sgemm_peak(void)
         free(c);
     }
     return best;
-}
-
-static tr_config bench_config(const bench_opts *o)
-{
-    tr_config c;
-    tr_preset_config("tiny", TR_ARCH_QWEN2, &c);
-    /* Qwen2.5-0.5B (its config.json): hidden 896, intermediate 4864, 24 layers,
-     * 14 heads, 2 kv heads, vocab 151936, tied embeddings, rope_theta 1e6 */
-    c.vocab = o->small ? 32000 : 151936;
-    c.dim = 896;
-    c.hidden = 4864;
-    c.n_layers = o->small ? 4 : 24;
-    c.n_heads = 14;
-    c.n_kv_heads = 2;
-    c.head_dim = 64;
-    c.max_pos = 32768;
-    c.rope_theta = 1000000.0;
-    c.tie_embeddings = true;
-    return c;
 }
 
 /* FLOPs of one LoRA step, the same count for both sides: forward linears
@@ -216,19 +199,14 @@ int main(int argc, char **argv)
     bench_opts o = {.threads = 2, .seq = 512, .rank = 16, .steps = 3, .dtype = TR_F32, .torch = true};
     if (parse(&o, argc, argv)) return 1;
     tr_set_threads(o.threads);
-    tr_config c = bench_config(&o);
+    tr_config c = bench_qwen_config(o.small);
     char *dir = o.model_dir ? xstrdup(o.model_dir)
                             : xasprintf("/tmp/lathe-bench-qwen2.5-0.5b%s-%s", o.small ? "-small" : "",
                                         o.dtype == TR_BF16 ? "bf16" : "f32");
     char err[1024];
-    tr_config have;
-    if (!tr_config_load(&have, dir, err, sizeof err) || have.vocab != c.vocab || have.dtype != o.dtype) {
-        printf("writing the random model to %s ...\n", dir);
-        fflush(stdout);
-        if (!tr_init_model(dir, &c, o.dtype, 1, err, sizeof err)) {
-            fprintf(stderr, "bench_train: %s\n", err);
-            return 1;
-        }
+    if (!bench_model_ready(dir, &c, o.dtype, err, sizeof err)) {
+        fprintf(stderr, "bench_train: %s\n", err);
+        return 1;
     }
     double peak = sgemm_peak();
     tr_backend *be = tr_backend_cpu_create(o.threads);
