@@ -438,6 +438,34 @@ bool tok_is_special(const tok_tokenizer *t, int32_t id)
     return known(t, id) && t->kind[id] == TOK_KIND_SPECIAL;
 }
 
+bool tok_is_added(const tok_tokenizer *t, int32_t id)
+{
+    return known(t, id) && t->kind[id] >= TOK_KIND_ADDED;
+}
+
+static int merge_by_rank(const void *a, const void *b)
+{
+    const tok_merge *x = a, *y = b;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+size_t tok_merges(const tok_tokenizer *t, int32_t *left, int32_t *right, size_t cap)
+{
+    size_t n = t->merges.count;
+    if (cap == 0 || n == 0) return n;
+    tok_merge *all = xmalloc(n * sizeof *all);
+    size_t k = 0;
+    for (size_t i = 0; i <= t->merges.mask && k < n; i++)
+        if (t->merges.slots[i].id >= 0) all[k++] = t->merges.slots[i];
+    qsort(all, k, sizeof *all, merge_by_rank);
+    for (size_t i = 0; i < k && i < cap; i++) {
+        left[i] = (int32_t)(uint32_t)(all[i].key >> 32);
+        right[i] = (int32_t)(uint32_t)all[i].key;
+    }
+    free(all);
+    return n;
+}
+
 int32_t tok_bos_id(const tok_tokenizer *t)
 {
     return t->bos;

@@ -125,6 +125,16 @@ const char *tok_eos_token(const tok_tokenizer *t);
  * (see chat.h for how it is used). */
 const char *tok_chat_template(const tok_tokenizer *t);
 
+/* Accessors for exporters (lib/export writes the vocabulary into GGUF):
+ * true when id is one of tokenizer.json's added_tokens, special or not. */
+bool tok_is_added(const tok_tokenizer *t, int32_t id);
+
+/* The BPE merges in rank order, as (left id, right id) pairs: fills up to
+ * cap pairs into left[] / right[] and returns how many merges there are
+ * (cap 0 only counts). A merge that a later duplicate in the file replaced
+ * appears once, at the later rank, as encode uses it. */
+size_t tok_merges(const tok_tokenizer *t, int32_t *left, int32_t *right, size_t cap);
+
 /* The file the tokenizer was loaded from (for messages). */
 const char *tok_source(const tok_tokenizer *t);
 
