@@ -110,7 +110,12 @@ typedef struct spec_job {
 
     struct {
         char *dataset_path; /* required */
-        char *eval_path;    /* may be NULL */
+        char *eval_path;    /* evalDatasetPath (or its alias evalPath): a file of
+                               evaluation records; may be NULL */
+        char *eval_path_alias; /* evalPath as written; merged into eval_path when
+                                  the job is resolved (then NULL) */
+        double eval_split;  /* evalSplit: the share of the training records held
+                               out for evaluation, in (0, 0.5); 0 = none */
         spec_data_format format;
         long samples;             /* 0 = unknown (count the file) */
         int batch_size;           /* the per-device micro batch; default 1 */
@@ -133,6 +138,9 @@ typedef struct spec_job {
         spec_optimizer optimizer;
         spec_toggle gradient_checkpointing;
         spec_toggle flash_attention;
+        long eval_steps;      /* evalSteps: steps between evaluations when the job
+                                 has an eval set; 0 = about 10 per run. The last
+                                 step is always evaluated */
     } hyperparams;
 
     struct {

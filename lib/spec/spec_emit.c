@@ -176,7 +176,9 @@ static void emit_data_and_hyper(sink *s, const spec_job *j)
 {
     s->map_begin(s, "trainingData");
     put_str(s, "datasetPath", j->training_data.dataset_path);
-    put_str(s, "evalPath", j->training_data.eval_path);
+    put_str(s, "evalDatasetPath", j->training_data.eval_path);
+    if (j->training_data.eval_split > 0)
+        s->num(s, "evalSplit", j->training_data.eval_split, NUM_PLAIN);
     s->str(s, "format", spec_enum_name(&spec_enum_data_format, (int)j->training_data.format));
     if (j->training_data.samples > 0) put_int(s, "samples", j->training_data.samples);
     put_int(s, "batchSize", j->training_data.batch_size);
@@ -198,6 +200,7 @@ static void emit_data_and_hyper(sink *s, const spec_job *j)
     s->str(s, "optimizer", spec_optimizer_name(j->hyperparams.optimizer));
     put_toggle(s, "gradientCheckpointing", j->hyperparams.gradient_checkpointing);
     put_toggle(s, "flashAttention", j->hyperparams.flash_attention);
+    if (j->hyperparams.eval_steps > 0) put_int(s, "evalSteps", j->hyperparams.eval_steps);
     s->map_end(s);
 }
 

@@ -81,6 +81,7 @@ spec_job *spec_job_clone(const spec_job *j)
     }
     c->training_data.dataset_path = dup_or_null(j->training_data.dataset_path);
     c->training_data.eval_path = dup_or_null(j->training_data.eval_path);
+    c->training_data.eval_path_alias = dup_or_null(j->training_data.eval_path_alias);
     c->hyperparams.lr_scheduler = dup_or_null(j->hyperparams.lr_scheduler);
     c->resources.gpu_type = dup_or_null(j->resources.gpu_type);
     c->checkpoint.storage_type = dup_or_null(j->checkpoint.storage_type);
@@ -109,6 +110,7 @@ void spec_job_free(spec_job *j)
     free(j->lora.pos_target_modules);
     free(j->training_data.dataset_path);
     free(j->training_data.eval_path);
+    free(j->training_data.eval_path_alias);
     free(j->hyperparams.lr_scheduler);
     free(j->resources.gpu_type);
     free(j->checkpoint.storage_type);
@@ -230,7 +232,12 @@ static const spec_schema quant_schema = SCHEMA(quant_fields);
 static const spec_field data_fields[] = {
     {.key = "datasetPath", .type = SF_STR, .off = J(training_data.dataset_path),
      .flags = SF_REQUIRED | SF_POS, .off_pos = J(training_data.pos_dataset_path)},
-    {.key = "evalPath", .type = SF_STR, .off = J(training_data.eval_path)},
+    {.key = "evalDatasetPath", .type = SF_STR, .off = J(training_data.eval_path)},
+    {.key = "evalPath", .type = SF_STR, .off = J(training_data.eval_path_alias),
+     .hint = "evalPath is the older name of evalDatasetPath"},
+    {.key = "evalSplit", .type = SF_DOUBLE, .off = J(training_data.eval_split),
+     .flags = SF_MIN | SF_MIN_EXCL | SF_MAX | SF_MAX_EXCL, .min = 0, .max = 0.5,
+     .hint = "the share of the records held out for evaluation, such as 0.05"},
     {.key = "format", .type = SF_ENUM, .off = J(training_data.format),
      .enm = &spec_enum_data_format},
     {.key = "samples", .type = SF_LONG, .off = J(training_data.samples),
@@ -267,6 +274,8 @@ static const spec_field hyper_fields[] = {
     {.key = "gradientCheckpointing", .type = SF_TOGGLE,
      .off = J(hyperparams.gradient_checkpointing)},
     {.key = "flashAttention", .type = SF_TOGGLE, .off = J(hyperparams.flash_attention)},
+    {.key = "evalSteps", .type = SF_LONG, .off = J(hyperparams.eval_steps), AT_LEAST(0),
+     .hint = "0 means about 10 evaluations per run; the last step is always evaluated"},
 };
 static const spec_schema hyper_schema = SCHEMA(hyper_fields);
 
@@ -547,6 +556,42 @@ static void check_misc(spec_dctx *c, const spec_ynode *body, spec_job *j)
     }
 }
 
+/* The eval set: evalDatasetPath or its older name evalPath (one file), or a
+ * held-out share evalSplit, not both; evalSteps wants one of them. */
+static void resolve_eval(spec_dctx *c, const spec_ynode *body, spec_job *j)
+{
+    char **path = &j->training_data.eval_path, **alias = &j->training_data.eval_path_alias;
+    if (*alias && *path && strcmp(*alias, *path) != 0) {
+        diag *x = report_at(c, DIAG_ERROR, body, "trainingData.evalPath",
+                            "trainingData.evalPath and trainingData.evalDatasetPath name "
+                            "different eval sets");
+        diag_set_expected(x, "one eval set (evalPath is the older name of evalDatasetPath)");
+        diag_set_found(x, "evalPath \"%s\", evalDatasetPath \"%s\"", *alias, *path);
+        diag_set_suggestion(x, "keep evalDatasetPath and drop evalPath");
+    } else if (*alias && !*path) {
+        *path = *alias;
+        *alias = NULL;
+    }
+    free(*alias);
+    *alias = NULL;
+    if (*path && j->training_data.eval_split > 0) {
+        diag *x = report_at(c, DIAG_ERROR, body, "trainingData.evalSplit",
+                            "the job names an eval file and a held-out share");
+        diag_set_expected(x, "evalDatasetPath or evalSplit, not both");
+        diag_set_found(x, "evalDatasetPath \"%s\", evalSplit %g", *path,
+                       j->training_data.eval_split);
+        diag_set_suggestion(x, "drop evalSplit to evaluate on %s, or drop evalDatasetPath to "
+                            "hold out a share of the training data", *path);
+    }
+    if (given(body, "hyperparams.evalSteps") && !*path && j->training_data.eval_split <= 0 &&
+        !bad(c, body, "trainingData.evalSplit")) {
+        diag *x = report_at(c, DIAG_WARNING, body, "hyperparams.evalSteps",
+                            "evalSteps is set but the job has no eval set: nothing is evaluated");
+        diag_set_suggestion(x, "add trainingData.evalDatasetPath (a file) or "
+                            "trainingData.evalSplit (a held-out share, such as 0.05)");
+    }
+}
+
 /* Defaults that depend on other fields, and checks across fields. */
 static void resolve_job(spec_dctx *c, const spec_ynode *body, spec_job *j)
 {
@@ -555,6 +600,7 @@ static void resolve_job(spec_dctx *c, const spec_ynode *body, spec_job *j)
     check_base_model(c, body, j);
     check_target_modules(c, j);
     check_misc(c, body, j);
+    resolve_eval(c, body, j);
     j->resources.given = given(body, "resources");
     if (!given(body, "team")) {
         free(j->team);

@@ -1,7 +1,9 @@
 /* test_spec_job.c: LoRATrainingJob loading: the seed article's file with
  * every value asserted, lathe/v1, defaults and the defaults that follow
  * other fields (alpha, method, bits, team), positions kept for the planner,
- * every error of a file reported, enum names, clone and free. */
+ * every error of a file reported, enum names, clone and free; the eval
+ * set's fields (evalDatasetPath and its older name evalPath, evalSplit,
+ * evalSteps) and their errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -317,6 +319,110 @@ static void test_extensions(void **state)
     diag_list_free(&d);
 }
 
+/* A job's text with a trainingData mapping of its own. */
+static char *eval_job(const char *data, const char *hyper)
+{
+    return xasprintf("apiVersion: lathe/v1\nkind: LoRATrainingJob\nmetadata: {name: m}\nspec:\n"
+                     "  baseModel: {name: Qwen2-7B}\n  trainingData: {datasetPath: /d%s}\n%s",
+                     data, hyper);
+}
+
+static void test_eval_fields(void **state)
+{
+    (void)state;
+    spec_file f;
+    diag_list d;
+    char *t = eval_job(", evalDatasetPath: /e.jsonl", "  hyperparams: {evalSteps: 25}\n");
+    spec_job *j = load_job(t, &f, &d);
+    free(t);
+    assert_string_equal(j->training_data.eval_path, "/e.jsonl");
+    assert_null(j->training_data.eval_path_alias);
+    assert_int_equal(j->hyperparams.eval_steps, 25);
+    spec_job *c = spec_job_clone(j);
+    assert_string_equal(c->training_data.eval_path, "/e.jsonl");
+    spec_job_free(c);
+    char *json = spec_job_to_json(j);
+    assert_non_null(strstr(json, "\"evalDatasetPath\": \"/e.jsonl\""));
+    assert_non_null(strstr(json, "\"evalSteps\": 25"));
+    assert_null(strstr(json, "\"evalPath\""));
+    free(json);
+    spec_file_free(&f);
+    diag_list_free(&d);
+
+    /* the older name is an alias; the same file under both names is fine */
+    t = eval_job(", evalPath: /old.jsonl", "");
+    j = load_job(t, &f, &d);
+    free(t);
+    assert_string_equal(j->training_data.eval_path, "/old.jsonl");
+    assert_int_equal(j->hyperparams.eval_steps, 0);
+    spec_file_free(&f);
+    diag_list_free(&d);
+    t = eval_job(", evalPath: /e, evalDatasetPath: /e", "");
+    j = load_job(t, &f, &d);
+    free(t);
+    assert_string_equal(j->training_data.eval_path, "/e");
+    spec_file_free(&f);
+    diag_list_free(&d);
+
+    t = eval_job(", evalSplit: 0.05", "");
+    j = load_job(t, &f, &d);
+    free(t);
+    assert_true(j->training_data.eval_split == 0.05);
+    assert_null(j->training_data.eval_path);
+    json = spec_job_to_json(j);
+    assert_non_null(strstr(json, "\"evalSplit\": 0.05"));
+    free(json);
+    spec_file_free(&f);
+    diag_list_free(&d);
+}
+
+static void test_eval_errors(void **state)
+{
+    (void)state;
+    diag_list d;
+    char *t = eval_job(", evalPath: /a, evalDatasetPath: /b", "");
+    assert_int_equal(load_errors(t, &d), 1);
+    free(t);
+    assert_true(has_diag(&d, "spec.trainingData.evalPath",
+                         "trainingData.evalPath and trainingData.evalDatasetPath name different"));
+    assert_true(has_diag(&d, "spec.trainingData.evalPath", "evalPath \"/a\", evalDatasetPath \"/b\""));
+    assert_true(has_diag(&d, NULL, "t.yaml:6:"));
+    diag_list_free(&d);
+
+    t = eval_job(", evalDatasetPath: /e, evalSplit: 0.1", "");
+    assert_int_equal(load_errors(t, &d), 1);
+    free(t);
+    assert_true(has_diag(&d, "spec.trainingData.evalSplit", "not both"));
+    diag_list_free(&d);
+
+    const char *bad[] = {"0", "0.5", "0.7", "-0.1", "x"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *data = xasprintf(", evalSplit: %s", bad[i]);
+        t = eval_job(data, "");
+        assert_int_equal(load_errors(t, &d), 1);
+        assert_true(has_diag(&d, "spec.trainingData.evalSplit", "evalSplit"));
+        free(data);
+        free(t);
+        diag_list_free(&d);
+    }
+
+    t = eval_job("", "  hyperparams: {evalSteps: -1}\n");
+    assert_int_equal(load_errors(t, &d), 1);
+    free(t);
+    assert_true(has_diag(&d, "spec.hyperparams.evalSteps", "found -1"));
+    diag_list_free(&d);
+
+    /* evalSteps without an eval set: a warning, the job still loads */
+    spec_file f;
+    t = eval_job("", "  hyperparams: {evalSteps: 10}\n");
+    load_job(t, &f, &d);
+    free(t);
+    assert_true(d.warnings == 1);
+    assert_true(has_diag(&d, "spec.hyperparams.evalSteps", "no eval set"));
+    spec_file_free(&f);
+    diag_list_free(&d);
+}
+
 /* Every error in a file is reported, not just the first. */
 static void test_every_error(void **state)
 {
@@ -423,7 +529,8 @@ int main(void)
         cmocka_unit_test(test_defaults),         cmocka_unit_test(test_dependent_defaults),
         cmocka_unit_test(test_extensions),       cmocka_unit_test(test_every_error),
         cmocka_unit_test(test_enum_names),       cmocka_unit_test(test_clone),
-        cmocka_unit_test(test_no_diag_list),
+        cmocka_unit_test(test_no_diag_list),     cmocka_unit_test(test_eval_fields),
+        cmocka_unit_test(test_eval_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
