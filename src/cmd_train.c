@@ -1,7 +1,8 @@
 /* cmd_train.c: `lathe train`, the built-in LoRA / full fine-tuning trainer.
  * Reads options from the command line, then the trainer-contract
  * environment (BASE_MODEL_PATH, DATASET_PATH, LORA_RANK, CHECKPOINT_DIR,
- * CHECKPOINT_INTERVAL), turns SIGTERM / SIGINT into "checkpoint and stop",
+ * CHECKPOINT_INTERVAL; EVAL_DATASET_PATH), opens the data and its eval set,
+ * turns SIGTERM / SIGINT into "checkpoint and stop",
  * and runs tr_train (lib/train). Owns the one piece of global state a signal
  * handler needs: the stop flag. */
 #include "cli.h"
@@ -35,6 +36,8 @@ typedef struct train_args {
     bool alpha_set, pack, skip_bad;
     spec_file spec; /* the job file, when given (owns the strings used) */
     bool have_spec;
+    tr_eval_opts eval; /* --eval-data / --eval-split (trainingData.evalDatasetPath / evalSplit) */
+    tr_eval_set eval_set;
 } train_args;
 
 static bool parse_long(const char *s, long lo, long hi, long *out)
@@ -64,6 +67,10 @@ static int apply_env(train_args *a)
     long n;
     if ((v = getenv("BASE_MODEL_PATH")) && *v) a->o.model_dir = v;
     if ((v = getenv("DATASET_PATH")) && *v) a->data = v;
+    if ((v = getenv("EVAL_DATASET_PATH")) && *v) {
+        a->eval.path = v;
+        a->eval.split = 0;
+    }
     if ((v = getenv("CHECKPOINT_DIR")) && *v) a->o.checkpoint_dir = v;
     if ((v = getenv("LORA_RANK")) && *v) {
         if (!parse_long(v, 1, 4096, &n))
@@ -100,6 +107,15 @@ static int apply_option(train_args *a, const char *opt, const char *val)
     else if (!strcmp(opt, "--tokenizer")) a->tokenizer = val;
     else if (!strcmp(opt, "--chat-template")) a->chat_template = val;
     else if (!strcmp(opt, "--checkpoint-dir")) o->checkpoint_dir = val;
+    else if (!strcmp(opt, "--eval-data")) { a->eval.path = val; a->eval.split = 0; }
+    else if (!strcmp(opt, "--eval-split")) {
+        if (!parse_double(val, 0, 0.5, &d) || d <= 0 || d >= 0.5)
+            return cli_usage_error("train", "--eval-split %s: expected a share above 0 and below 0.5, "
+                                   "such as 0.05", val);
+        a->eval.split = d;
+        a->eval.path = NULL;
+    }
+    else if (!strcmp(opt, "--eval-steps")) { NEED_LONG(0, 1000000000); o->eval_steps = n; }
     else if (!strcmp(opt, "--output")) o->output_dir = val;
     else if (!strcmp(opt, "--checkpoint-interval")) { NEED_LONG(0, 100000000); o->checkpoint_interval = (int)n; }
     else if (!strcmp(opt, "--keep")) { NEED_LONG(1, 1000000); o->keep_last = (int)n; }
@@ -191,20 +207,27 @@ static int parse_args(train_args *a, int argc, char **argv)
     return LT_EXIT_OK;
 }
 
-static int open_data(const train_args *a, tr_data *d)
+static int open_data(train_args *a, tr_data *d)
 {
     char err[1024];
     if (a->text) {
-        if (!tr_text_source_open(d, a->text, a->seq_len, a->byte_offset, a->o.seed, err, sizeof err)) {
+        if (!tr_text_source_open_eval(d, a->text, a->seq_len, a->byte_offset, a->o.seed, &a->eval,
+                                      &a->eval_set, err, sizeof err)) {
             fprintf(stderr, "lathe train: %s\n", err);
             return LT_EXIT_INVALID;
         }
+        if (a->eval_set.available)
+            printf("[lathe-train] eval set %s: %zu sequences, %zu kept (%ld tokens; at most %d "
+                   "sequences and %d tokens are evaluated)\n", a->eval_set.source,
+                   a->eval_set.available, a->eval_set.n, a->eval_set.tokens, TR_EVAL_MAX_SEQUENCES,
+                   TR_EVAL_MAX_TOKENS);
         return LT_EXIT_OK;
     }
     char *tok = a->tokenizer ? xstrdup(a->tokenizer) : path_join(a->o.model_dir, "tokenizer.json");
     tr_jsonl_opts jo = {.path = a->data, .tokenizer = tok, .chat_template = a->chat_template,
                         .seq_len = a->seq_len, .pack = a->pack, .skip_bad = a->skip_bad,
-                        .seed = a->o.seed};
+                        .seed = a->o.seed, .eval = a->eval,
+                        .eval_out = &a->eval_set};
     char *summary = NULL;
     bool ok = tr_jsonl_source_open(d, &jo, &summary, err, sizeof err);
     free(tok);
@@ -263,6 +286,9 @@ static int apply_job(train_args *a)
     }
     a->data = j->training_data.dataset_path;
     a->pack = j->training_data.packing;
+    a->eval.path = j->training_data.eval_path;
+    a->eval.split = j->training_data.eval_split;
+    o->eval_steps = j->hyperparams.eval_steps;
     o->batch_size = j->training_data.batch_size > 0 ? j->training_data.batch_size : 1;
     o->grad_accum = j->training_data.gradient_accumulation > 0 ? j->training_data.gradient_accumulation : 1;
     o->epochs = j->hyperparams.epochs > 0 ? j->hyperparams.epochs : 1;
@@ -307,6 +333,7 @@ static int train_run(int argc, char **argv)
     tr_data data;
     if (!rc) rc = open_data(&a, &data);
     if (rc) {
+        tr_eval_set_free(&a.eval_set);
         if (a.have_spec) spec_file_free(&a.spec);
         return rc;
     }
@@ -316,8 +343,10 @@ static int train_run(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    a.o.eval = &a.eval_set;
     rc = tr_train(&a.o, &data, &train_stop_flag, stdout);
     data.destroy(data.ctx);
+    tr_eval_set_free(&a.eval_set);
     if (a.have_spec) spec_file_free(&a.spec);
     return rc == -1 ? TRAIN_EXIT_STOPPED : rc;
 }
@@ -338,7 +367,7 @@ const cli_command cli_cmd_train = {
         "\n"
         "environment (the trainer contract; options win):\n"
         "  BASE_MODEL_PATH, DATASET_PATH, LORA_RANK, CHECKPOINT_DIR, CHECKPOINT_INTERVAL,\n"
-        "  LATHE_THREADS, LATHE_SPEC (the job file when none is given)\n"
+        "  EVAL_DATASET_PATH, LATHE_THREADS, LATHE_SPEC (the job file when none is given)\n"
         "\n"
         "model and data:\n"
         "  --model DIR              Hugging Face folder (config.json + safetensors)\n"
@@ -350,6 +379,11 @@ const cli_command cli_cmd_train = {
         "  --packing                pack records into full sequences\n"
         "  --skip-bad               skip malformed records (counted) instead of failing\n"
         "  --seq-len N              sequence length (default 512)\n"
+        "evaluation (a progress line's eval_loss; docs/trainer.md):\n"
+        "  --eval-data FILE         eval records (same form as the data), or EVAL_DATASET_PATH\n"
+        "  --eval-split X           hold out a share X (0 < X < 0.5) of the data instead\n"
+        "  --eval-steps N           steps between evaluations (default: about 10 per run; and\n"
+        "                           always the last step)\n"
         "LoRA:\n"
         "  --rank N (16)  --alpha A (2*rank)  --dropout P (0.05)  --rslora\n"
         "  --targets LIST           q_proj,v_proj (default), any of q k v o gate up down, all-linear\n"

@@ -3,9 +3,11 @@
  *   adapter_model.safetensors + adapter_config.json   the PEFT adapter
  *     (full fine-tuning: model.safetensors + config.json)
  *   optimizer.safetensors     AdamW moments, <param>.exp_avg / .exp_avg_sq
- *   trainer_state.json        step, data position, RNG, for an exact resume
+ *   trainer_state.json        step, data position, RNG, for an exact resume;
+ *                             the latest and best eval loss with their steps
  *   training_metadata.json    the seed's fields: global_step, epoch, loss,
- *                             timestamp, lora_rank
+ *                             timestamp, lora_rank; eval_loss, best_eval_loss
+ *                             and best_eval_step once evaluated
  * A folder is written under a hidden temporary name, every file fsync'd,
  * then renamed into place and the parent fsync'd: it is complete or absent.
  * The newest keep_last are kept. */
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +172,18 @@ static char *hex64(uint64_t v)
     return xasprintf("0x%016llx", (unsigned long long)v);
 }
 
+/* The eval fields (written once an evaluation ran): eval_loss and
+ * eval_step, best_eval_loss and best_eval_step. */
+static void add_eval(json_t *j, const tr_train_state *s)
+{
+    if (s->eval_step < 0) return;
+    json_object_set_new(j, "eval_loss", isfinite(s->eval_loss) ? json_real(s->eval_loss) : json_null());
+    json_object_set_new(j, "eval_step", json_integer((json_int_t)s->eval_step));
+    json_object_set_new(j, "best_eval_loss",
+                        isfinite(s->best_eval_loss) ? json_real(s->best_eval_loss) : json_null());
+    json_object_set_new(j, "best_eval_step", json_integer((json_int_t)s->best_eval_step));
+}
+
 static char *state_json(const tr_train_state *s, const tr_model *m, const tr_train_opts *o)
 {
     json_t *rng = json_array();
@@ -187,6 +202,7 @@ static char *state_json(const tr_train_state *s, const tr_model *m, const tr_tra
                           m->opts.mode == TR_MODE_FULL ? "full" : "lora", "lora_rank",
                           m->opts.lora.rank, "trainable_floats", (json_int_t)m->n_floats);
     free(seed);
+    add_eval(j, s);
     char *out = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     return out;
@@ -202,6 +218,7 @@ static char *metadata_json(const tr_train_state *s, const tr_model *m)
     json_t *j = json_pack("{s:I,s:f,s:f,s:s,s:i}", "global_step", (json_int_t)s->step, "epoch",
                           s->epoch, "loss", s->last_loss, "timestamp", ts, "lora_rank",
                           m->opts.mode == TR_MODE_LORA ? m->opts.lora.rank : 0);
+    add_eval(j, s);
     char *out = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     return out;
@@ -308,6 +325,14 @@ static bool read_state(const char *ckpt, tr_train_state *s, char *err, size_t er
         s->last_loss = loss;
         s->tokens_seen = tokens;
         s->data_pos = json_is_object(pos) ? json_dumps(pos, JSON_COMPACT) : NULL;
+        /* written since evaluations exist, and only once one ran */
+        json_t *es = json_object_get(j, "eval_step"), *bs = json_object_get(j, "best_eval_step");
+        bool have = json_is_integer(es) && json_is_integer(bs);
+        s->eval_step = have ? (long)json_integer_value(es) : -1;
+        s->best_eval_step = have ? (long)json_integer_value(bs) : -1;
+        json_t *el = json_object_get(j, "eval_loss"), *bl = json_object_get(j, "best_eval_loss");
+        s->eval_loss = have && json_is_number(el) ? json_number_value(el) : NAN;
+        s->best_eval_loss = have && json_is_number(bl) ? json_number_value(bl) : NAN;
     } else if (text) {
         snprintf(err, errsz, "%s: not a lathe trainer state (expected global_step, total_steps, "
                  "epoch, data_position, rng[4], loss, tokens_seen)", path);

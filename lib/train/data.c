@@ -28,6 +28,7 @@ struct data_set {
     size_t *rec_start, *rec_line;
     size_t nrec, caprec;
     uint64_t fingerprint;
+    data_set *held; /* the records held out (opt.holdout > 0), until taken */
 };
 
 const char *data_format_name(data_format f)
@@ -186,13 +187,23 @@ static void add_sequence(data_set *d, size_t start, size_t len, size_t line)
     d->nseq++;
 }
 
+bool data_line_held_out(size_t line, double share, uint64_t seed)
+{
+    if (!(share > 0)) return false;
+    uint64_t x = seed ^ 0x686f6c646f7574ull ^ ((uint64_t)line * 0x9e3779b97f4a7c15ull);
+    return (double)(rng_splitmix64(&x) >> 11) * 0x1p-53 < share;
+}
+
 /* One tokenised record: kept as a sequence (truncated), or added to the
- * packing stream. */
+ * packing stream; a held-out record goes to the held-out set, one
+ * unpacked sequence each. */
 static void keep_record(loader *L, size_t line, const int32_t *ids, const uint8_t *mask, size_t n)
 {
     data_set *d = L->d;
+    bool held = d->held && data_line_held_out(line, L->opt->holdout, L->opt->holdout_seed);
+    if (held) d = d->held;
     d->st.records++;
-    if (L->opt->pack) {
+    if (L->opt->pack && !held) {
         if (d->nrec == d->caprec) {
             d->caprec = d->caprec ? 2 * d->caprec : 256;
             d->rec_start = xrealloc(d->rec_start, d->caprec * sizeof *d->rec_start);
@@ -526,6 +537,12 @@ static data_set *load_common(const char *name, const char *buf, size_t len, bool
     d->name = xstrdup(name);
     d->max_seq_len = opt->max_seq_len;
     d->pad_id = tok_pad_id(tok) >= 0 ? tok_pad_id(tok) : tok_eos_id(tok) >= 0 ? tok_eos_id(tok) : 0;
+    if (opt->holdout > 0) {
+        d->held = xcalloc(1, sizeof *d->held);
+        d->held->name = xstrdup(name);
+        d->held->max_seq_len = d->max_seq_len;
+        d->held->pad_id = d->pad_id;
+    }
     loader L = {.d = d, .tok = tok, .tmpl = tmpl, .opt = opt, .diags = diags, .fmt = opt->format};
     tok_ids_init(&L.ids);
     sb_init(&L.scratch);
@@ -545,6 +562,10 @@ static data_set *load_common(const char *name, const char *buf, size_t len, bool
     d->st.format = L.fmt;
     if (opt->pack) pack(d);
     finish(d);
+    if (d->held) {
+        d->held->st.format = L.fmt;
+        finish(d->held);
+    }
     return d;
 }
 
@@ -560,9 +581,17 @@ data_set *data_load_buffer(const char *buf, size_t len, const char *name, tok_to
     return load_common(name, buf, len, false, tok, tmpl, opt, diags);
 }
 
+data_set *data_take_holdout(data_set *d)
+{
+    data_set *h = d->held;
+    d->held = NULL;
+    return h;
+}
+
 void data_free(data_set *d)
 {
     if (!d) return;
+    data_free(d->held);
     free(d->name);
     free(d->ids);
     free(d->mask);

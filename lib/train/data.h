@@ -56,6 +56,12 @@ typedef struct data_options {
     bool skip_bad;        /* skip malformed records (warning + count) instead of failing */
     size_t max_line_bytes; /* a longer line is malformed; 0 means 16 MiB */
     chat_options chat;    /* passed to the template (add_generation_prompt is ignored) */
+    /* Held-out records (an eval set cut from the training file): a record
+     * whose line data_line_held_out picks for (holdout, holdout_seed) goes
+     * to a second set (data_take_holdout), one unpacked sequence per record
+     * (truncated at max_seq_len), and not into this one. 0 = none. */
+    double holdout;       /* the share, in [0, 1) */
+    uint64_t holdout_seed;
 } data_options;
 
 /* Fills the defaults: auto format, max_seq_len 2048, no packing, fail on
@@ -92,6 +98,16 @@ data_set *data_load_buffer(const char *buf, size_t len, const char *name, tok_to
                            diag_list *diags);
 
 void data_free(data_set *d);
+
+/* Whether the record on JSONL line `line` (1-based) is held out for a
+ * share and seed: a hash of (seed, line) below share, so the choice is the
+ * same in every run with that seed and does not depend on the other lines. */
+bool data_line_held_out(size_t line, double share, uint64_t seed);
+
+/* The set of held-out records loaded with d (options.holdout > 0), now the
+ * caller's to free; NULL when none was asked or it was taken before. Its
+ * stats count its own records; lines, skipped and the form are d's. */
+data_set *data_take_holdout(data_set *d);
 
 const data_stats *data_get_stats(const data_set *d);
 

@@ -6,6 +6,8 @@
  *                   (jsonl_source.c) through the JSONL records, loss masks
  *                   and batch iterator of data.h (data.c, data_iter.c),
  *                   which use the tokenizer and chat templates of lib/tok
+ *   - evaluation:   the eval set (a file or a held-out share of the data)
+ *                   and its mean loss (eval.c)
  *   - checkpoints:  PEFT adapter folders, trainer state, resume (checkpoint.c)
  *   - trainer:      the training loop and its progress line (trainer.c)
  *
@@ -88,11 +90,59 @@ typedef struct tr_data {
     void (*destroy)(void *ctx);
 } tr_data;
 
+/* ======================================================================
+ * evaluation: a fixed set of sequences and their mean loss
+ * ====================================================================== */
+/* The eval set is cut to bound the time an evaluation takes: sequences are
+ * taken in the eval data's own order (file order) while at most
+ * TR_EVAL_MAX_SEQUENCES sequences and TR_EVAL_MAX_TOKENS tokens are kept;
+ * the rest are counted (available) and left out. */
+#define TR_EVAL_MAX_SEQUENCES 256
+#define TR_EVAL_MAX_TOKENS 65536
+
+typedef struct tr_eval_set {
+    size_t n;          /* sequences kept */
+    size_t available;  /* sequences the eval data had, before the cap */
+    int32_t **ids;
+    uint8_t **mask;    /* 1 = a target (as tr_example) */
+    int *len;
+    long tokens, targets; /* of the kept sequences (targets: mask at j >= 1) */
+    char *source;      /* what it is, no spaces: "FILE" or "heldout:0.05" */
+} tr_eval_set;
+
+/* Where the eval set of a data source comes from: a file in the training
+ * data's form, or a share of the training data held out (deterministic by
+ * the source's seed; those records or windows are not trained on). */
+typedef struct tr_eval_opts {
+    const char *path;  /* NULL = none */
+    double split;      /* in (0, 0.5); 0 = none; not with path */
+} tr_eval_opts;
+
+void tr_eval_set_init(tr_eval_set *e, const char *source);
+/* Adds a copy of one sequence, or only counts it when a cap is reached (or
+ * it holds no target). */
+void tr_eval_set_add(tr_eval_set *e, const int32_t *ids, const uint8_t *mask, int len);
+void tr_eval_set_free(tr_eval_set *e);
+/* The mean loss per target token of the model over the set: the sum of
+ * tr_model_loss over its sequences (no gradients, no dropout, no random
+ * draws) over their target count; NAN for a set without targets. */
+double tr_eval_loss(tr_model *m, const tr_eval_set *e);
+/* The evaluation interval in steps: every, or when 0 about ten per run
+ * (ceil(total / 10)). */
+long tr_eval_interval(long every, long total);
+
 /* The built-in plain-text source: the bytes of a file as token ids
  * (byte + id_offset), cut into windows of seq_len + 1 tokens, all predicted,
  * shuffled per epoch with seed. */
 bool tr_text_source_open(tr_data *d, const char *path, int seq_len, int id_offset,
                          uint64_t seed, char *err, size_t errsz);
+/* The same with an eval set (ev may be NULL): the windows of ev->path in
+ * file order, or the windows that a hash of (seed, window) holds out for
+ * ev->split, which the training stream then skips. *eval is initialised
+ * (empty when none is asked); the caller frees it. */
+bool tr_text_source_open_eval(tr_data *d, const char *path, int seq_len, int id_offset,
+                              uint64_t seed, const tr_eval_opts *ev, tr_eval_set *eval,
+                              char *err, size_t errsz);
 
 /* JSONL data (alpaca, messages or text records), read by data.h with the
  * tokenizer and chat template of lib/tok. */
@@ -103,10 +153,16 @@ typedef struct tr_jsonl_opts {
     int seq_len;
     bool pack, skip_bad;
     uint64_t seed;
+    tr_eval_opts eval;         /* the eval set: a file or a held-out share */
+    tr_eval_set *eval_out;     /* receives it (initialised; may be NULL when
+                                  no eval set is asked) */
 } tr_jsonl_opts;
 
 /* Opens a JSONL dataset; *summary (may be NULL) gets a one-line description
- * (records, sequences, tokens, template) the caller frees. */
+ * (records, sequences, tokens, template; the eval set) the caller frees.
+ * An eval file is read with the same tokenizer, template and truncation,
+ * one unpacked sequence per record; a held-out share takes the records
+ * data_line_held_out picks for (split, seed) out of the training set. */
 bool tr_jsonl_source_open(tr_data *d, const tr_jsonl_opts *o, char **summary, char *err,
                           size_t errsz);
 
@@ -123,6 +179,9 @@ typedef struct tr_train_opts {
     int epochs;
     long max_steps;              /* 0 = from epochs */
     int checkpoint_interval;     /* steps; 0 = only at the end and on SIGTERM */
+    const tr_eval_set *eval;     /* evaluated every eval_steps and at the last
+                                    step; NULL or empty = no evaluation */
+    long eval_steps;             /* 0 = about ten evaluations per run */
     int keep_last;               /* checkpoints kept (default 3) */
     uint64_t seed;
     bool resume;                 /* continue from the newest checkpoint */
@@ -152,6 +211,9 @@ typedef struct tr_train_state {
     tr_rng rng;
     double last_loss;   /* mean loss of the last step */
     double tokens_seen;
+    /* evaluations: the latest and the lowest (step -1 and NAN: none yet) */
+    long eval_step, best_eval_step;
+    double eval_loss, best_eval_loss;
 } tr_train_state;
 
 /* Writes CHECKPOINT_DIR/checkpoint-<step>/ atomically (aside, fsync, rename)

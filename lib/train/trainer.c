@@ -8,6 +8,10 @@
  * from one tr_rng whose state is checkpointed; with the data position, the
  * parameters and the moments that makes a resumed run bit-identical to an
  * uninterrupted one. Each step prints one progress line (docs/trainer.md).
+ * With an eval set, every eval_steps steps and at the last step the line
+ * also carries the mean loss over the eval set (eval.c), computed after the
+ * update; it uses neither the RNG nor the data stream, so evaluating does
+ * not change the run, and the latest and best eval losses are checkpointed.
  */
 #include "train.h"
 
@@ -142,6 +146,49 @@ static step_result abandon_step(run *r, const tr_rng *rng_before)
     return STEP_INTERRUPTED;
 }
 
+/* Whether the step just done is evaluated: every eval interval, and the
+ * last step. */
+static bool eval_due(const run *r)
+{
+    const tr_eval_set *e = r->o->eval;
+    if (!e || e->n == 0) return false;
+    long every = tr_eval_interval(r->o->eval_steps, r->st.total_steps);
+    return r->st.step % every == 0 || r->st.step == r->st.total_steps;
+}
+
+/* Evaluates the model as it is after this step; the progress line's eval
+ * fields go into out (" eval_loss=... ..."). */
+static void evaluate(run *r, char *out, size_t outsz)
+{
+    const tr_eval_set *e = r->o->eval;
+    double t0 = now_s(), v = tr_eval_loss(&r->m, e);
+    r->st.eval_loss = v;
+    r->st.eval_step = r->st.step;
+    if (r->st.best_eval_step < 0 || v < r->st.best_eval_loss) {
+        r->st.best_eval_loss = v;
+        r->st.best_eval_step = r->st.step;
+    }
+    snprintf(out, outsz, " eval_loss=%.6f best_eval_loss=%.6f best_eval_step=%ld eval_seqs=%zu/%zu "
+             "eval_tokens=%ld eval_s=%.3f", v, r->st.best_eval_loss, r->st.best_eval_step, e->n,
+             e->available, e->tokens, now_s() - t0);
+}
+
+/* The eval set's token ids fit the model (checked once, before training). */
+static bool eval_fits(run *r)
+{
+    const tr_eval_set *e = r->o->eval;
+    for (size_t i = 0; e && i < e->n; i++)
+        for (int t = 0; t < e->len[i]; t++)
+            if (e->ids[i][t] < 0 || e->ids[i][t] >= r->m.cfg.vocab) {
+                snprintf(r->err, sizeof r->err, "eval set %s: token id %d of sequence %zu is "
+                         "outside the model's vocabulary (0..%d): tokenizer and model do not "
+                         "match", e->source ? e->source : "", e->ids[i][t], i + 1,
+                         r->m.cfg.vocab - 1);
+                return false;
+            }
+    return true;
+}
+
 /* One optimizer step. */
 static step_result train_step(run *r)
 {
@@ -190,14 +237,17 @@ static step_result train_step(run *r)
     r->tokens_run += (double)b.tokens;
     free(r->st.data_pos);
     r->st.data_pos = r->data->save_position(r->data->ctx, &r->st.epoch);
-    double t = now_s(), el = t - r->t0, per_step = el / (double)(r->st.step - r->step0);
+    double t = now_s();
+    char evals[256] = "";
+    if (eval_due(r)) evaluate(r, evals, sizeof evals);
+    double el = now_s() - r->t0, per_step = el / (double)(r->st.step - r->step0);
     char eta[32];
     fmt_eta(eta, sizeof eta, per_step * (double)(r->st.total_steps - r->st.step));
     fprintf(r->log, "[lathe-train] step=%ld/%ld epoch=%.4f loss=%.6f lr=%.6e grad_norm=%.6f "
-            "tokens_per_s=%.1f step_s=%.3f elapsed_s=%.1f eta_s=%.0f eta=%s\n",
+            "tokens_per_s=%.1f step_s=%.3f elapsed_s=%.1f eta_s=%.0f eta=%s%s\n",
             r->st.step, r->st.total_steps, r->st.epoch, r->st.last_loss, lr, norm,
             r->tokens_run / el, t - t_start, el,
-            per_step * (double)(r->st.total_steps - r->st.step), eta);
+            per_step * (double)(r->st.total_steps - r->st.step), eta, evals);
     fflush(r->log);
     batch_free(&b);
     return STEP_OK;
@@ -276,7 +326,11 @@ static int finish(run *r)
     if (!ok) remove_files_dir(tmp);
     free(tmp);
     free(old);
-    if (ok)
+    if (ok && r->st.eval_step >= 0)
+        fprintf(r->log, "[lathe-train] done step=%ld loss=%.6f eval_loss=%.6f best_eval_loss=%.6f "
+                "best_eval_step=%ld adapter=%s\n", r->st.step, r->st.last_loss, r->st.eval_loss,
+                r->st.best_eval_loss, r->st.best_eval_step, out);
+    else if (ok)
         fprintf(r->log, "[lathe-train] done step=%ld loss=%.6f adapter=%s\n", r->st.step,
                 r->st.last_loss, out);
     free(out);
@@ -328,11 +382,18 @@ int tr_train(const tr_train_opts *o, tr_data *data, volatile sig_atomic_t *stop,
     r.m2 = xcalloc(r.m.n_floats + 1, sizeof(float));
     tr_rng_seed(&r.st.rng, tr_hash64(o->seed, 0x7472616eull));
     r.st.total_steps = total_steps(o, data);
+    r.st.eval_step = r.st.best_eval_step = -1;
+    r.st.eval_loss = r.st.best_eval_loss = NAN;
     int rc = LT_EXIT_INVALID;
-    if (maybe_resume(&r)) {
+    if (eval_fits(&r) && maybe_resume(&r)) {
+        char evals[160] = "";
+        if (o->eval && o->eval->n)
+            snprintf(evals, sizeof evals, " eval_every=%ld eval_seqs=%zu/%zu eval_tokens=%ld",
+                     tr_eval_interval(o->eval_steps, r.st.total_steps), o->eval->n,
+                     o->eval->available, o->eval->tokens);
         fprintf(r.log, "[lathe-train] start step=%ld/%ld model=%s mode=%s trainable=%zu "
-                "threads=%d\n", r.st.step, r.st.total_steps, o->model_dir,
-                o->model.mode == TR_MODE_FULL ? "full" : "lora", r.m.n_floats, r.be->threads);
+                "threads=%d%s\n", r.st.step, r.st.total_steps, o->model_dir,
+                o->model.mode == TR_MODE_FULL ? "full" : "lora", r.m.n_floats, r.be->threads, evals);
         fflush(r.log);
         r.t0 = now_s();
         r.step0 = r.st.step;

@@ -82,9 +82,11 @@ spec:
   trainingData:
     datasetPath: $LATHE_SHARED_DIR/data/self-instruct/seed_tasks.messages.jsonl
     gradientAccumulation: 2
+    evalSplit: 0.05
   hyperparams:
     maxSteps: 4
     maxSeqLength: 64
+    evalSteps: 2
   checkpoint:
     intervalSteps: 1
     path: $WORK/ck-yaml
@@ -93,6 +95,19 @@ YAML
 grep -q "messages records" "$WORK/yaml.out" || fail "no data summary line"
 grep -q "chat template qwen3" "$WORK/yaml.out" || fail "chat template not reported"
 grep -q '"r": 4' "$WORK/ck-yaml/final/adapter_config.json" || fail "job's lora.rank not used"
+# the job's held-out share: evaluated at steps 2 and 4, reported on the data line
+grep -q "eval set heldout:0.05" "$WORK/yaml.out" || fail "no eval set in the data summary"
+[ "$(grep -c '] step=[24]/4 .* eval_loss=' "$WORK/yaml.out")" = 2 ] || fail "expected eval_loss at steps 2 and 4"
+grep -q 'done step=4 .*best_eval_step=' "$WORK/yaml.out" || fail "no best eval loss on the done line"
+# an eval file instead (here the training file itself), from the command line
+"$LATHE" train "$WORK/job.yaml" --threads 2 --max-steps 1 --checkpoint-dir "$WORK/ck-evfile" \
+    --eval-data "$LATHE_SHARED_DIR/data/self-instruct/seed_tasks.messages.jsonl" >"$WORK/evfile.out" 2>&1 \
+    || fail "train --eval-data: $(tail -3 "$WORK/evfile.out")"
+grep -q "eval set $LATHE_SHARED_DIR/data/self-instruct/seed_tasks.messages.jsonl: " "$WORK/evfile.out" \
+    || fail "--eval-data: no eval set line"
+grep -q '] step=1/1 .* eval_loss=.* eval_seqs=' "$WORK/evfile.out" || fail "--eval-data: no eval_loss"
+"$LATHE" train "$WORK/job.yaml" --eval-split 0.7 >"$WORK/evbad.out" 2>&1 && fail "--eval-split 0.7 accepted"
+grep -q -- "--eval-split 0.7: expected a share above 0 and below 0.5" "$WORK/evbad.out" || fail "--eval-split error: $(cat "$WORK/evbad.out")"
 # as an executor runs it: the job through LATHE_SPEC, overridden by the contract's variables
 LATHE_SPEC="$WORK/job.yaml" CHECKPOINT_DIR="$WORK/ck-env" LORA_RANK=2 "$LATHE" train --threads 2 \
     --max-steps 1 >"$WORK/env.out" 2>&1 || fail "train with LATHE_SPEC: $(tail -2 "$WORK/env.out")"

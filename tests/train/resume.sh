@@ -2,7 +2,9 @@
 # resume.sh: exact resume. A run killed with SIGKILL (right after an
 # optimizer step, halfway through writing a checkpoint, and at a random
 # moment from outside) or stopped with SIGTERM, then resumed, must end with
-# the same adapter, bit for bit, as an uninterrupted run.
+# the same adapter, bit for bit, as an uninterrupted run. Evaluation is on
+# (a held-out share, every 3 steps): it must not change the run, and the
+# best eval loss survives the resumes.
 set -u
 # the trainer contract's variables come from the test, not the caller
 unset LATHE_SPEC BASE_MODEL_PATH DATASET_PATH LORA_RANK CHECKPOINT_DIR CHECKPOINT_INTERVAL LATHE_THREADS
@@ -15,7 +17,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # dropout and accumulation on, so RNG state and data position both matter
 ARGS=(--model "$MODEL" --text "$TEXT" --seq-len 48 --checkpoint-interval 2 --keep 2 --rank 4
       --targets all-linear --dropout 0.1 --batch-size 2 --grad-accum 2 --lr 5e-3 --warmup 2
-      --threads 2 --seed 7)
+      --threads 2 --seed 7 --eval-split 0.002 --eval-steps 3)
 train() { # DIR STEPS [extra options]
     local dir=$1 steps=$2; shift 2
     "$LATHE" train "${ARGS[@]}" --checkpoint-dir "$dir" --max-steps "$steps" "$@" >>"$dir.log" 2>&1
@@ -51,7 +53,14 @@ cmp "$WORK/ref/final/adapter_model.safetensors" "$WORK/kill/final/adapter_model.
     || fail "adapter after kills differs from the uninterrupted run"
 cmp "$WORK/ref/checkpoint-14/optimizer.safetensors" "$WORK/kill/checkpoint-14/optimizer.safetensors" \
     || fail "optimizer state after kills differs"
-echo "ok: SIGKILL at steps 3 (after update), 6 (mid-checkpoint), 9 -> identical adapter"
+done_line() { grep -o 'done step=.*adapter=' "$1" | tail -1; }
+[ -n "$(done_line "$WORK/ref.log")" ] && grep -q 'best_eval_step=' "$WORK/ref.log" \
+    || fail "the reference run printed no eval loss"
+[ "$(done_line "$WORK/ref.log")" = "$(done_line "$WORK/kill.log")" ] \
+    || fail "eval losses after kills differ: $(done_line "$WORK/ref.log") vs $(done_line "$WORK/kill.log")"
+grep -q '"best_eval_step"' "$WORK/kill/checkpoint-14/trainer_state.json" \
+    || fail "trainer_state.json holds no best eval loss"
+echo "ok: SIGKILL at steps 3 (after update), 6 (mid-checkpoint), 9 -> identical adapter and eval losses"
 
 # SIGTERM in the middle of step 5 (after its first of 4 sequences): the step
 # is abandoned, checkpoint-4 written, exit 143; the resume redoes step 5

@@ -2,7 +2,7 @@
  * messages form (which must tokenise identically), loss masks, truncation,
  * packing, plain text, every malformed case under data/tok/ as an error
  * with file:line:field or skipped and counted, and the batch iterator's
- * seeded shuffle and exact resume. */
+ * seeded shuffle and exact resume; records held out for evaluation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -516,6 +516,102 @@ static void test_iter_resume(void **state)
     data_free(again);
 }
 
+/* The lines of a set's sequences. */
+static size_t *lines_of(const data_set *d)
+{
+    size_t *l = xcalloc(data_count(d) + 1, sizeof *l);
+    for (size_t i = 0; i < data_count(d); i++) {
+        const int32_t *ids;
+        const uint8_t *mask;
+        size_t len;
+        data_get(d, i, &ids, &mask, &len, &l[i]);
+    }
+    return l;
+}
+
+/* Held-out records: the lines the hash picks, the same for a seed, not in
+ * the training set, together the whole file, each held-out record one
+ * unpacked sequence equal to its sequence in a plain load; with packing
+ * the training set packs only the records left. */
+static void test_holdout(void **state)
+{
+    fixture *f = *state;
+    data_options o;
+    data_options_init(&o);
+    o.max_seq_len = 256;
+    diag_list d;
+    diag_list_init(&d);
+    data_set *all = load(f, SI "seed_tasks.messages.jsonl", &o, &d);
+    assert_non_null(all);
+    o.holdout = 0.2;
+    o.holdout_seed = 7;
+    data_set *tr = load(f, SI "seed_tasks.messages.jsonl", &o, &d);
+    data_set *tr2 = load(f, SI "seed_tasks.messages.jsonl", &o, &d);
+    assert_non_null(tr);
+    assert_non_null(tr2);
+    data_set *held = data_take_holdout(tr), *held2 = data_take_holdout(tr2);
+    assert_non_null(held);
+    assert_null(data_take_holdout(tr)); /* taken */
+    size_t nall = data_count(all), ntr = data_count(tr), nh = data_count(held);
+    printf("# %zu records: %zu trained on, %zu held out\n", nall, ntr, nh);
+    assert_int_equal(ntr + nh, nall);
+    assert_true(nh > nall / 10 && nh < nall * 3 / 10);
+    assert_true(data_fingerprint(held) == data_fingerprint(held2));
+    assert_true(data_fingerprint(tr) == data_fingerprint(tr2));
+    size_t *la = lines_of(all), *lt = lines_of(tr), *lh = lines_of(held);
+    for (size_t i = 0, t = 0, h = 0; i < nall; i++) { /* a merge of the two, in file order */
+        bool is_held = data_line_held_out(la[i], 0.2, 7);
+        const int32_t *ia, *ib;
+        const uint8_t *ma, *mb;
+        size_t na, nb;
+        data_get(all, i, &ia, &ma, &na, NULL);
+        if (is_held) {
+            assert_true(h < nh && lh[h] == la[i]);
+            data_get(held, h++, &ib, &mb, &nb, NULL);
+        } else {
+            assert_true(t < ntr && lt[t] == la[i]);
+            data_get(tr, t++, &ib, &mb, &nb, NULL);
+        }
+        assert_int_equal(na, nb);
+        assert_memory_equal(ia, ib, na * sizeof *ia);
+        assert_memory_equal(ma, mb, na);
+    }
+    free(lt);
+    free(lh);
+    data_free(held2);
+    data_free(tr2);
+    /* another seed, other records */
+    o.holdout_seed = 8;
+    tr2 = load(f, SI "seed_tasks.messages.jsonl", &o, &d);
+    held2 = data_take_holdout(tr2);
+    assert_true(data_fingerprint(held2) != data_fingerprint(held));
+    data_free(held2);
+    data_free(tr2);
+    data_free(held);
+    data_free(tr);
+    /* packing: the held-out records stay whole, the rest are packed */
+    o.pack = true;
+    o.holdout_seed = 7;
+    tr = load(f, SI "seed_tasks.messages.jsonl", &o, &d);
+    held = data_take_holdout(tr);
+    assert_int_equal(data_count(held), nh);
+    lh = lines_of(held);
+    for (size_t i = 0; i < nh; i++) assert_true(data_line_held_out(lh[i], 0.2, 7));
+    size_t *lp = lines_of(tr);
+    for (size_t i = 0; i < data_count(tr); i++) assert_false(data_line_held_out(lp[i], 0.2, 7));
+    assert_int_equal(data_get_stats(tr)->records + data_get_stats(held)->records,
+                     data_get_stats(all)->records);
+    free(lp);
+    free(lh);
+    free(la);
+    data_free(held); /* and tr frees nothing twice */
+    data_free(tr);
+    data_free(all);
+    assert_int_equal(d.errors, 0);
+    diag_list_free(&d);
+    assert_false(data_line_held_out(3, 0, 7));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -528,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_forced_format_and_bom),
         cmocka_unit_test(test_iter_epochs),
         cmocka_unit_test(test_iter_resume),
+        cmocka_unit_test(test_holdout),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

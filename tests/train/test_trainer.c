@@ -2,7 +2,11 @@
  * learnable data, checkpoint folders hold exactly what PEFT and the seed
  * expect (file set, adapter_config.json keys of PEFT 0.18, tensor names and
  * shapes, training_metadata.json fields), only the newest N are kept, the
- * PEFT initialisation, the learning-rate schedule and AdamW. */
+ * PEFT initialisation, the learning-rate schedule and AdamW; evaluation:
+ * a held-out share of a text is disjoint from what is trained on and the
+ * same for a seed, the eval set's cap, and the eval loss the trainer
+ * reports (progress line, trainer_state.json) equals tr_model_loss over
+ * the eval set averaged by hand with the final adapter. */
 #include "test_util.h"
 
 #include <jansson.h>
@@ -278,6 +282,190 @@ static void test_schedule_and_adamw(void **state)
     assert_true(fabs(tr_grad_norm(gg, 3) - 5.0) < 1e-12);
 }
 
+/* Text with no repeated 24-byte window: a windows' content names it. */
+static char *write_varied_text(const char *dir, size_t n)
+{
+    char *buf = xmalloc(n);
+    uint64_t x = 12345;
+    for (size_t i = 0; i < n; i++) buf[i] = (char)('a' + rng_splitmix64(&x) % 26);
+    char *p = path_join(dir, "varied.txt");
+    assert_int_equal(file_write_atomic(p, buf, n), 0);
+    free(buf);
+    return p;
+}
+
+static bool same_seq(const int32_t *a, const int32_t *b, int n)
+{
+    return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+/* A held-out share of a text: the same windows for a seed, none of them in
+ * the training stream, every window in one of the two; an eval file;
+ * errors when nothing is left on either side. */
+static void test_eval_split_text(void **state)
+{
+    (void)state;
+    char *dir = tu_tempdir();
+    char *text = write_varied_text(dir, 24 * 400);
+    tr_eval_opts ev = {.split = 0.1};
+    tr_data d, d2;
+    tr_eval_set e, e2;
+    char err[256];
+    assert_true(tr_text_source_open_eval(&d, text, 24, 300, 9, &ev, &e, err, sizeof err));
+    assert_true(tr_text_source_open_eval(&d2, text, 24, 300, 9, &ev, &e2, err, sizeof err));
+    assert_string_equal(e.source, "heldout:0.1");
+    assert_true(e.n > 20 && e.n < 70); /* about 40 of 400 */
+    assert_int_equal(e.n, e.available);
+    assert_int_equal(d.epoch_size(d.ctx) + e.n, 400);
+    assert_int_equal(e.n, e2.n); /* deterministic by seed */
+    for (size_t i = 0; i < e.n; i++) assert_true(same_seq(e.ids[i], e2.ids[i], 24));
+    size_t n_train = d.epoch_size(d.ctx);
+    for (size_t k = 0; k < n_train; k++) { /* one epoch: no held-out window */
+        tr_example ex;
+        assert_true(d.next(d.ctx, &ex, err, sizeof err));
+        for (size_t i = 0; i < e.n; i++) assert_false(same_seq(ex.ids, e.ids[i], 24));
+    }
+    d.destroy(d.ctx);
+    d2.destroy(d2.ctx);
+    tr_eval_set_free(&e2);
+    /* another seed holds out other windows */
+    assert_true(tr_text_source_open_eval(&d2, text, 24, 300, 10, &ev, &e2, err, sizeof err));
+    bool differ = e2.n != e.n;
+    for (size_t i = 0; !differ && i < e.n; i++) differ = !same_seq(e.ids[i], e2.ids[i], 24);
+    assert_true(differ);
+    d2.destroy(d2.ctx);
+    tr_eval_set_free(&e2);
+    tr_eval_set_free(&e);
+
+    /* an eval file: its windows in file order, cut at the cap */
+    char *big = write_text_file(dir, "0123456789abcdefghijklmn", TR_EVAL_MAX_SEQUENCES + 10);
+    tr_eval_opts evf = {.path = big};
+    assert_true(tr_text_source_open_eval(&d, text, 24, 300, 9, &evf, &e, err, sizeof err));
+    assert_int_equal(d.epoch_size(d.ctx), 400);
+    assert_int_equal(e.available, TR_EVAL_MAX_SEQUENCES + 10);
+    assert_int_equal(e.n, TR_EVAL_MAX_SEQUENCES);
+    assert_int_equal(e.tokens, 24 * TR_EVAL_MAX_SEQUENCES);
+    assert_int_equal(e.ids[0][0], '0' + 300);
+    d.destroy(d.ctx);
+    tr_eval_set_free(&e);
+
+    /* a share that holds out nothing (2 windows) */
+    char *tiny = write_text_file(dir, "0123456789abcdefghijklmn", 2);
+    tr_eval_opts small = {.split = 0.01};
+    assert_false(tr_text_source_open_eval(&d, tiny, 24, 300, 9, &small, &e, err, sizeof err));
+    assert_non_null(strstr(err, "no window for evaluation"));
+    assert_non_null(strstr(err, "--eval-split"));
+    tr_eval_set_free(&e);
+    free(big);
+    free(tiny);
+    free(text);
+    tu_rmdir(dir);
+}
+
+/* The trainer's eval loss: every eval_steps steps and at the last, on the
+ * progress line and in trainer_state.json, equal to tr_model_loss over the
+ * eval set averaged by hand with the final adapter; evaluation changes
+ * nothing in the training itself. */
+static void test_eval_loss_by_hand(void **state)
+{
+    (void)state;
+    char *dir = tu_tempdir();
+    char *text = write_varied_text(dir, 24 * 200);
+    char *logp = path_join(dir, "log");
+    char *ck[2];
+    for (int k = 0; k < 2; k++) { /* with and without evaluation */
+        ck[k] = xasprintf("%s/ck%d", dir, k);
+        tr_train_opts o;
+        tr_train_defaults(&o);
+        o.model_dir = GOLD;
+        o.checkpoint_dir = ck[k];
+        o.max_steps = 5;
+        o.checkpoint_interval = 0;
+        o.model.lora = (tr_lora_opts){.rank = 2, .alpha = 4, .dropout = 0.1f, .targets = 0x7f};
+        o.optim.lr = 1e-2;
+        o.threads = 2;
+        o.eval_steps = 2;
+        tr_eval_opts ev = {.split = 0.05};
+        tr_eval_set e;
+        tr_data d;
+        char err[256];
+        assert_true(tr_text_source_open_eval(&d, text, 24, 300, 5, &ev, &e, err, sizeof err));
+        o.eval = k == 0 ? &e : NULL;
+        FILE *log = fopen(k == 0 ? logp : "/dev/null", "w");
+        assert_int_equal(tr_train(&o, &d, NULL, log), 0);
+        fclose(log);
+        d.destroy(d.ctx);
+        if (k == 1) {
+            tr_eval_set_free(&e);
+            break;
+        }
+        /* the progress lines: evaluated at steps 2, 4 and the last, 5 */
+        size_t len;
+        char *out = file_read_all(logp, 1 << 20, &len, err, sizeof err);
+        assert_non_null(out);
+        assert_non_null(strstr(out, "eval_every=2 eval_seqs="));
+        int evals = 0;
+        double reported = NAN;
+        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+            char *p = strstr(line, " eval_loss=");
+            if (!strstr(line, "] step=") || !p) continue;
+            evals++;
+            reported = atof(p + 11);
+            assert_true(strstr(line, "step=2/5") || strstr(line, "step=4/5") || strstr(line, "step=5/5"));
+            assert_non_null(strstr(line, "eval_seqs="));
+            assert_non_null(strstr(line, "best_eval_step="));
+        }
+        free(out);
+        assert_int_equal(evals, 3);
+
+        /* by hand: the final adapter, tr_model_loss over every eval sequence */
+        tr_backend *be = tr_backend_cpu_create(2);
+        tr_model m;
+        tr_model_opts mo = {.mode = TR_MODE_LORA, .seed = 42, .lora = o.model.lora};
+        assert_true(tr_model_load(&m, GOLD, &mo, be, err, sizeof err));
+        char *fin = path_join(ck[0], "final");
+        assert_true(tr_model_load_adapter(&m, fin, err, sizeof err));
+        double sum = 0;
+        long targets = 0;
+        for (size_t i = 0; i < e.n; i++) {
+            int nt;
+            sum += tr_model_loss(&m, e.ids[i], e.mask[i], e.len[i], &nt);
+            targets += nt;
+        }
+        assert_int_equal(targets, e.n * 23);
+        double by_hand = sum / (double)targets;
+        assert_true(fabs(tr_eval_loss(&m, &e) - by_hand) <= 1e-12 * by_hand);
+        assert_true(fabs(reported - by_hand) < 1e-6);
+        char *c5 = path_join(ck[0], "checkpoint-5");
+        json_t *st = load_json(c5, "trainer_state.json");
+        assert_true(fabs(json_real_value(json_object_get(st, "eval_loss")) - by_hand) <= 1e-9 * by_hand);
+        assert_int_equal(json_integer_value(json_object_get(st, "eval_step")), 5);
+        json_int_t best = json_integer_value(json_object_get(st, "best_eval_step"));
+        assert_true(best == 2 || best == 4 || best == 5);
+        json_decref(st);
+        json_t *md = load_json(c5, "training_metadata.json");
+        assert_non_null(json_object_get(md, "best_eval_loss"));
+        json_decref(md);
+        free(c5);
+        free(fin);
+        tr_model_free(&m);
+        be->destroy(be);
+        tr_eval_set_free(&e);
+    }
+    /* the same adapter with and without evaluation */
+    char *a0 = xasprintf("%s/final/adapter_model.safetensors", ck[0]);
+    char *a1 = xasprintf("%s/final/adapter_model.safetensors", ck[1]);
+    size_t l0, l1;
+    char err[256];
+    char *x = file_read_all(a0, 1 << 24, &l0, err, sizeof err), *y = file_read_all(a1, 1 << 24, &l1, err, sizeof err);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(l0, l1);
+    assert_memory_equal(x, y, l0);
+    free(x); free(y); free(a0); free(a1); free(ck[0]); free(ck[1]); free(logp); free(text);
+    tu_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +473,8 @@ int main(void)
         cmocka_unit_test(test_accumulation_equals_batch),
         cmocka_unit_test(test_lora_init),
         cmocka_unit_test(test_schedule_and_adamw),
+        cmocka_unit_test(test_eval_split_text),
+        cmocka_unit_test(test_eval_loss_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
