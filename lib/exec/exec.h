@@ -253,10 +253,13 @@ bool exec_line_is_oom(const char *line, size_t len);
 
 /* ---- progress ---- */
 /* One progress point, whatever format it came from. Unknown numbers are NAN
- * (doubles) or -1 (integers). */
+ * (doubles) or -1 (integers). eval_loss is the mean loss over the job's eval
+ * set after that step, on the points of the steps that were evaluated; a
+ * point may hold only it (an evaluation reported apart from its step). */
 typedef struct exec_progress {
     int64_t step, total_steps;
     double epoch, loss, learning_rate, tokens_per_second, eta_seconds, elapsed_seconds;
+    double eval_loss;
     double at; /* when lathe read it (seconds since the epoch) */
 } exec_progress;
 
@@ -297,8 +300,9 @@ exec_line_kind exec_parse_train_line(const char *line, size_t len, exec_progress
                                      size_t pathsz);
 
 /* Reads Hugging Face Trainer's trainer_state.json (a checkpoint folder's):
- * one point per log_history entry with step > after_step that holds a
- * loss, total_steps from max_steps. *pts is the caller's to free. Returns
+ * one point per log_history step > after_step that holds a loss or an
+ * eval_loss (an evaluation entry joins the training entry of its step),
+ * total_steps from max_steps. *pts is the caller's to free. Returns
  * false with a message in err when the file cannot be read or parsed. */
 bool exec_read_hf_state(const char *path, int64_t after_step, exec_progress **pts, size_t *n,
                         char *err, size_t errsz);
@@ -318,13 +322,15 @@ typedef struct exec_jsonl_reader {
 
 void exec_jsonl_reader_init(exec_jsonl_reader *r, const char *path);
 void exec_jsonl_reader_free(exec_jsonl_reader *r);
-/* Appends new points to *pts / *n (a growable array; *cap its capacity).
+/* Appends new points to *pts / *n (a growable array; *cap its capacity);
+ * an evaluation line joins the point before it when that is of its step.
  * Returns false with a message in err only for an I/O error (a missing file
  * is not one: nothing new). */
 bool exec_read_swift_log(exec_jsonl_reader *r, exec_progress **pts, size_t *n, size_t *cap,
                          char *err, size_t errsz);
-/* Parses one ms-swift logging.jsonl line; false when it holds no training
- * step (a step and a loss; evaluation and summary lines have none). */
+/* Parses one ms-swift logging.jsonl line; false when it holds no step with
+ * a loss or an eval_loss (summary lines have none). An evaluation line is
+ * a point with eval_loss alone, at its step. */
 bool exec_parse_swift_line(const char *line, size_t len, exec_progress *p);
 
 /* ---- inventory ---- */

@@ -98,7 +98,9 @@ void exec_tally_init(exec_tally *t);
 void exec_tally_free(exec_tally *t);
 /* Forgets the current poll's points and checkpoints (not the dedup state). */
 void exec_tally_clear(exec_tally *t);
-/* A point, kept when its step is past the last one (total filled in). */
+/* A point, kept when its step is past the last one (total filled in); an
+ * evaluation alone (eval_loss, no loss) of the last step joins its point,
+ * or is a point of that step when that one went out with an earlier poll. */
 void exec_tally_point(exec_tally *t, exec_progress p, double now);
 /* A checkpoint, kept when its step is past the last one. */
 void exec_tally_checkpoint(exec_tally *t, int64_t step, const char *path);

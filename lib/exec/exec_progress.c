@@ -3,11 +3,14 @@
  *   - the built-in trainer's `[lathe-train]` lines (docs/trainer.md):
  *     space-separated key=value fields after the prefix;
  *   - Hugging Face Trainer's trainer_state.json in a checkpoint folder: its
- *     log_history entries that hold a training loss, max_steps as the total;
+ *     log_history entries that hold a training loss, max_steps as the total,
+ *     and the evaluation entries ({"eval_loss": X, "step": N, ...}) joined
+ *     to the point of their step;
  *   - ms-swift's logging.jsonl: one JSON object per logging step, with
  *     "global_step/max_steps": "N/M" (older versions: "global_step": N),
  *     "loss", "learning_rate", "epoch", "elapsed_time" / "remaining_time"
- *     as "1h 2m 3s" (swift/trainers/callback.py, add_train_message);
+ *     as "1h 2m 3s" (swift/trainers/callback.py, add_train_message), and its
+ *     evaluation lines ("eval_loss" at a "global_step/max_steps");
  *     read incrementally by offset.
  */
 #include "exec_internal.h"
@@ -27,7 +30,7 @@ static void progress_unknown(exec_progress *p)
 {
     p->step = p->total_steps = -1;
     p->epoch = p->loss = p->learning_rate = p->tokens_per_second = NAN;
-    p->eta_seconds = p->elapsed_seconds = NAN;
+    p->eta_seconds = p->elapsed_seconds = p->eval_loss = NAN;
     p->at = 0;
 }
 
@@ -87,6 +90,7 @@ static void train_field(const char *key, size_t kn, const char *v, size_t vn, ex
     else if (KEY("tokens_per_s")) p->tokens_per_second = d;
     else if (KEY("eta_s")) p->eta_seconds = d;
     else if (KEY("elapsed_s")) p->elapsed_seconds = d;
+    else if (KEY("eval_loss")) p->eval_loss = d;
 #undef KEY
 }
 
@@ -150,15 +154,24 @@ bool exec_parse_hf_state(const char *text, size_t len, const char *name, int64_t
     for (size_t i = 0; i < json_array_size(hist); i++) {
         json_t *e = json_array_get(hist, i);
         json_t *step = json_object_get(e, "step"), *loss = json_object_get(e, "loss");
-        if (!json_is_integer(step) || !json_is_number(loss)) continue; /* eval / summary */
+        json_t *eval = json_object_get(e, "eval_loss");
+        if (!json_is_integer(step) || (!json_is_number(loss) && !json_is_number(eval)))
+            continue; /* a summary, or another metric */
         if (json_integer_value(step) < 0 || json_integer_value(step) <= after_step) continue;
-        exec_progress *p = &(*pts)[(*n)++];
-        progress_unknown(p);
-        p->step = (int64_t)json_integer_value(step);
-        p->total_steps = total;
-        p->loss = json_number_value(loss);
-        p->learning_rate = exec_json_num(e, "learning_rate", NAN);
-        p->epoch = exec_json_num(e, "epoch", NAN);
+        int64_t s = (int64_t)json_integer_value(step);
+        exec_progress *p = *n && (*pts)[*n - 1].step == s ? &(*pts)[*n - 1] : NULL;
+        if (!p) { /* a new step; an evaluation joins the point of its step */
+            p = &(*pts)[(*n)++];
+            progress_unknown(p);
+            p->step = s;
+            p->total_steps = total;
+        }
+        if (json_is_number(eval)) p->eval_loss = json_number_value(eval);
+        if (json_is_number(loss)) {
+            p->loss = json_number_value(loss);
+            p->learning_rate = exec_json_num(e, "learning_rate", NAN);
+        }
+        if (isnan(p->epoch)) p->epoch = exec_json_num(e, "epoch", NAN);
     }
     json_decref(o);
     return true;
@@ -197,8 +210,8 @@ bool exec_parse_swift_line(const char *line, size_t len, exec_progress *p)
 {
     progress_unknown(p);
     json_t *o = json_loadb(line, len, 0, NULL);
-    json_t *loss = json_object_get(o, "loss");
-    bool ok = json_is_object(o) && json_is_number(loss);
+    json_t *loss = json_object_get(o, "loss"), *eval = json_object_get(o, "eval_loss");
+    bool ok = json_is_object(o) && (json_is_number(loss) || json_is_number(eval));
     if (ok) {
         const char *gs = exec_json_str(o, "global_step/max_steps");
         json_t *g = json_object_get(o, "global_step");
@@ -206,7 +219,8 @@ bool exec_parse_swift_line(const char *line, size_t len, exec_progress *p)
         else if (json_is_integer(g) && json_integer_value(g) >= 0)
             p->step = (int64_t)json_integer_value(g);
         ok = p->step >= 0;
-        p->loss = json_number_value(loss);
+        p->loss = json_is_number(loss) ? json_number_value(loss) : NAN;
+        p->eval_loss = json_is_number(eval) ? json_number_value(eval) : NAN;
         p->learning_rate = exec_json_num(o, "learning_rate", NAN);
         p->epoch = exec_json_num(o, "epoch", NAN);
         p->elapsed_seconds = swift_duration(exec_json_str(o, "elapsed_time"));
@@ -269,8 +283,12 @@ bool exec_read_swift_log(exec_jsonl_reader *r, exec_progress **pts, size_t *n, s
                 continue;
             }
             exec_progress p;
-            if (line.len && exec_parse_swift_line(line.buf, line.len, &p))
-                push_point(pts, n, cap, &p);
+            if (line.len && exec_parse_swift_line(line.buf, line.len, &p)) {
+                if (*n && (*pts)[*n - 1].step == p.step && isnan(p.loss)) /* its evaluation */
+                    (*pts)[*n - 1].eval_loss = p.eval_loss;
+                else
+                    push_point(pts, n, cap, &p);
+            }
             sb_clear(&line);
             r->offset = pos + (uint64_t)i + 1; /* only whole lines count as read */
         }

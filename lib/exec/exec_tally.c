@@ -33,6 +33,16 @@ void exec_tally_free(exec_tally *t)
 
 void exec_tally_point(exec_tally *t, exec_progress p, double now)
 {
+    /* an evaluation of the last step, reported after it (ms-swift's eval
+     * line): joins its point when that is still here, else is a point of
+     * its own at that step (the store merges the two) */
+    if (p.step == t->last_step && !isnan(p.eval_loss) && isnan(p.loss)) {
+        if (t->n_pts && t->pts[t->n_pts - 1].step == p.step) {
+            t->pts[t->n_pts - 1].eval_loss = p.eval_loss;
+            return;
+        }
+        t->last_step = p.step - 1; /* let it in below */
+    }
     if (p.step <= t->last_step) return;
     if (p.total_steps < 0) p.total_steps = t->total_steps;
     p.at = now;

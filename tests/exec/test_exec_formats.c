@@ -100,7 +100,8 @@ static void test_hf_state(void **state)
     char err[256];
     assert_true(exec_read_hf_state(LATHE_TEST_DATA "/trainer_state.json", -1, &pts, &n, err,
                                    sizeof err));
-    assert_int_equal(n, 4); /* the eval entry holds no training loss */
+    assert_int_equal(n, 4); /* the eval entry joins the point of its step */
+    assert_true(fabs(pts[1].eval_loss - 1.9) < 1e-12 && isnan(pts[0].eval_loss));
     assert_int_equal(pts[0].step, 10);
     assert_int_equal(pts[0].total_steps, 100);
     assert_true(fabs(pts[0].loss - 2.4512) < 1e-12);
@@ -147,7 +148,8 @@ static void test_swift_lines(void **state)
     assert_int_equal(p.step, 15);
     assert_int_equal(p.total_steps, -1);
     const char *eval = "{\"eval_loss\": 1.6, \"global_step/max_steps\": \"5/156\"}";
-    assert_false(exec_parse_swift_line(eval, strlen(eval), &p));
+    assert_true(exec_parse_swift_line(eval, strlen(eval), &p)); /* an evaluation alone */
+    assert_true(p.step == 5 && isnan(p.loss) && fabs(p.eval_loss - 1.6) < 1e-12);
     assert_false(exec_parse_swift_line("not json", 8, &p));
     assert_false(exec_parse_swift_line("[1,2]", 5, &p));
     const char *neg = "{\"loss\": 2.0, \"global_step\": -4}";
@@ -247,7 +249,8 @@ static void test_swift_incremental(void **state)
     assert_int_equal(write(fd, all + cut, len - cut), (ssize_t)(len - cut));
     close(fd);
     assert_true(exec_read_swift_log(&r, &pts, &n, &cap, err, sizeof err));
-    assert_int_equal(n, 4); /* steps 1, 5, 10, 15; eval and summary lines skipped */
+    assert_int_equal(n, 4); /* steps 1, 5 (with its eval line), 10, 15; the summary skipped */
+    assert_true(fabs(pts[1].eval_loss - 1.61) < 1e-12 && isnan(pts[2].eval_loss));
     assert_int_equal(pts[1].step, 5);
     assert_int_equal(pts[2].step, 10);
     assert_int_equal(pts[3].step, 15);
