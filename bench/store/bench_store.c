@@ -117,7 +117,7 @@ static double progress(store *st, int64_t id, int attempt, int n, int batch)
     for (int done = 0; done < n; done += batch) {
         int k = n - done < batch ? n - done : batch;
         for (int i = 0; i < k; i++)
-            pts[i] = (store_progress){done + i + 1, n, NAN, 2.0, 2e-4, 1000, 60, 0};
+            pts[i] = (store_progress){done + i + 1, n, NAN, 2.0, 2e-4, 1000, 60, 0, false, 0};
         if (store_progress_add(st, id, attempt, pts, (size_t)k) != STORE_OK)
             die("progress", store_error(st));
     }

@@ -33,6 +33,7 @@
 #include "op.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -483,7 +484,8 @@ static void write_progress(ctl *c, ctl_job *j, const exec_progress *p, size_t n)
                                   .epoch = p[i].epoch, .loss = p[i].loss,
                                   .learning_rate = p[i].learning_rate,
                                   .tokens_per_second = p[i].tokens_per_second,
-                                  .eta_seconds = p[i].eta_seconds, .at = p[i].at};
+                                  .eta_seconds = p[i].eta_seconds, .at = p[i].at,
+                                  .has_eval = !isnan(p[i].eval_loss), .eval_loss = p[i].eval_loss};
         if (p[i].total_steps > 0) j->last_total = p[i].total_steps;
     }
     if (store_progress_add(c->st, j->id, j->attempt, pts, n) != STORE_OK)

@@ -217,6 +217,8 @@ typedef struct store_progress {
     int64_t step, total_steps;
     double epoch, loss, learning_rate, tokens_per_second, eta_seconds;
     double at; /* when it was reported (0: the store's clock at the write) */
+    bool has_eval;    /* the step was evaluated: */
+    double eval_loss; /* the mean loss over the job's eval set after it */
 } store_progress;
 
 /* A job as stored. Strings are NULL when absent. */
@@ -238,6 +240,10 @@ typedef struct store_job {
     char *wait_reason;    /* why it waits (the scheduler's sentence) */
     char *placement_json; /* {"node":..,"gpu_type":..,"gpus":[..]} while placed */
     store_progress progress; /* latest reported; step -1 when none yet */
+    /* evaluations over all attempts: the latest and the lowest eval loss
+     * with their steps (NAN and -1 when none yet; ties keep the earlier) */
+    double eval_loss, best_eval_loss;
+    int64_t eval_step, best_eval_step;
     int exit_code;        /* of the last attempt that ended; -1 = none */
     int exit_signal;      /* 0 = none */
     char *exit_reason;    /* "oom", "invalid", "signal", "timeout", ... */
@@ -445,7 +451,9 @@ void store_event_list_free(store_event_list *l);
 /* Writes n points of one attempt in one transaction (one fsync for the
  * batch) and makes the last one the job's latest progress. A point whose
  * step was already stored for that attempt replaces it (re-reading a log
- * after a restart does not duplicate points). */
+ * after a restart does not duplicate points), keeping the numbers the new
+ * one does not know (an evaluation reported apart from its step joins it).
+ * A point with has_eval updates the job's latest and best eval loss. */
 store_rc store_progress_add(store *st, int64_t job_id, int attempt, const store_progress *pts,
                             size_t n);
 /* A job's points, all attempts, in step order (a resumed attempt's points

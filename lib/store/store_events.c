@@ -91,8 +91,14 @@ static store_rc insert_point(store *st, int64_t job_id, int attempt, const store
                              double at)
 {
     static const char sql[] =
-        "INSERT OR REPLACE INTO progress (job_id, attempt, step, total, epoch, loss, lr,"
-        " tokens_per_s, eta_s, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+        "INSERT INTO progress (job_id, attempt, step, total, epoch, loss, lr, tokens_per_s,"
+        " eta_s, at, eval_loss) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        " ON CONFLICT (job_id, attempt, step) DO UPDATE SET"
+        " total = COALESCE(excluded.total, total), epoch = COALESCE(excluded.epoch, epoch),"
+        " loss = COALESCE(excluded.loss, loss), lr = COALESCE(excluded.lr, lr),"
+        " tokens_per_s = COALESCE(excluded.tokens_per_s, tokens_per_s),"
+        " eta_s = COALESCE(excluded.eta_s, eta_s), at = excluded.at,"
+        " eval_loss = COALESCE(excluded.eval_loss, eval_loss)";
     sqlite3_stmt *s = st_stmt(st, sql);
     if (!s) return STORE_ERROR;
     st_bind_int64(s, 1, job_id);
@@ -105,14 +111,38 @@ static store_rc insert_point(store *st, int64_t job_id, int attempt, const store
     st_bind_double(s, 8, p->tokens_per_second);
     st_bind_double(s, 9, p->eta_seconds);
     st_bind_double(s, 10, at);
+    st_bind_double(s, 11, p->has_eval ? p->eval_loss : NAN);
     return st_exec_stmt(st, s, "adding a progress point");
+}
+
+/* The job's latest and best eval loss after an evaluated point. */
+static store_rc set_eval(store *st, int64_t job_id, const store_progress *p)
+{
+    static const char sql[] =
+        "UPDATE jobs SET e_loss = ?2, e_step = ?3,"
+        " e_best_step = CASE WHEN e_best IS NULL OR ?2 < e_best THEN ?3 ELSE e_best_step END,"
+        " e_best = CASE WHEN e_best IS NULL OR ?2 < e_best THEN ?2 ELSE e_best END"
+        " WHERE id = ?1";
+    sqlite3_stmt *s = st_stmt(st, sql);
+    if (!s) return STORE_ERROR;
+    st_bind_int64(s, 1, job_id);
+    st_bind_double(s, 2, p->eval_loss);
+    st_bind_int64(s, 3, p->step);
+    return st_exec_stmt(st, s, "writing the eval loss");
 }
 
 static store_rc set_latest(store *st, int64_t job_id, const store_progress *p, double at)
 {
+    /* a point of the step already latest (its evaluation, reported apart)
+     * keeps the numbers it does not know */
     static const char sql[] =
-        "UPDATE jobs SET p_step = ?2, p_total = ?3, p_epoch = ?4, p_loss = ?5, p_lr = ?6,"
-        " p_tokens_per_s = ?7, p_eta_s = ?8, p_at = ?9, updated_at = ?10 WHERE id = ?1";
+        "UPDATE jobs SET p_total = CASE WHEN p_step = ?2 THEN COALESCE(?3, p_total) ELSE ?3 END,"
+        " p_epoch = CASE WHEN p_step = ?2 THEN COALESCE(?4, p_epoch) ELSE ?4 END,"
+        " p_loss = CASE WHEN p_step = ?2 THEN COALESCE(?5, p_loss) ELSE ?5 END,"
+        " p_lr = CASE WHEN p_step = ?2 THEN COALESCE(?6, p_lr) ELSE ?6 END,"
+        " p_tokens_per_s = CASE WHEN p_step = ?2 THEN COALESCE(?7, p_tokens_per_s) ELSE ?7 END,"
+        " p_eta_s = CASE WHEN p_step = ?2 THEN COALESCE(?8, p_eta_s) ELSE ?8 END,"
+        " p_step = ?2, p_at = ?9, updated_at = ?10 WHERE id = ?1";
     sqlite3_stmt *s = st_stmt(st, sql);
     if (!s) return STORE_ERROR;
     st_bind_int64(s, 1, job_id);
@@ -138,8 +168,11 @@ static store_rc add_points(store *st, int64_t job_id, int attempt, const store_p
         if (pts[i].step < 0) return st_failf(st, STORE_INVALID, "a progress point needs a step");
     double now = store_now(st);
     store_rc rc = set_latest(st, job_id, &pts[n - 1], pts[n - 1].at > 0 ? pts[n - 1].at : now);
-    for (size_t i = 0; i < n && rc == STORE_OK; i++)
+    for (size_t i = 0; i < n && rc == STORE_OK; i++) {
         rc = insert_point(st, job_id, attempt, &pts[i], pts[i].at > 0 ? pts[i].at : now);
+        if (rc == STORE_OK && pts[i].has_eval && !isnan(pts[i].eval_loss))
+            rc = set_eval(st, job_id, &pts[i]);
+    }
     return rc;
 }
 
@@ -167,8 +200,8 @@ static size_t thin(store_progress *p, size_t n, size_t max)
 store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store_progress **pts,
                              size_t *n)
 {
-    static const char sql[] = "SELECT step, total, epoch, loss, lr, tokens_per_s, eta_s, at"
-                              " FROM progress WHERE job_id = ?1 ORDER BY attempt, step";
+    static const char sql[] = "SELECT step, total, epoch, loss, lr, tokens_per_s, eta_s, at,"
+                              " eval_loss FROM progress WHERE job_id = ?1 ORDER BY attempt, step";
     *pts = NULL;
     *n = 0;
     sqlite3_stmt *s = st_stmt(st, sql);
@@ -190,6 +223,8 @@ store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store
         p->tokens_per_second = st_col_double(s, 5);
         p->eta_seconds = st_col_double(s, 6);
         p->at = st_col_time(s, 7);
+        p->eval_loss = st_col_double(s, 8);
+        p->has_eval = !isnan(p->eval_loss);
     }
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {

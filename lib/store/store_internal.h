@@ -80,7 +80,8 @@ bool st_migrate(store *st, char *err, size_t errsz);
     "state, priority_class, priority, created_at, updated_at, started_at, finished_at, "     \
     "attempts, max_retries, not_before, wait_reason, placement_json, p_step, p_total, "      \
     "p_epoch, p_loss, p_lr, p_tokens_per_s, p_eta_s, p_at, exit_code, exit_signal, "         \
-    "exit_reason, gpu_seconds, cost, ckpt_step, ckpt_path, ckpt_at, saved_work"
+    "exit_reason, gpu_seconds, cost, ckpt_step, ckpt_path, ckpt_at, saved_work, e_loss, "    \
+    "e_step, e_best, e_best_step"
 #define ST_JOB_COLS                                                                            \
     "id, team, name, experiment, spec_text, spec_hash, spec_json, plan_json, " ST_JOB_COLS_TAIL
 #define ST_JOB_COLS_SUMMARY                                                                    \

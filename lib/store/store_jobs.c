@@ -51,6 +51,10 @@ void st_job_from_row(sqlite3_stmt *s, store_job *j)
     j->checkpoint_path = st_col_text(s, 34);
     j->checkpoint_at = st_col_time(s, 35);
     j->saved_work = st_col_time(s, 36);
+    j->eval_loss = st_col_double(s, 37);
+    j->eval_step = st_col_int(s, 38, -1);
+    j->best_eval_loss = st_col_double(s, 39);
+    j->best_eval_step = st_col_int(s, 40, -1);
 }
 
 void store_job_clear(store_job *j)

@@ -94,7 +94,18 @@ static const char schema_v1[] =
     "  value TEXT NOT NULL\n"
     ") WITHOUT ROWID;\n";
 
-static const char *const migrations[] = {schema_v1};
+/* Version 2: evaluation. A progress point's eval_loss (the mean loss over
+ * the job's eval set after that step; NULL when the step was not
+ * evaluated), and on the job the latest (e_loss at e_step) and the lowest
+ * (e_best at e_best_step) over all its attempts. */
+static const char schema_v2[] =
+    "ALTER TABLE progress ADD COLUMN eval_loss REAL;\n"
+    "ALTER TABLE jobs ADD COLUMN e_loss REAL;\n"
+    "ALTER TABLE jobs ADD COLUMN e_step INTEGER;\n"
+    "ALTER TABLE jobs ADD COLUMN e_best REAL;\n"
+    "ALTER TABLE jobs ADD COLUMN e_best_step INTEGER;\n";
+
+static const char *const migrations[] = {schema_v1, schema_v2};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
 int store_schema_version(void)

@@ -107,7 +107,7 @@ static inline store_rc su_op(store *st, long k)
     } else if (k % SU_PHASES == 2) {
         store_progress pts[SU_POINTS];
         for (int i = 0; i < SU_POINTS; i++)
-            pts[i] = (store_progress){i + 1, 100, NAN, 2.0 - 0.1 * i, 2e-4, 1000, 60, 0};
+            pts[i] = (store_progress){i + 1, 100, NAN, 2.0 - 0.1 * i, 2e-4, 1000, 60, 0, false, 0};
         rc = store_progress_add(st, id, 1, pts, SU_POINTS);
         store_event ev = {"executor", "running", "trainer started", NULL};
         if (rc == STORE_OK)

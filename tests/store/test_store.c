@@ -66,7 +66,7 @@ static const store_event ev_start = {"scheduler", "started", "placed", NULL};
 static void test_open_pragmas_and_version(void **state)
 {
     fx *f = *state;
-    assert_int_equal(store_schema_version(), 1);
+    assert_int_equal(store_schema_version(), 2);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     sqlite3_stmt *s;
@@ -505,7 +505,7 @@ static void test_progress_batches_and_thinning(void **state)
     int64_t id = submit(f->st, "a", "j", 0);
     store_progress pts[100];
     for (int i = 0; i < 100; i++)
-        pts[i] = (store_progress){i + 1, 200, (i + 1) / 100.0, 3.0 - i * 0.01, 1e-4, 900, NAN, 0};
+        pts[i] = (store_progress){i + 1, 200, (i + 1) / 100.0, 3.0 - i * 0.01, 1e-4, 900, NAN, 0, false, 0};
     assert_int_equal(store_progress_add(f->st, id, 1, pts, 100), STORE_OK);
     store_job j;
     assert_int_equal(store_job_get(f->st, id, &j), STORE_OK);
@@ -520,7 +520,7 @@ static void test_progress_batches_and_thinning(void **state)
     /* A resumed attempt starts again at step 90. */
     store_progress resumed[20];
     for (int i = 0; i < 20; i++)
-        resumed[i] = (store_progress){90 + i, 200, NAN, 2.0 - i * 0.01, 1e-4, 950, 100, 0};
+        resumed[i] = (store_progress){90 + i, 200, NAN, 2.0 - i * 0.01, 1e-4, 950, 100, 0, false, 0};
     assert_int_equal(store_progress_add(f->st, id, 2, resumed, 20), STORE_OK);
     store_progress *out;
     size_t n;
@@ -537,9 +537,59 @@ static void test_progress_batches_and_thinning(void **state)
     assert_int_equal(out[9].step, 109); /* the last point is always kept */
     for (size_t i = 1; i < n; i++) assert_true(out[i].step != out[i - 1].step);
     free(out);
-    store_progress bad = {-1, 0, NAN, NAN, NAN, NAN, NAN, 0};
+    store_progress bad = {-1, 0, NAN, NAN, NAN, NAN, NAN, 0, false, 0};
     assert_int_equal(store_progress_add(f->st, id, 3, &bad, 1), STORE_INVALID);
     assert_int_equal(store_progress_add(f->st, 4242, 1, pts, 1), STORE_NOT_FOUND);
+}
+
+/* Evaluated points: the job's latest and best eval loss (the earlier on a
+ * tie; over all attempts), an evaluation stored apart from its step joining
+ * that step's point without erasing its numbers, and the history. */
+static void test_progress_eval(void **state)
+{
+    fx *f = *state;
+    int64_t id = submit(f->st, "a", "ev", 0);
+    store_job j;
+    assert_int_equal(store_job_get(f->st, id, &j), STORE_OK);
+    assert_true(isnan(j.eval_loss) && isnan(j.best_eval_loss));
+    assert_int_equal(j.eval_step, -1);
+    assert_int_equal(j.best_eval_step, -1);
+    store_job_clear(&j);
+    store_progress pts[4] = {
+        {1, 8, NAN, 2.0, 1e-4, 900, NAN, 0, false, 0},
+        {2, 8, NAN, 1.9, 1e-4, 900, NAN, 0, true, 1.8},
+        {3, 8, NAN, 1.7, 1e-4, 900, NAN, 0, false, 0},
+        {4, 8, NAN, 1.6, 1e-4, 900, NAN, 0, true, 1.5},
+    };
+    assert_int_equal(store_progress_add(f->st, id, 1, pts, 4), STORE_OK);
+    assert_int_equal(store_job_get(f->st, id, &j), STORE_OK);
+    assert_true(j.eval_loss == 1.5 && j.eval_step == 4);
+    assert_true(j.best_eval_loss == 1.5 && j.best_eval_step == 4);
+    store_job_clear(&j);
+    /* a worse one later (a resumed attempt): the latest moves, the best stays;
+     * the same value again keeps the earlier step */
+    store_progress later[2] = {{6, 8, NAN, 1.4, NAN, NAN, NAN, 0, true, 1.7},
+                               {8, 8, NAN, 1.3, NAN, NAN, NAN, 0, true, 1.5}};
+    assert_int_equal(store_progress_add(f->st, id, 2, later, 2), STORE_OK);
+    assert_int_equal(store_job_get(f->st, id, &j), STORE_OK);
+    assert_true(j.eval_loss == 1.5 && j.eval_step == 8);
+    assert_true(j.best_eval_loss == 1.5 && j.best_eval_step == 4);
+    store_job_clear(&j);
+    /* an evaluation alone at step 8 (reported after the step): joins it */
+    store_progress alone = {8, -1, NAN, NAN, NAN, NAN, NAN, 0, true, 1.2};
+    assert_int_equal(store_progress_add(f->st, id, 2, &alone, 1), STORE_OK);
+    assert_int_equal(store_job_get(f->st, id, &j), STORE_OK);
+    assert_true(j.progress.step == 8 && j.progress.loss == 1.3 && j.progress.total_steps == 8);
+    assert_true(j.best_eval_loss == 1.2 && j.best_eval_step == 8);
+    store_job_clear(&j);
+    store_progress *out;
+    size_t n;
+    assert_int_equal(store_progress_list(f->st, id, 0, &out, &n), STORE_OK);
+    assert_int_equal(n, 6);
+    assert_false(out[0].has_eval);
+    assert_true(out[1].has_eval && out[1].eval_loss == 1.8);
+    assert_true(out[5].step == 8 && out[5].loss == 1.3 && out[5].has_eval && out[5].eval_loss == 1.2);
+    free(out);
 }
 
 /* ---- listing ---- */
@@ -664,7 +714,7 @@ static void test_delete(void **state)
     fx *f = *state;
     int64_t id = submit(f->st, "a", "j", 0);
     assert_int_equal(store_attempt_add(f->st, id, NULL, NULL, NULL), STORE_OK);
-    store_progress p = {1, 2, NAN, 1.0, NAN, NAN, NAN, 0};
+    store_progress p = {1, 2, NAN, 1.0, NAN, NAN, NAN, 0, false, 0};
     assert_int_equal(store_progress_add(f->st, id, 1, &p, 1), STORE_OK);
     assert_int_equal(store_job_delete(f->st, id), STORE_CONFLICT);
     store_event ev = {"user:a", "cancelled", "by the user", NULL};
@@ -770,7 +820,7 @@ static void test_list_updated_after(void **state)
     assert_int_equal(store_job_transition(f->st, b, STORE_QUEUED, STORE_STARTING, NULL, &ev_start, NULL),
                      STORE_OK);
     t = 1030.0;
-    store_progress p = {3, 10, NAN, 1.5, NAN, NAN, NAN, 0};
+    store_progress p = {3, 10, NAN, 1.5, NAN, NAN, NAN, 0, false, 0};
     assert_int_equal(store_progress_add(f->st, a, 1, &p, 1), STORE_OK);
     store_job_filter flt = {.summary = true, .updated_after = 1015.0};
     store_job_list l;
@@ -817,6 +867,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_explicit_transactions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_batches_and_thinning, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_eval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_filters_and_pages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
