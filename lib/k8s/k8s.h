@@ -21,6 +21,11 @@
  *   k8s_render_crd.c, k8s_render_server.c
  *                  operator mode's CRDs, and what installs lathe into a
  *                  cluster (RBAC, ConfigMap, Deployment, Service)
+ *   k8s_render_serve.c
+ *                  what serves an adapter (`lathe serve` or vLLM:
+ *                  Deployment, Service, HorizontalPodAutoscaler,
+ *                  PodDisruptionBudget), where a training Job left its
+ *                  adapter, and which job of an experiment to serve
  *
  * JSON is jansson's json_t throughout; YAML is read with libyaml through
  * lib/spec's layer and printed with spec_json_to_yaml. Nothing here knows lathe's store, scheduler or
@@ -386,6 +391,144 @@ typedef struct k8s_server_params {
 json_t *k8s_render_server(const k8s_server_params *p);
 /* The ServerConfig the ConfigMap holds, as JSON (for tests and render). */
 json_t *k8s_server_config(const k8s_server_params *p);
+
+/* ---- serving an adapter (k8s_render_serve.c) ---- */
+typedef enum { K8S_SERVE_LATHE, K8S_SERVE_VLLM } k8s_serve_runtime;
+
+/* "lathe" or "vllm". */
+const char *k8s_serve_runtime_name(k8s_serve_runtime r);
+
+/* The image of vLLM's OpenAI server when --image names none. */
+#define K8S_VLLM_IMAGE "vllm/vllm-openai:latest"
+/* The port both runtimes listen on when none is given (vLLM's own). */
+#define K8S_SERVE_PORT 8000
+/* The Pods metrics the HorizontalPodAutoscaler reads: requests per second
+ * per pod, as a prometheus-adapter rule names the rate of each runtime's
+ * request counter (lathe_serve_requests_total, vllm:request_success_total;
+ * docs/kubernetes.md, "Serving an adapter"). */
+#define K8S_SERVE_RPS_METRIC_LATHE "lathe_serve_requests_per_second"
+#define K8S_SERVE_RPS_METRIC_VLLM "vllm_requests_per_second"
+
+/* One adapter the server loads: clients name it as the request's "model". */
+typedef struct k8s_serve_adapter {
+    const char *name; /* [A-Za-z0-9._-] */
+    const char *path; /* its folder as the pod sees it */
+} k8s_serve_adapter;
+
+/* Everything the serving objects need. Strings are borrowed; 0 / NULL
+ * takes the default written beside each field. */
+typedef struct k8s_serve_params {
+    const char *name;          /* every object's name: a DNS-1035 label */
+    const char *namespace_;    /* NULL = "default" */
+    k8s_serve_runtime runtime;
+    const char *image;         /* NULL = lathe: the settings' image; vLLM: K8S_VLLM_IMAGE */
+    const char *model_path;    /* the base model's folder in the pod (vLLM: or a Hugging
+                                  Face name, found in HF_HOME); required */
+    const char *served_model_name; /* vLLM's --served-model-name; NULL = the model path */
+    const char *model_pvc;     /* NULL = the settings' modelPVC; "" = no model volume;
+                                  mounted read-only at the settings' modelMount */
+    double model_bytes;        /* the weights' size: the startup probe and memory; 0 = unknown */
+    const k8s_serve_adapter *adapters;
+    size_t n_adapters;
+    const char *adapters_pvc;  /* NULL = the settings' checkpointPVC; mounted read-only at
+                                  checkpointMount (where the training pods wrote them) */
+    int max_lora_rank;         /* vLLM's --max-lora-rank (rounded up to one it takes); 0 = 16 */
+    int max_adapters;          /* lathe's --max-adapters, vLLM's --max-loras; 0 = the
+                                  adapters' count */
+    int max_batch;             /* lathe's --max-batch; 0 = lathe's own default */
+    int threads;               /* lathe's --threads; 0 = the CPU request, rounded up */
+    int replicas;              /* > 0: exactly so many, no HorizontalPodAutoscaler */
+    int min_replicas, max_replicas; /* the autoscaler's range; 0 = 1 and 4 */
+    int cpu_target;            /* average CPU utilisation, % of the request; 0 = 70 */
+    double rps_target;         /* requests per second per pod; 0 = 10 */
+    const char *rps_metric;    /* the Pods metric's name; NULL = the runtime's (above) */
+    int gpus;                  /* GPUs per pod (the settings' gpuResource); 0 = none */
+    double cpu;                /* cores requested per pod; 0 = 4 */
+    double memory;             /* bytes per pod (requests = limits); 0 = from model_bytes
+                                  (weights x 1.25 + 2 GiB, in whole GiB), else 16 GiB */
+    int port;                  /* 0 = K8S_SERVE_PORT */
+    const char *api_key_secret; /* a Secret holding the API key; NULL = no key */
+    const char *api_key_key;   /* its key; NULL = "api-key" */
+    double startup_seconds;    /* how long loading may take; 0 = k8s_serve_startup_seconds */
+    const char *team, *job, *experiment; /* labels lathe.dev/team, job, experiment; NULL = none */
+    const char *selection;     /* annotation lathe.dev/selection (why this adapter); NULL = none */
+    const spec_k8s *settings;  /* mounts, PVCs, image, security context; NULL = defaults */
+} k8s_serve_params;
+
+/* Seconds the startup probe lets the server load before the liveness
+ * probe may restart it: the runtime's start (lathe 60 s, vLLM 240 s: CUDA
+ * graphs, the KV cache's profile) plus the weights read at 100 MiB/s
+ * (network storage), at least 120 s; 900 s when the size is unknown. */
+double k8s_serve_startup_seconds(const k8s_serve_params *p);
+
+/* The objects that serve the adapters, in an order `kubectl apply -f`
+ * takes from the top: a ClusterIP Service, the Deployment (its container
+ * runs `lathe serve` or `vllm serve` with the model and the adapters;
+ * startup probe on /health for the loading, liveness /health after 60 s
+ * every 30 s, readiness after 30 s every 10 s on /ready (lathe) or
+ * /health (vLLM, which listens only once loaded); the model and adapters
+ * PVCs read-only; the API key from a Secret through the environment),
+ * the autoscaling/v2 HorizontalPodAutoscaler (CPU utilisation and the
+ * requests-per-second Pods metric) unless replicas is fixed, and a
+ * policy/v1 PodDisruptionBudget when more than one pod runs. A JSON array;
+ * NULL with a message in err when p lacks the model path or a name. */
+json_t *k8s_render_serve(const k8s_serve_params *p, char *err, size_t errsz);
+
+/* Where a training attempt's Job (k8s_render_job's object) leaves its
+ * adapter, read from the Job itself so that the serving pod mounts what
+ * the training pod wrote: the namespace, the checkpoints volume's claim
+ * and CHECKPOINT_DIR/final, BASE_MODEL_PATH and the models volume's claim,
+ * and the lathe.dev labels. Owned strings; NULL where the Job has none. */
+typedef struct k8s_serve_source {
+    char *namespace_, *team, *job, *experiment;
+    char *adapters_pvc, *adapter_path;
+    char *model_pvc, *model_path;
+} k8s_serve_source;
+/* False with a message when the Job has no checkpoints volume or no
+ * CHECKPOINT_DIR (nothing to serve). */
+bool k8s_serve_source_of_job(const json_t *job, k8s_serve_source *out, char *err, size_t errsz);
+void k8s_serve_source_free(k8s_serve_source *s);
+
+/* One finished or unfinished job of an experiment, as a candidate to
+ * serve. Strings are borrowed. */
+typedef struct k8s_serve_candidate {
+    const char *job;     /* its name */
+    const char *state;   /* the API's state; only "succeeded" is served; NULL = succeeded */
+    double eval_loss;    /* the best eval loss; NAN = none */
+    double train_loss;   /* the final training loss; NAN = none */
+    const char *adapter; /* its adapter's path; may be NULL */
+} k8s_serve_candidate;
+
+/* Which job to serve, and why, one sentence a line. */
+typedef struct k8s_serve_choice {
+    long chosen;  /* index into the candidates; -1 = none can be served */
+    bool by_eval; /* chosen by eval loss; false: fell back to the training loss */
+    char **lines;
+    size_t n_lines;
+} k8s_serve_choice;
+
+/* The succeeded job with the lowest eval loss, among those that have one;
+ * when none has one, the lowest final training loss (and the explanation
+ * says so). Ties go to the lower training loss, then to the name first in
+ * byte order, so the choice never depends on the input's order. The
+ * explanation names the choice and its loss, up to three runners-up with
+ * their distance, the rule, and the jobs left out (not succeeded, or no
+ * eval loss when others have one). Returns false (chosen -1, the reason in
+ * lines) when no job can be served. experiment names it in the text (may
+ * be NULL). Free with k8s_serve_choice_free. */
+bool k8s_serve_choose(const char *experiment, const k8s_serve_candidate *c, size_t n,
+                      k8s_serve_choice *out);
+void k8s_serve_choice_free(k8s_serve_choice *ch);
+
+/* The candidates of the API's JSON (docs/api.md): an experiment
+ * (GET /v1/experiments/NAME, or POST /v1/jobs's {"experiment", "jobs"}),
+ * a job list ({"items": [...]}) or an array of jobs. Each job's name,
+ * state, final training loss (progress.loss) and best eval loss
+ * (K8S_SERVE_EVAL_LOSS_KEY). Strings point into v. NULL with a message in
+ * err when v is none of these or a job has no name; *n 0 is a valid answer. */
+#define K8S_SERVE_EVAL_LOSS_KEY "best_eval_loss"
+k8s_serve_candidate *k8s_serve_candidates_json(const json_t *v, size_t *n, char *err,
+                                               size_t errsz);
 
 /* Kubernetes quantities: cores as "4", "500m", "1500m" (rounded up to a
  * millicore); bytes as "32Gi" / "512Mi" / "1Ti" / "4Ki" when an exact
