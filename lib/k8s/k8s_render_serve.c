@@ -318,22 +318,25 @@ static json_t *container(const k8s_serve_params *p, const spec_k8s *k, serve_vol
     json_object_set_new(c, "livenessProbe", probe("/health", 60, 30, 3));
     json_object_set_new(c, "readinessProbe", probe(vllm ? "/health" : "/ready", 30, 10, 3));
     /* endpoints drop the pod before the server hears SIGTERM */
-    json_object_set_new(c, "lifecycle", json_pack("{s:{s:{s:i}}}", "preStop", "sleep", "seconds", 5));
+    json_object_set_new(c, "lifecycle",
+                        json_pack("{s:{s:{s:i}}}", "preStop", "sleep", "seconds", 5));
     json_object_set_new(c, "securityContext",
                         json_pack("{s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0,
                                   "readOnlyRootFilesystem", vllm ? 0 : 1, "capabilities", "drop",
                                   "ALL"));
     json_t *mounts = json_array();
     if (v.model_pvc)
-        json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "models", "mountPath",
-                                                mount_or(k->model_mount, "/models"), "readOnly", 1));
+        json_array_append_new(mounts,
+                              json_pack("{s:s, s:s, s:b}", "name", "models", "mountPath",
+                                        mount_or(k->model_mount, "/models"), "readOnly", 1));
     if (v.adapters_pvc)
         json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "adapters", "mountPath",
                                                 mount_or(k->checkpoint_mount, "/checkpoints"),
                                                 "readOnly", 1));
     json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "tmp", "mountPath", "/tmp"));
     if (v.shm)
-        json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "dshm", "mountPath", "/dev/shm"));
+        json_array_append_new(mounts,
+                              json_pack("{s:s, s:s}", "name", "dshm", "mountPath", "/dev/shm"));
     json_object_set_new(c, "volumeMounts", mounts);
     return c;
 }
@@ -638,7 +641,8 @@ bool k8s_serve_choose(const char *experiment, const k8s_serve_candidate *c, size
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         double key = out->by_eval ? c[i].eval_loss : c[i].train_loss;
-        if (succeeded(&c[i]) && !isnan(key)) r[k++] = (ranked){.c = &c[i], .key = key, .index = (long)i};
+        if (succeeded(&c[i]) && !isnan(key))
+            r[k++] = (ranked){.c = &c[i], .key = key, .index = (long)i};
     }
     qsort(r, m, sizeof *r, cmp_ranked);
     out->chosen = r[0].index;

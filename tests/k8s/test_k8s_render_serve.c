@@ -112,7 +112,8 @@ static void test_lathe_objects(void **state)
     assert_string_equal(str_at(dep, "apiVersion"), "apps/v1");
     assert_string_equal(str_at(dep, "metadata.namespace"), "ai-training");
     const json_t *l = at(dep, "metadata.labels");
-    assert_string_equal(json_string_value(json_object_get(l, "app.kubernetes.io/managed-by")), "lathe");
+    assert_string_equal(json_string_value(json_object_get(l, "app.kubernetes.io/managed-by")),
+                        "lathe");
     assert_string_equal(json_string_value(json_object_get(l, "lathe.dev/team")), "ai-training");
     assert_string_equal(json_string_value(json_object_get(l, "lathe.dev/job")), "sweep-r16");
     assert_string_equal(json_string_value(json_object_get(l, "lathe.dev/experiment")), "sweep");
@@ -138,7 +139,8 @@ static void test_lathe_objects(void **state)
     assert_int_equal(int_at(json_array_get(json_object_get(c, "ports"), 0), "containerPort"), 8000);
 
     /* the probes, exactly */
-    const json_t *live = json_object_get(c, "livenessProbe"), *ready = json_object_get(c, "readinessProbe");
+    const json_t *live = json_object_get(c, "livenessProbe"),
+                 *ready = json_object_get(c, "readinessProbe");
     assert_string_equal(str_at(live, "httpGet.path"), "/health");
     assert_int_equal(int_at(live, "initialDelaySeconds"), 60);
     assert_int_equal(int_at(live, "periodSeconds"), 30);
@@ -164,7 +166,8 @@ static void test_lathe_objects(void **state)
     assert_string_equal(str_at(json_array_get(mounts, 1), "mountPath"), "/checkpoints");
     assert_true(json_is_true(at(json_array_get(mounts, 1), "readOnly")));
     const json_t *vols = at(dep, "spec.template.spec.volumes");
-    assert_string_equal(str_at(json_array_get(vols, 0), "persistentVolumeClaim.claimName"), "lathe-models");
+    assert_string_equal(str_at(json_array_get(vols, 0), "persistentVolumeClaim.claimName"),
+                        "lathe-models");
     assert_string_equal(str_at(json_array_get(vols, 1), "persistentVolumeClaim.claimName"),
                         "lathe-checkpoints");
     assert_true(json_is_true(at(json_array_get(vols, 1), "persistentVolumeClaim.readOnly")));
@@ -241,14 +244,17 @@ static void test_vllm_args(void **state)
     /* shared memory for the tensor-parallel workers */
     bool shm = false;
     json_array_foreach(at(dep, "spec.template.spec.volumes"), i, e) {
-        if (strcmp(str_at(e, "name"), "dshm") == 0) shm = strcmp(str_at(e, "emptyDir.medium"), "Memory") == 0;
+        if (strcmp(str_at(e, "name"), "dshm") == 0)
+            shm = strcmp(str_at(e, "emptyDir.medium"), "Memory") == 0;
     }
     assert_true(shm);
     /* the autoscaler's targets; two pods at the least: a budget */
     const json_t *hpa = find(objs, "HorizontalPodAutoscaler");
     assert_int_equal(int_at(hpa, "spec.minReplicas"), 2);
     assert_int_equal(int_at(hpa, "spec.maxReplicas"), 6);
-    assert_int_equal(int_at(json_array_get(at(hpa, "spec.metrics"), 0), "resource.target.averageUtilization"), 60);
+    assert_int_equal(
+        int_at(json_array_get(at(hpa, "spec.metrics"), 0), "resource.target.averageUtilization"),
+        60);
     const json_t *rps = json_array_get(at(hpa, "spec.metrics"), 1);
     assert_string_equal(str_at(rps, "pods.metric.name"), K8S_SERVE_RPS_METRIC_VLLM);
     assert_string_equal(str_at(rps, "pods.target.averageValue"), "2500m");
@@ -297,9 +303,10 @@ static void test_lathe_api_key_and_options(void **state)
     json_t *objs = render(&p);
     char *cmd = command_text(objs);
     /* the key reaches the argument through Kubernetes' expansion of the variable */
-    assert_string_equal(cmd, "lathe serve --model /models/m --adapter support=/checkpoints/sweep-r16/final"
-                             " --host 0.0.0.0 --port 9000 --max-adapters 3 --max-batch 16"
-                             " --threads 8 --api-key $(LATHE_API_KEY)");
+    assert_string_equal(
+        cmd, "lathe serve --model /models/m --adapter support=/checkpoints/sweep-r16/final"
+             " --host 0.0.0.0 --port 9000 --max-adapters 3 --max-batch 16"
+             " --threads 8 --api-key $(LATHE_API_KEY)");
     free(cmd);
     const json_t *c = container(objs);
     assert_true(has_env(c, "LATHE_API_KEY"));
@@ -315,8 +322,10 @@ static void test_lathe_api_key_and_options(void **state)
                         "sweep: serving job x");
     const json_t *vols = at(dep, "spec.template.spec.volumes");
     assert_string_equal(str_at(json_array_get(vols, 0), "name"), "adapters");
-    assert_string_equal(str_at(json_array_get(vols, 0), "persistentVolumeClaim.claimName"), "team-ckpt");
-    assert_int_equal(int_at(json_array_get(at(find(objs, "Service"), "spec.ports"), 0), "port"), 9000);
+    assert_string_equal(str_at(json_array_get(vols, 0), "persistentVolumeClaim.claimName"),
+                        "team-ckpt");
+    assert_int_equal(int_at(json_array_get(at(find(objs, "Service"), "spec.ports"), 0), "port"),
+                     9000);
     /* fixed replicas: no autoscaler; three pods: a budget */
     assert_null(find(objs, "HorizontalPodAutoscaler"));
     assert_non_null(find(objs, "PodDisruptionBudget"));
@@ -370,7 +379,8 @@ static void test_source_of_job(void **state)
     (void)state;
     spec_k8s k;
     spec_k8s_defaults(&k);
-    const char *env[] = {"BASE_MODEL_PATH=/models/qwen2-7b", "CHECKPOINT_DIR=/checkpoints/sweep-r16"};
+    const char *env[] = {"BASE_MODEL_PATH=/models/qwen2-7b",
+                         "CHECKPOINT_DIR=/checkpoints/sweep-r16"};
     k8s_job_params jp = {.name = "lathe-sweep-r16-1", .namespace_ = "ai-training",
                          .job = "sweep-r16", .team = "ai-training", .experiment = "sweep",
                          .attempt = 1, .env = env, .n_env = 2, .checkpoint_pvc = "team-ckpt",
@@ -514,11 +524,12 @@ static void test_candidates_json(void **state)
     char err[256];
     size_t n;
     /* GET /v1/experiments/NAME */
-    json_t *v = json_loads("{\"name\": \"sweep\", \"team\": \"t\", \"jobs\": ["
-                           "{\"name\": \"a\", \"state\": \"succeeded\", \"progress\": {\"loss\": 1.5},"
-                           " \"" K8S_SERVE_EVAL_LOSS_KEY "\": 1.75},"
-                           "{\"name\": \"b\", \"state\": \"running\", \"progress\": null}]}",
-                           0, NULL);
+    json_t *v =
+        json_loads("{\"name\": \"sweep\", \"team\": \"t\", \"jobs\": ["
+                   "{\"name\": \"a\", \"state\": \"succeeded\", \"progress\": {\"loss\": 1.5},"
+                   " \"" K8S_SERVE_EVAL_LOSS_KEY "\": 1.75},"
+                   "{\"name\": \"b\", \"state\": \"running\", \"progress\": null}]}",
+                   0, NULL);
     k8s_serve_candidate *c = k8s_serve_candidates_json(v, &n, err, sizeof err);
     assert_non_null(c);
     assert_int_equal(n, 2);
