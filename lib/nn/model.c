@@ -3,7 +3,8 @@
  * biases) get fp32 copies; the trainable parameters (LoRA A/B, or every
  * tensor in full fine-tuning) live in one fp32 buffer with a parallel
  * gradient buffer, each tensor named as PEFT / Hugging Face name it.
- * Also: target-module names, PEFT initialisation, adapter save / load. */
+ * Also: target-module names, PEFT initialisation, adapter save / load (the
+ * adapter_config.json reader is adapter.c's). */
 #include "nn/nn.h"
 
 #include <jansson.h>
@@ -440,48 +441,12 @@ char *tr_adapter_config_json(const tr_model *m, const char *base_model_path)
     return s;
 }
 
-/* Reads r, lora_alpha, use_rslora, target_modules of an adapter_config.json. */
-static bool read_adapter_config(const char *path, tr_lora_opts *lo, char *err, size_t errsz)
-{
-    size_t len;
-    char *text = file_read_all(path, 1u << 20, &len, err, errsz);
-    if (!text) return false;
-    json_error_t je;
-    json_t *o = json_loadb(text, len, 0, &je);
-    free(text);
-    bool ok = json_is_object(o);
-    json_t *r = ok ? json_object_get(o, "r") : NULL, *al = ok ? json_object_get(o, "lora_alpha") : NULL;
-    json_t *tm = ok ? json_object_get(o, "target_modules") : NULL;
-    if (!ok || !json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 4096 ||
-        !json_is_number(al) || !(json_is_array(tm) || json_is_string(tm))) {
-        snprintf(err, errsz, "%s: expected a PEFT adapter_config.json with r (1..4096), "
-                 "lora_alpha and target_modules%s%s", path, o ? "" : ": ", o ? "" : je.text);
-        json_decref(o);
-        return false;
-    }
-    memset(lo, 0, sizeof *lo);
-    lo->rank = (int)json_integer_value(r);
-    lo->alpha = (float)json_number_value(al);
-    lo->rslora = json_is_true(json_object_get(o, "use_rslora"));
-    sb list;
-    sb_init(&list);
-    if (json_is_string(tm)) sb_puts(&list, json_string_value(tm));
-    for (size_t i = 0; json_is_array(tm) && i < json_array_size(tm); i++) {
-        const char *s = json_string_value(json_array_get(tm, i));
-        sb_printf(&list, "%s%s", i ? "," : "", s ? s : "?");
-    }
-    ok = tr_targets_parse(sb_str(&list), &lo->targets, err, errsz);
-    sb_free(&list);
-    json_decref(o);
-    return ok;
-}
-
 bool tr_model_load_adapter(tr_model *m, const char *dir, char *err, size_t errsz)
 {
     char *cfgp = path_join(dir, "adapter_config.json");
     char *stp = path_join(dir, "adapter_model.safetensors");
     tr_lora_opts lo;
-    bool ok = read_adapter_config(cfgp, &lo, err, errsz);
+    bool ok = tr_adapter_config_read(cfgp, &lo, err, errsz);
     if (ok && m->n_params == 0) { /* a model loaded without LoRA: reload with the adapter's */
         tr_model_opts o = m->opts;
         char *mdir = xstrdup(m->dir);

@@ -9,8 +9,11 @@
  * whole during training. Activations live in one workspace (struct tr_ws);
  * with gradient checkpointing only the layer inputs are kept and each layer
  * is recomputed just before its backward pass.
+ * Decoding with the KV cache (tr_model_decode) runs model_batch.c's
+ * inference pass, the one serving batches, so its numbers are a served
+ * sequence's.
  */
-#include "nn/nn.h"
+#include "nn/nn_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -132,6 +135,7 @@ static void carve_all(carver *c, struct tr_ws *w, const tr_model *m)
 
 void tr_model_ws_free(tr_model *m)
 {
+    tr_batch_ws_free(m);
     if (!m->ws) return;
     free(m->ws->mem);
     free(m->ws->la);
@@ -470,23 +474,14 @@ void tr_kv_cache_free(tr_kv_cache *c)
     memset(c, 0, sizeof *c);
 }
 
+/* A batch of one: the cache is a pool of one block of max_len rows. */
 bool tr_model_decode(tr_model *m, tr_kv_cache *c, const int32_t *ids, int T, float *logits)
 {
     if (T <= 0 || c->len + T > c->max_len) return false;
-    const tr_config *k = &m->cfg;
-    struct tr_ws *w = ws_get(m, T, c->max_len, false);
-    size_t TD = (size_t)T * k->dim, kvd = (size_t)k->n_kv_heads * k->head_dim;
-    embedding_forward(w->resid, ids, T, m->embed.data, m->embed.dtype, k->dim);
-    rope_tables(w->cosv, w->sinv, k, c->len, NULL, T);
-    for (int l = 0; l < k->n_layers; l++) {
-        lctx lc = {T, c->len, NULL, c->k + (size_t)l * c->max_len * kvd,
-                   c->v + (size_t)l * c->max_len * kvd, w->cosv, w->sinv, 0, false};
-        layer_forward(m, l, &w->la[0], w->resid + l * TD, w->resid + (l + 1) * TD, &lc);
-    }
-    const float *last = w->resid + k->n_layers * TD + (size_t)(T - 1) * k->dim;
-    rmsnorm_forward(w->xf, w->rstdf, last, m->final_norm, 1, k->dim, (float)k->rms_eps);
-    m->be->linear_fwd(m->be, logits, w->xf, m->lm_head.data, m->lm_head.dtype, NULL, 1, k->dim,
-                      k->vocab, 0.0f);
+    tr_kv_pool pool = {c->k, c->v, c->max_len};
+    int32_t block = 0;
+    tr_batch_seq s = {ids, T, c->len, &block, NULL, true};
+    tr_model_forward_batch(m, &pool, &s, 1, logits);
     c->len += T;
     return true;
 }

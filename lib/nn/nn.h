@@ -67,7 +67,10 @@ struct tr_backend {
     /* dw[out,in] += dy[n,out]^T . x[n,in] (fp32 weights only) */
     void (*linear_bwd_w)(tr_backend *self, float *dw, const float *dy, const float *x,
                          int n, int in, int out);
-    /* c = alpha op(a) op(b) + beta c, fp32, row-major with leading dimensions */
+    /* c = alpha op(a) op(b) + beta c, fp32, row-major with leading dimensions.
+     * Batch invariance: linear_fwd, and gemm with op(b) = b^T and op(a) = a,
+     * give each row of the result the same bits whatever the number of rows
+     * (n, m): a sequence's numbers do not depend on the batch it runs in. */
     void (*gemm)(tr_backend *self, bool trans_a, bool trans_b, int m, int n, int k,
                  float alpha, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc);
@@ -230,6 +233,7 @@ typedef struct tr_model {
     size_t n_floats;
     tr_backend *be;
     struct tr_ws *ws;       /* activation workspace, grown on demand (model_fwd.c) */
+    struct tr_bws *bws;     /* inference workspace, grown on demand (model_batch.c) */
 } tr_model;
 
 /* Loads config.json and the safetensors of dir, maps the base weights and
@@ -280,7 +284,9 @@ double tr_model_loss_backward_packed(tr_model *m, const int32_t *ids, const int3
 double tr_model_loss(tr_model *m, const int32_t *ids, const uint8_t *mask, int T,
                      int *n_targets);
 
-/* KV cache for decoding. */
+/* KV cache for decoding (one sequence; tr_model_decode runs it through
+ * tr_model_forward_batch as a batch of one, so its numbers are those of a
+ * sequence in any batch). */
 typedef struct tr_kv_cache {
     float *k, *v;  /* [layers, max_len, kv_dim] */
     int max_len, len;
@@ -291,6 +297,78 @@ void tr_kv_cache_free(tr_kv_cache *c);
 /* Runs ids[0..T) at positions c->len.. and returns the logits of the last one
  * (logits[vocab]); appends to the cache. False when the cache is full. */
 bool tr_model_decode(tr_model *m, tr_kv_cache *c, const int32_t *ids, int T, float *logits);
+
+/* ======================================================================
+ * adapters (adapter.c): LoRA adapters apart from the model, for serving
+ * ====================================================================== */
+/* One projection's LoRA: delta y = scale * (x A^T) B^T. */
+typedef struct tr_adapter_proj {
+    const float *a; /* [r, in], NULL where the projection is not adapted */
+    const float *b; /* [out, r] */
+    int r;
+    float scale;    /* alpha / r, or alpha / sqrt(r) with rslora */
+} tr_adapter_proj;
+
+typedef struct tr_adapter {
+    char *dir;
+    tr_lora_opts lora;      /* rank, alpha, rslora, targets from adapter_config.json */
+    int n_layers;
+    tr_adapter_proj *proj;  /* [n_layers * TR_NPROJ]: layer l, projection p at l * TR_NPROJ + p */
+    float *data;            /* every A and B, fp32 */
+    size_t n_floats;
+} tr_adapter;
+
+/* Reads r, lora_alpha, use_rslora and target_modules of an
+ * adapter_config.json (PEFT's, or lathe's own tr_adapter_config_json). */
+bool tr_adapter_config_read(const char *path, tr_lora_opts *lo, char *err, size_t errsz);
+/* Loads a PEFT adapter folder (adapter_config.json +
+ * adapter_model.safetensors; tensors named
+ * base_model.model.model.layers.L.self_attn.q_proj.lora_A.weight, with or
+ * without PEFT's ".default" adapter name) for the base model m. Refused,
+ * naming the file, the tensor or field, and why: a rank that is not the
+ * config's r, shapes or a layer count of another base model, an unknown or
+ * unlisted target, a missing or foreign tensor. */
+bool tr_adapter_load(tr_adapter *a, const tr_model *m, const char *dir, char *err, size_t errsz);
+void tr_adapter_free(tr_adapter *a);
+/* Bytes of its weights in memory. */
+size_t tr_adapter_bytes(const tr_adapter *a);
+
+/* ======================================================================
+ * batched forward (model_batch.c): many sequences in one step, for serving
+ * ====================================================================== */
+/* A paged KV cache: k and v hold [n_blocks, n_layers, block_len, kv_dim]
+ * floats; key row j of layer l of a sequence with block table blocks[] is at
+ *   k + ((size_t)blocks[j / block_len] * n_layers + l) * block_len * kv_dim
+ *     + (j % block_len) * kv_dim
+ * (a tr_kv_cache is the pool of one block of max_len rows). */
+typedef struct tr_kv_pool {
+    float *k, *v;
+    int block_len;
+} tr_kv_pool;
+
+/* One sequence of a step: n new tokens at positions start..start+n-1. */
+typedef struct tr_batch_seq {
+    const int32_t *ids;        /* [n] */
+    int n;
+    int start;                 /* tokens already in its KV rows */
+    const int32_t *blocks;     /* its blocks, covering positions 0..start+n-1 */
+    const tr_adapter *adapter; /* NULL: the model as loaded (with its own LoRA, if any) */
+    bool logits;               /* wants the logits of its last row */
+} tr_batch_seq;
+
+/* Runs a step: every row of every sequence through the model in one pass.
+ * Rows are grouped by adapter; each projection is one product over all rows
+ * plus, per group, its adapter's delta on the group's rows; attention is per
+ * sequence over its KV rows (written here for the new positions). logits
+ * gets [k, vocab], one row per sequence with logits set, in seqs order.
+ * A row's numbers equal those of the same sequence run alone
+ * (tr_model_decode, tr_generate), whatever the batch and however its prompt
+ * was split into steps. */
+void tr_model_forward_batch(tr_model *m, const tr_kv_pool *kv, const tr_batch_seq *seqs,
+                            int n_seqs, float *logits);
+/* Grows the inference workspace to steps of `rows` rows, `seqs` sequences
+ * and contexts of max_len tokens, so later steps allocate nothing. */
+void tr_model_batch_reserve(tr_model *m, int rows, int seqs, int max_len);
 
 /* ======================================================================
  * init-model

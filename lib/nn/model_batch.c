@@ -1,0 +1,362 @@
+/* model_batch.c: the inference forward pass over many sequences at once
+ * (tr_model_forward_batch), what serving's steps and tr_model_decode run.
+ *
+ * A step holds N rows: the new tokens of every sequence, the sequences
+ * ordered by adapter so the rows sharing one are contiguous (groups). One
+ * layer (x: [N, D] residual stream):
+ *   ln = rmsnorm(x); q[N,qd], k[N,kvd], v[N,kvd] = proj(ln), each ONE
+ *   product over all N rows plus, per group, scale * (ln_g A^T) B^T on the
+ *   group's rows; (Qwen3: per-head rmsnorm); rope at each row's position;
+ *   k, v rows stored in the sequence's KV blocks; attention per row and head
+ *   over the row's sequence's keys 0..pos, read in place from the blocks;
+ *   x2 = x + o_proj(ao); h = silu(gate(rmsnorm(x2))) * up(...);
+ *   x = x2 + down(h).
+ * Then the final norm and lm_head for the rows that want logits, in one
+ * product.
+ *
+ * Exactness: every operation gives a row the same bits whatever the other
+ * rows: the products are batch invariant (the backend's promise, nn.h),
+ * norms, rope and the MLP are per row, and attention (attend) is computed
+ * here in a fixed order per (row, head): a dot product with eight partial
+ * sums per key, the softmax as ops.c's softmax_causal_row, then the values
+ * summed key by key. So a sequence gives the same logits alone or in a
+ * batch of 32, and whether its prompt ran in one step or in chunks.
+ */
+#include "nn/nn_internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The workspace, carved from one block; its capacities only grow. */
+struct tr_bws {
+    int rows, seqs, len, threads, rmax; /* capacities */
+    float *mem;
+    float *x, *ln, *q, *k, *v, *ao, *x2; /* [rows, D / qd / kvd] */
+    float *g, *u, *h;                    /* [rows, F] */
+    float *rstd;                         /* [rows * Hq] */
+    float *lh;                           /* [rows, rmax] LoRA hidden */
+    float *cosv, *sinv;                  /* [rows, hd/2] */
+    float *xl, *rstdl;                   /* [seqs, D], [seqs] rows for the lm_head */
+    float *p;                            /* [threads, len] attention probabilities */
+    int *imem;
+    int *row_seq, *row_pos;              /* [rows] */
+    int *order, *seq_row0;               /* [seqs] */
+    int *grp_row0, *grp_rows;            /* [seqs] */
+    const tr_adapter **grp_adapter;      /* [seqs] */
+    int ngroups;
+};
+
+/* ---------------------------------------------------------------- workspace */
+
+typedef struct carver {
+    float *base; /* NULL on the sizing pass */
+    size_t used;
+} carver;
+
+/* n floats, 64-byte aligned, from the block. */
+static float *take(carver *at, size_t n)
+{
+    float *p = at->base ? at->base + at->used : NULL;
+    at->used += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+/* Floats of the workspace for its capacities; with base, places the buffers. */
+static size_t carve(struct tr_bws *w, const tr_config *c, float *base)
+{
+    size_t R = (size_t)w->rows, D = c->dim, F = c->hidden, hd = c->head_dim;
+    size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
+    carver cv = {base, 0}, *at = &cv;
+    float *x = take(at, R * D), *ln = take(at, R * D), *q = take(at, R * qd);
+    float *k = take(at, R * kvd), *v = take(at, R * kvd), *ao = take(at, R * qd);
+    float *x2 = take(at, R * D), *g = take(at, R * F), *u = take(at, R * F);
+    float *h = take(at, R * F), *rstd = take(at, R * (size_t)c->n_heads);
+    float *lh = take(at, R * (size_t)w->rmax), *cosv = take(at, R * (hd / 2));
+    float *sinv = take(at, R * (hd / 2)), *xl = take(at, (size_t)w->seqs * D);
+    float *rstdl = take(at, (size_t)w->seqs), *p = take(at, (size_t)w->threads * w->len);
+    if (base) {
+        w->x = x; w->ln = ln; w->q = q; w->k = k; w->v = v; w->ao = ao; w->x2 = x2;
+        w->g = g; w->u = u; w->h = h; w->rstd = rstd; w->lh = lh; w->cosv = cosv;
+        w->sinv = sinv; w->xl = xl; w->rstdl = rstdl; w->p = p;
+    }
+    return cv.used;
+}
+
+void tr_batch_ws_free(tr_model *m)
+{
+    if (!m->bws) return;
+    free(m->bws->mem);
+    free(m->bws->imem);
+    free(m->bws->grp_adapter);
+    free(m->bws);
+    m->bws = NULL;
+}
+
+static int imax(int a, int b)
+{
+    return a > b ? a : b;
+}
+
+static struct tr_bws *bws_get(tr_model *m, int rows, int seqs, int len, int rmax)
+{
+    int threads = omp_get_max_threads();
+    struct tr_bws *w = m->bws;
+    if (w && w->rows >= rows && w->seqs >= seqs && w->len >= len && w->threads >= threads &&
+        w->rmax >= rmax)
+        return w;
+    struct tr_bws nw = {0};
+    nw.rows = imax(imax(rows, 1), w ? w->rows : 0);
+    nw.seqs = imax(imax(seqs, 1), w ? w->seqs : 0);
+    nw.len = imax(imax(len, 1), w ? w->len : 0);
+    nw.threads = imax(threads, w ? w->threads : 0);
+    nw.rmax = imax(imax(rmax, 1), w ? w->rmax : 0);
+    tr_batch_ws_free(m);
+    w = xmalloc(sizeof *w);
+    *w = nw;
+    size_t n = carve(w, &m->cfg, NULL);
+    w->mem = xmalloc((n + 16) * sizeof(float));
+    carve(w, &m->cfg, w->mem);
+    w->imem = xmalloc(((size_t)2 * w->rows + (size_t)4 * w->seqs) * sizeof(int));
+    w->row_seq = w->imem;
+    w->row_pos = w->row_seq + w->rows;
+    w->order = w->row_pos + w->rows;
+    w->seq_row0 = w->order + w->seqs;
+    w->grp_row0 = w->seq_row0 + w->seqs;
+    w->grp_rows = w->grp_row0 + w->seqs;
+    w->grp_adapter = xmalloc((size_t)w->seqs * sizeof *w->grp_adapter);
+    m->bws = w;
+    return w;
+}
+
+/* Largest LoRA rank of the model's own layers. */
+static int model_rmax(const tr_model *m)
+{
+    int r = 0;
+    for (int p = 0; p < TR_NPROJ && m->layers; p++) r = imax(r, m->layers[0].proj[p].r);
+    return r;
+}
+
+void tr_model_batch_reserve(tr_model *m, int rows, int seqs, int max_len)
+{
+    bws_get(m, rows, seqs, max_len, model_rmax(m));
+}
+
+/* ---------------------------------------------------------------- projections */
+
+/* y[N,out] = x W^T + b, then each group's LoRA delta on its rows. */
+static void project(tr_model *m, struct tr_bws *w, int l, tr_proj p, float *y, const float *x,
+                    int N)
+{
+    tr_backend *be = m->be;
+    const tr_linear *L = &m->layers[l].proj[p];
+    be->linear_fwd(be, y, x, L->w.data, L->w.dtype, L->bias, N, L->in, L->out, 0.0f);
+    for (int g = 0; g < w->ngroups; g++) {
+        const tr_adapter *ad = w->grp_adapter[g];
+        const tr_adapter_proj *ap = ad ? &ad->proj[(size_t)l * TR_NPROJ + p] : NULL;
+        const float *A = ap ? ap->a : L->lora_a, *B = ap ? ap->b : L->lora_b;
+        int r = ap ? ap->r : L->r;
+        float scale = ap ? ap->scale : L->scale;
+        if (!A) continue;
+        int r0 = w->grp_row0[g], n = w->grp_rows[g];
+        /* lh[n,r] = x_g A^T ; y_g += scale lh B^T */
+        be->gemm(be, false, true, n, r, L->in, 1.0f, x + (size_t)r0 * L->in, L->in, A, L->in,
+                 0.0f, w->lh, r);
+        be->gemm(be, false, true, n, L->out, r, scale, w->lh, r, B, r, 1.0f,
+                 y + (size_t)r0 * L->out, L->out);
+    }
+}
+
+static void add_inplace(float *y, const float *x, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* Key or value row j of layer l of a sequence with block table blocks. */
+static float *kv_row(float *base, const int32_t *blocks, int j, int B, int n_layers, int l,
+                     size_t kvd)
+{
+    return base + (((size_t)blocks[j / B] * n_layers + l) * B + (size_t)(j % B)) * kvd;
+}
+
+/* a . b in a fixed order: eight partial sums, then the tail. */
+static float dot(const float *a, const float *b, int n)
+{
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += a[i + k] * b[i + k];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+typedef struct att_ctx {
+    const tr_kv_pool *kv;
+    const int32_t *blocks;
+    int l, n_layers, hd, window;
+    size_t kvd;
+    float scale;
+} att_ctx;
+
+/* out[hd] = softmax(scale q . k_j, j in lo..pos) . v_j for kv head g; p[pos+1] scratch. */
+static void attend(float *out, const float *q, int pos, int g, const att_ctx *a, float *p)
+{
+    int B = a->kv->block_len, hd = a->hd;
+    int lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+    float mx = -FLT_MAX;
+    for (int j = lo; j <= pos;) {
+        const float *kr = kv_row(a->kv->k, a->blocks, j, B, a->n_layers, a->l, a->kvd) + (size_t)g * hd;
+        int cnt = B - j % B < pos + 1 - j ? B - j % B : pos + 1 - j;
+        for (int c = 0; c < cnt; c++, j++) {
+            p[j] = dot(q, kr + (size_t)c * a->kvd, hd) * a->scale;
+            mx = p[j] > mx ? p[j] : mx;
+        }
+    }
+    double sum = 0;
+    for (int j = lo; j <= pos; j++) {
+        p[j] = expf(p[j] - mx);
+        sum += p[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int d = 0; d < hd; d++) out[d] = 0.0f;
+    for (int j = lo; j <= pos;) {
+        const float *vr = kv_row(a->kv->v, a->blocks, j, B, a->n_layers, a->l, a->kvd) + (size_t)g * hd;
+        int cnt = B - j % B < pos + 1 - j ? B - j % B : pos + 1 - j;
+        for (int c = 0; c < cnt; c++, j++) {
+            float pj = p[j] * inv;
+            const float *vj = vr + (size_t)c * a->kvd;
+            for (int d = 0; d < hd; d++) out[d] += pj * vj[d];
+        }
+    }
+}
+
+/* Stores the rows' k, v in their sequences' blocks, then ao[N,qd] =
+ * attention of every row and head; parallel over (row, head). */
+static void attention(tr_model *m, struct tr_bws *w, const tr_kv_pool *kv,
+                      const tr_batch_seq *seqs, int l, int N)
+{
+    const tr_config *c = &m->cfg;
+    int Hq = c->n_heads, Hkv = c->n_kv_heads, hd = c->head_dim, group = Hq / Hkv;
+    size_t kvd = (size_t)Hkv * hd, qd = (size_t)Hq * hd;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+        const int32_t *blocks = seqs[w->row_seq[r]].blocks;
+        int B = kv->block_len;
+        memcpy(kv_row(kv->k, blocks, w->row_pos[r], B, c->n_layers, l, kvd), w->k + r * kvd,
+               kvd * sizeof(float));
+        memcpy(kv_row(kv->v, blocks, w->row_pos[r], B, c->n_layers, l, kvd), w->v + r * kvd,
+               kvd * sizeof(float));
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel
+    {
+        float *p = w->p + (size_t)omp_get_thread_num() * w->len;
+#pragma omp for schedule(dynamic, 4)
+        for (int t = 0; t < N * Hq; t++) {
+            int r = t / Hq, h = t % Hq;
+            att_ctx a = {kv, seqs[w->row_seq[r]].blocks, l, c->n_layers, hd, c->sliding_window,
+                         kvd, scale};
+            attend(w->ao + r * qd + (size_t)h * hd, w->q + r * qd + (size_t)h * hd, w->row_pos[r],
+                   h / group, &a, p);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- one layer */
+
+static void layer(tr_model *m, struct tr_bws *w, int l, const tr_kv_pool *kv,
+                  const tr_batch_seq *seqs, int N)
+{
+    const tr_config *c = &m->cfg;
+    const tr_layer *ly = &m->layers[l];
+    int D = c->dim, hd = c->head_dim, Hq = c->n_heads, Hkv = c->n_kv_heads;
+    float eps = (float)c->rms_eps;
+    rmsnorm_forward(w->ln, w->rstd, w->x, ly->ln1, N, D, eps);
+    project(m, w, l, TR_Q, w->q, w->ln, N);
+    project(m, w, l, TR_K, w->k, w->ln, N);
+    project(m, w, l, TR_V, w->v, w->ln, N);
+    if (c->qk_norm) { /* in place: rmsnorm_forward reads a row before writing it */
+        rmsnorm_forward(w->q, w->rstd, w->q, ly->q_norm, N * Hq, hd, eps);
+        rmsnorm_forward(w->k, w->rstd, w->k, ly->k_norm, N * Hkv, hd, eps);
+    }
+    rope_forward(w->q, w->cosv, w->sinv, N, Hq, hd);
+    rope_forward(w->k, w->cosv, w->sinv, N, Hkv, hd);
+    attention(m, w, kv, seqs, l, N);
+    project(m, w, l, TR_O, w->x2, w->ao, N);
+    add_inplace(w->x2, w->x, (size_t)N * D);
+    rmsnorm_forward(w->ln, w->rstd, w->x2, ly->ln2, N, D, eps);
+    project(m, w, l, TR_GATE, w->g, w->ln, N);
+    project(m, w, l, TR_UP, w->u, w->ln, N);
+    swiglu_forward(w->h, w->g, w->u, (size_t)N * c->hidden);
+    project(m, w, l, TR_DOWN, w->x, w->h, N);
+    add_inplace(w->x, w->x2, (size_t)N * D);
+}
+
+/* ---------------------------------------------------------------- the step */
+
+/* w->order: the sequences sorted by adapter (stable); the groups; each
+ * row's sequence and position; the embeddings and rope tables. */
+static void lay_out_rows(tr_model *m, struct tr_bws *w, const tr_batch_seq *seqs, int ns)
+{
+    const tr_config *c = &m->cfg;
+    int half = c->head_dim / 2;
+    for (int i = 0; i < ns; i++) {
+        int j = i;
+        for (; j > 0 && (uintptr_t)seqs[w->order[j - 1]].adapter > (uintptr_t)seqs[i].adapter; j--)
+            w->order[j] = w->order[j - 1];
+        w->order[j] = i;
+    }
+    w->ngroups = 0;
+    int r0 = 0;
+    for (int k = 0; k < ns; k++) {
+        const tr_batch_seq *s = &seqs[w->order[k]];
+        if (k == 0 || s->adapter != w->grp_adapter[w->ngroups - 1]) {
+            w->grp_adapter[w->ngroups] = s->adapter;
+            w->grp_row0[w->ngroups] = r0;
+            w->grp_rows[w->ngroups++] = 0;
+        }
+        w->grp_rows[w->ngroups - 1] += s->n;
+        w->seq_row0[w->order[k]] = r0;
+        for (int i = 0; i < s->n; i++) {
+            w->row_seq[r0 + i] = w->order[k];
+            w->row_pos[r0 + i] = s->start + i;
+        }
+        embedding_forward(w->x + (size_t)r0 * c->dim, s->ids, s->n, m->embed.data, m->embed.dtype,
+                          c->dim);
+        rope_tables(w->cosv + (size_t)r0 * half, w->sinv + (size_t)r0 * half, c, s->start, NULL,
+                    s->n);
+        r0 += s->n;
+    }
+}
+
+void tr_model_forward_batch(tr_model *m, const tr_kv_pool *kv, const tr_batch_seq *seqs,
+                            int n_seqs, float *logits)
+{
+    const tr_config *c = &m->cfg;
+    int N = 0, len = 0, rmax = model_rmax(m), nl = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        N += seqs[i].n;
+        len = imax(len, seqs[i].start + seqs[i].n);
+        if (seqs[i].adapter)
+            for (int p = 0; p < TR_NPROJ; p++) rmax = imax(rmax, seqs[i].adapter->proj[p].r);
+    }
+    if (N == 0) return;
+    struct tr_bws *w = bws_get(m, N, n_seqs, len, rmax);
+    lay_out_rows(m, w, seqs, n_seqs);
+    for (int l = 0; l < c->n_layers; l++) layer(m, w, l, kv, seqs, N);
+    for (int i = 0; i < n_seqs; i++) {
+        if (!seqs[i].logits) continue;
+        const float *last = w->x + (size_t)(w->seq_row0[i] + seqs[i].n - 1) * c->dim;
+        memcpy(w->xl + (size_t)nl++ * c->dim, last, (size_t)c->dim * sizeof(float));
+    }
+    if (nl == 0) return;
+    rmsnorm_forward(w->xl, w->rstdl, w->xl, m->final_norm, nl, c->dim, (float)c->rms_eps);
+    m->be->linear_fwd(m->be, logits, w->xl, m->lm_head.data, m->lm_head.dtype, NULL, nl, c->dim,
+                      c->vocab, 0.0f);
+}
