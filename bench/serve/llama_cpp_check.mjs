@@ -3,10 +3,13 @@
 // greedily from prompts given as token ids, printing one JSON line per
 // prompt: {"prompt":[ids],"tokens":[ids]}. Compared against
 // `lathe generate --ids ...` (docs/export.md); the serving benchmark reuses
-// it. Not part of CI: it needs node-llama-cpp from npm.
+// it. An argument "text:SOME TEXT" is instead encoded by llama.cpp's
+// tokenizer from the file (special tokens recognised, nothing added):
+// {"text":"...","ids":[ids]}, to compare with `lathe tokenize`.
+// Not part of CI: it needs node-llama-cpp from npm.
 //
 // usage: NODE_PATH=/tmp/nlc/node_modules node bench/serve/llama_cpp_check.mjs \
-//          MODEL.gguf MAX_NEW "1 2 3" ["4 5" ...]
+//          MODEL.gguf MAX_NEW "1 2 3" ["4 5" ...] ["text:Hello world" ...]
 import { createRequire } from "node:module";
 import path from "node:path";
 
@@ -23,6 +26,11 @@ const maxNew = Number(maxNewArg);
 const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error });
 const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
 for (const p of prompts) {
+    if (p.startsWith("text:")) {
+        const text = p.slice(5);
+        console.log(JSON.stringify({ text, ids: Array.from(model.tokenize(text, true), Number) }));
+        continue;
+    }
     const ids = p.split(/[\s,]+/).filter((s) => s.length > 0).map(Number);
     const context = await model.createContext({ contextSize: 256, threads: 1 });
     const seq = context.getSequence();
