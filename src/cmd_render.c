@@ -737,6 +737,11 @@ static int job_source(const render_ctx *c, const spec_job *job, serve_from *f)
                 k8s_serve_source_of_job(o, &f->src, err, sizeof err) ? LT_EXIT_OK : LT_EXIT_INVALID;
     }
     if (rc != LT_EXIT_OK) fprintf(stderr, "lathe render: %s: %s\n", c->a->sv.file, err);
+    if (rc == LT_EXIT_OK && job->trainer.kind == TRAINER_COMMAND)
+        fprintf(stderr, "lathe render: job %s runs its own trainer: its adapter is taken to be in "
+                        "%s, where lathe's trainer leaves it; when it writes elsewhere, name "
+                        "the folder with --adapter, --model-path and --name instead of the "
+                        "file\n", job->name, f->src.adapter_path);
     json_decref(objs);
     exec_job_req_free(&req);
     spec_job_free(resolved);
@@ -843,6 +848,9 @@ static int serve_source(const render_ctx *c, const spec_file *file, serve_from *
     }
     int rc;
     if (doc->kind == SPEC_KIND_JOB) {
+        if (c->a->sv.results)
+            return cli_usage_error("render", "--results is for an experiment; %s holds a job",
+                                   c->a->sv.file);
         f->job = doc->job;
         f->adapter_name = doc->job->name;
     } else {

@@ -467,7 +467,8 @@ double k8s_serve_startup_seconds(const k8s_serve_params *p);
  * startup probe on /health for the loading, liveness /health after 60 s
  * every 30 s, readiness after 30 s every 10 s on /ready (lathe) or
  * /health (vLLM, which listens only once loaded); the model and adapters
- * PVCs read-only; the API key from a Secret through the environment),
+ * PVCs read-only; the API key from a Secret through the environment
+ * variable each server reads, LATHE_API_KEY or VLLM_API_KEY),
  * the autoscaling/v2 HorizontalPodAutoscaler (CPU utilisation and the
  * requests-per-second Pods metric) unless replicas is fixed, and a
  * policy/v1 PodDisruptionBudget when more than one pod runs. A JSON array;
@@ -497,6 +498,10 @@ typedef struct k8s_serve_candidate {
     double eval_loss;    /* the best eval loss; NAN = none */
     double train_loss;   /* the final training loss; NAN = none */
     const char *adapter; /* its adapter's path; may be NULL */
+    /* when known: the step of the best eval loss, and the latest eval (the
+     * final adapter's, for a job evaluated at its last step); -1 / NAN = unknown */
+    long best_step, last_step;
+    double last_eval_loss;
 } k8s_serve_candidate;
 
 /* Which job to serve, and why, one sentence a line. */
@@ -512,10 +517,12 @@ typedef struct k8s_serve_choice {
  * says so). Ties go to the lower training loss, then to the name first in
  * byte order, so the choice never depends on the input's order. The
  * explanation names the choice and its loss, up to three runners-up with
- * their distance, the rule, and the jobs left out (not succeeded, or no
- * eval loss when others have one). Returns false (chosen -1, the reason in
- * lines) when no job can be served. experiment names it in the text (may
- * be NULL). Free with k8s_serve_choice_free. */
+ * their distance, the rule, the jobs left out (not succeeded, or no eval
+ * loss when others have one), and, when the chosen job's best eval loss
+ * came before its last evaluation, that its final adapter scored the
+ * latter. Returns false (chosen -1, the reason in lines) when no job can
+ * be served. experiment names it in the text (may be NULL). Free with
+ * k8s_serve_choice_free. */
 bool k8s_serve_choose(const char *experiment, const k8s_serve_candidate *c, size_t n,
                       k8s_serve_choice *out);
 void k8s_serve_choice_free(k8s_serve_choice *ch);
@@ -523,10 +530,10 @@ void k8s_serve_choice_free(k8s_serve_choice *ch);
 /* The candidates of the API's JSON (docs/api.md): an experiment
  * (GET /v1/experiments/NAME, or POST /v1/jobs's {"experiment", "jobs"}),
  * a job list ({"items": [...]}) or an array of jobs. Each job's name,
- * state, final training loss (progress.loss) and best eval loss
- * (K8S_SERVE_EVAL_LOSS_KEY). Strings point into v. NULL with a message in
- * err when v is none of these or a job has no name; *n 0 is a valid answer. */
-#define K8S_SERVE_EVAL_LOSS_KEY "best_eval_loss"
+ * state, final training loss (progress.loss), best eval loss and its step
+ * (eval.best_loss, eval.best_step), latest eval (eval.loss, eval.step) and
+ * adapter. Strings point into v. NULL with a message in err when v is none
+ * of these or a job has no name; *n 0 is a valid answer. */
 k8s_serve_candidate *k8s_serve_candidates_json(const json_t *v, size_t *n, char *err,
                                                size_t errsz);
 

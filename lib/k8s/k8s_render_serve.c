@@ -33,8 +33,9 @@
 #define DEFAULT_RPS 10.0
 #define ANNOT_SELECTION "lathe.dev/selection"
 #define LABEL_RUNTIME "lathe.dev/runtime"
+/* the variables each server reads its key from */
 #define SECRET_ENV_LATHE "LATHE_API_KEY"
-#define SECRET_ENV_VLLM "VLLM_API_KEY" /* vLLM reads its key from it */
+#define SECRET_ENV_VLLM "VLLM_API_KEY"
 
 static bool given(const char *s) { return s && *s; }
 
@@ -154,9 +155,9 @@ static int max_adapters_of(const k8s_serve_params *p)
 }
 
 /* `lathe serve --model M --adapter N=P ... --host 0.0.0.0 --port P
- * --max-adapters N [--max-batch N] --threads N [--api-key $(LATHE_API_KEY)]`:
- * the key reaches the argument through Kubernetes' expansion of the
- * variable the Secret fills, so it is never written in the object. */
+ * --max-adapters N [--max-batch N] --threads N`: the key is no argument
+ * (lathe serve reads LATHE_API_KEY, which the Secret fills), so it is in
+ * neither the object nor the process list. */
 static json_t *lathe_command(const k8s_serve_params *p, const spec_k8s *k)
 {
     json_t *a = json_array();
@@ -182,10 +183,6 @@ static json_t *lathe_command(const k8s_serve_params *p, const spec_k8s *k)
     }
     arg(a, "--threads");
     arg_int(a, p->threads > 0 ? p->threads : (long long)ceil(cpu_of(p)));
-    if (given(p->api_key_secret)) {
-        arg(a, "--api-key");
-        arg(a, "$(" SECRET_ENV_LATHE ")");
-    }
     return a;
 }
 
@@ -671,6 +668,13 @@ bool k8s_serve_choose(const char *experiment, const k8s_serve_candidate *c, size
         add_line(out, xasprintf("runner-up %zu: %s, %s %.4f (%+.4f)", i, r[i].c->job, loss,
                                 r[i].key, r[i].key - r[0].key));
     if (m > 4) add_line(out, xasprintf("and %zu more compared", m - 4));
+    const k8s_serve_candidate *w = r[0].c;
+    if (out->by_eval && w->best_step >= 0 && w->last_step > w->best_step &&
+        !isnan(w->last_eval_loss))
+        add_line(out, xasprintf("note: %s's lowest eval loss was at step %ld; its final adapter, "
+                                "served here, had eval loss %.4f at step %ld (serve the step's "
+                                "checkpoint with --adapter to have the lowest)",
+                                w->job, w->best_step, w->last_eval_loss, w->last_step));
     left_out(out, c, n, out->by_eval);
     free(r);
     return true;
@@ -687,6 +691,11 @@ void k8s_serve_choice_free(k8s_serve_choice *ch)
 /* ---- candidates from the API's JSON ---- */
 
 static double num_or_nan(const json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
+
+static long step_or_none(const json_t *v)
+{
+    return json_is_integer(v) ? (long)json_integer_value(v) : -1;
+}
 
 k8s_serve_candidate *k8s_serve_candidates_json(const json_t *v, size_t *n, char *err,
                                                size_t errsz)
@@ -713,10 +722,15 @@ k8s_serve_candidate *k8s_serve_candidates_json(const json_t *v, size_t *n, char 
             free(c);
             return NULL;
         }
+        const json_t *ev = json_object_get(j, "eval");
         c[i].job = name;
         c[i].state = json_string_value(json_object_get(j, "state"));
-        c[i].eval_loss = num_or_nan(json_object_get(j, K8S_SERVE_EVAL_LOSS_KEY));
+        c[i].eval_loss = num_or_nan(json_object_get(ev, "best_loss"));
         c[i].train_loss = num_or_nan(json_object_get(json_object_get(j, "progress"), "loss"));
+        c[i].adapter = json_string_value(json_object_get(j, "adapter"));
+        c[i].best_step = step_or_none(json_object_get(ev, "best_step"));
+        c[i].last_step = step_or_none(json_object_get(ev, "step"));
+        c[i].last_eval_loss = num_or_nan(json_object_get(ev, "loss"));
     }
     *n = m;
     return c;

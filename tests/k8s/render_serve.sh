@@ -92,6 +92,8 @@ check "the choice is the YAML's first comment" $?
 grep -q '^# runner-up 1: sweep-r16-lr1e-4, eval loss 1.2875 (+0.0144)$' "$tmp/experiment.yaml"; check "the runner-up is in the comments" $?
 grep -q '^# left out: sweep-r8-lr2e-4 (failed), sweep-r32-lr2e-4 (running)$' "$tmp/experiment.yaml"; check "the jobs left out are in the comments" $?
 grep -q '^lathe render: why: the lowest eval loss of the 4 succeeded' "$tmp/experiment.err"; check "the reason is on stderr" $?
+grep -q "^# note: sweep-r16-lr2e-4's lowest eval loss was at step 1000; its final adapter, served here, had eval loss 1.2790 at step 1200" "$tmp/experiment.yaml"
+check "a best eval loss before the last step: said" $?
 # lathe serve needs the model's folder: the sweep names its model only
 render experiment-lathe 3 "$SWEEP" --results "$RESULTS" --model-path /models/qwen2.5-7b-instruct --adapter base-chat=/checkpoints/chat/final --name support-bot
 query experiment-lathe "cmd[:4] == ['lathe', 'serve', '--model', '/models/qwen2.5-7b-instruct'] and [cmd[i + 1] for i, a in enumerate(cmd) if a == '--adapter'] == ['sweep=/checkpoints/sweep-r16-lr2e-4/final', 'base-chat=/checkpoints/chat/final']"
@@ -133,13 +135,18 @@ rc=$?
 kill "$api"
 wait "$api" 2> /dev/null
 
+# a job with its own trainer: the adapter where lathe's trainer leaves it, and a word about it
+render swift 3 "$LATHE_SOURCE_DIR/examples/jobs/ms-swift-trainer.yaml" --runtime vllm
+grep -q "runs its own trainer: its adapter is taken to be in /checkpoints/qwen2-7b-swift/final" "$tmp/swift.err"
+check "a command trainer's adapter: said on stderr" $?
+
 # options alone: no file
 render options 3 --name chat --namespace team-a --model-path /models/llama-3-8b --adapter chat=/adapters/chat/final --adapters-pvc chat-adapters --model-pvc base-models --replicas 2 --port 8080 --cpu 8 --memory 24Gi --api-key-secret chat-key --startup-timeout 20m --image registry.example.com/lathe:1.2
 query options "kinds == ['Service', 'Deployment', 'PodDisruptionBudget'] and dep['spec']['replicas'] == 2"
 query options "all(o['metadata']['namespace'] == 'team-a' for o in objs) and ctr['image'] == 'registry.example.com/lathe:1.2'"
 query options "vols['adapters']['persistentVolumeClaim']['claimName'] == 'chat-adapters' and vols['models']['persistentVolumeClaim']['claimName'] == 'base-models'"
 query options "flag('--port') == '8080' and ctr['ports'][0]['containerPort'] == 8080 and svc['spec']['ports'][0]['port'] == 8080 and flag('--threads') == '8'"
-query options "flag('--api-key') == '\$(LATHE_API_KEY)' and env['LATHE_API_KEY']['valueFrom']['secretKeyRef'] == {'name': 'chat-key', 'key': 'api-key'}"
+query options "'--api-key' not in cmd and env['LATHE_API_KEY'] == {'name': 'LATHE_API_KEY', 'valueFrom': {'secretKeyRef': {'name': 'chat-key', 'key': 'api-key'}}}"
 query options "ctr['resources'] == {'requests': {'cpu': '8', 'memory': '24Gi'}, 'limits': {'memory': '24Gi'}}"
 query options "ctr['startupProbe']['periodSeconds'] * ctr['startupProbe']['failureThreshold'] == 1200"
 
@@ -169,6 +176,7 @@ expect 1 "--attempt" "$SEED" --attempt 2
 expect 1 "lathe serve with a model named only" "$SWEEP" --results "$RESULTS"
 expect 1 "lathe serve with a relative --model-path" --name x --model-path models/m --adapter a=/a
 expect 1 "two files" "$SEED" "$SWEEP"
+expect 1 "--results with a job file" "$SEED" --results "$RESULTS"
 expect 4 "a missing file" "$tmp/missing.yaml"
 expect 4 "a missing --results" "$SWEEP" --results "$tmp/missing.json"
 echo '{"jobs": [' > "$tmp/broken.json"
@@ -178,7 +186,7 @@ expect 2 "a --results of another shape" "$SWEEP" --results "$tmp/shape.json" --r
 echo '[{"name": "sweep-r8-lr1e-4", "state": "running", "progress": {"loss": 1.2}}]' > "$tmp/running.json"
 expect 2 "an experiment with no succeeded job" "$SWEEP" --results "$tmp/running.json" --runtime vllm
 grep -q "none of its 1 job(s) has succeeded yet" "$tmp/err.err"; check "no succeeded job: the reason" $?
-echo '[{"name": "other-job", "state": "succeeded", "best_eval_loss": 1.0}]' > "$tmp/other.json"
+echo '[{"name": "other-job", "state": "succeeded", "eval": {"best_loss": 1.0}}]' > "$tmp/other.json"
 expect 2 "results of another experiment" "$SWEEP" --results "$tmp/other.json" --runtime vllm
 grep -q "job other-job of the results is not one of" "$tmp/err.err"; check "another experiment's job: named" $?
 expect 2 "a Cluster file" "$LATHE_SHARED_DIR/examples/cluster-example.yaml" --runtime vllm

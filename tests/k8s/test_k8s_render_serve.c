@@ -302,14 +302,24 @@ static void test_lathe_api_key_and_options(void **state)
                           .replicas = 3, .settings = &k, .selection = "sweep: serving job x"};
     json_t *objs = render(&p);
     char *cmd = command_text(objs);
-    /* the key reaches the argument through Kubernetes' expansion of the variable */
+    /* the key is no argument: lathe serve reads LATHE_API_KEY */
     assert_string_equal(
         cmd, "lathe serve --model /models/m --adapter support=/checkpoints/sweep-r16/final"
-             " --host 0.0.0.0 --port 9000 --max-adapters 3 --max-batch 16"
-             " --threads 8 --api-key $(LATHE_API_KEY)");
+             " --host 0.0.0.0 --port 9000 --max-adapters 3 --max-batch 16 --threads 8");
     free(cmd);
     const json_t *c = container(objs);
-    assert_true(has_env(c, "LATHE_API_KEY"));
+    size_t i;
+    json_t *e;
+    bool key = false;
+    json_array_foreach(json_object_get(c, "env"), i, e) {
+        if (strcmp(str_at(e, "name"), "LATHE_API_KEY") == 0) {
+            key = true;
+            assert_string_equal(str_at(e, "valueFrom.secretKeyRef.name"), "keys");
+            assert_string_equal(str_at(e, "valueFrom.secretKeyRef.key"), "serve");
+            assert_null(json_object_get(e, "value"));
+        }
+    }
+    assert_true(key);
     assert_false(has_env(c, "HF_HOME")); /* no model PVC */
     assert_string_equal(str_at(c, "image"), "registry.example.com/lathe:1.2");
     assert_string_equal(str_at(c, "resources.requests.cpu"), "8");
@@ -422,13 +432,13 @@ static void test_choose_eval(void **state)
 {
     (void)state;
     k8s_serve_candidate c[] = {
-        {"sweep-r8", "succeeded", 1.3402, 1.2110, NULL},
-        {"sweep-r8-lr2", "failed", 1.1000, 1.9000, NULL}, /* lowest, but not finished */
-        {"sweep-r16", "succeeded", 1.2875, 1.1502, NULL},
-        {"sweep-r16-lr2", "succeeded", 1.2731, 1.1024, NULL},
-        {"sweep-r32", "succeeded", 1.3050, 1.0533, NULL}, /* lowest training loss */
-        {"sweep-r32-lr2", "running", 1.2500, 1.0100, NULL},
-        {"sweep-r64", "succeeded", NAN, 0.9000, NULL},    /* no eval loss */
+        {"sweep-r8", "succeeded", 1.3402, 1.2110, NULL, -1, -1, NAN},
+        {"sweep-r8-lr2", "failed", 1.1000, 1.9000, NULL, -1, -1, NAN}, /* lowest; unfinished */
+        {"sweep-r16", "succeeded", 1.2875, 1.1502, NULL, -1, -1, NAN},
+        {"sweep-r16-lr2", "succeeded", 1.2731, 1.1024, NULL, 1000, 1200, 1.2790},
+        {"sweep-r32", "succeeded", 1.3050, 1.0533, NULL, -1, -1, NAN}, /* lowest training loss */
+        {"sweep-r32-lr2", "running", 1.2500, 1.0100, NULL, -1, -1, NAN},
+        {"sweep-r64", "succeeded", NAN, 0.9000, NULL, -1, -1, NAN},    /* no eval loss */
     };
     k8s_serve_choice ch;
     assert_true(k8s_serve_choose("sweep", c, 7, &ch));
@@ -443,6 +453,9 @@ static void test_choose_eval(void **state)
     assert_true(said(&ch, "left out: sweep-r8-lr2 (failed), sweep-r32-lr2 (running), "
                           "sweep-r64 (succeeded, no eval loss)"));
     assert_false(said(&ch, "fallback"));
+    /* its best came before its last evaluation: the final adapter's score is said */
+    assert_true(said(&ch, "note: sweep-r16-lr2's lowest eval loss was at step 1000; its final "
+                          "adapter, served here, had eval loss 1.2790 at step 1200"));
     k8s_serve_choice_free(&ch);
 }
 
@@ -450,10 +463,10 @@ static void test_choose_fallback(void **state)
 {
     (void)state;
     k8s_serve_candidate c[] = {
-        {"a", "succeeded", NAN, 1.21, NULL},
-        {"b", NULL, NAN, 1.05, NULL}, /* no state: a finished record */
-        {"c", "succeeded", NAN, 1.15, NULL},
-        {"d", "cancelled", NAN, 0.90, NULL},
+        {"a", "succeeded", NAN, 1.21, NULL, -1, -1, NAN},
+        {"b", NULL, NAN, 1.05, NULL, -1, -1, NAN}, /* no state: a finished record */
+        {"c", "succeeded", NAN, 1.15, NULL, -1, -1, NAN},
+        {"d", "cancelled", NAN, 0.90, NULL, -1, -1, NAN},
     };
     k8s_serve_choice ch;
     assert_true(k8s_serve_choose("sweep", c, 4, &ch));
@@ -463,6 +476,7 @@ static void test_choose_fallback(void **state)
     assert_true(said(&ch, "fallback: no succeeded job has an eval loss"));
     assert_true(said(&ch, "runner-up 1: c, final training loss 1.1500 (+0.1000)"));
     assert_true(said(&ch, "left out: d (cancelled)"));
+    assert_false(said(&ch, "note:"));
     k8s_serve_choice_free(&ch);
 }
 
@@ -472,9 +486,9 @@ static void test_choose_ties(void **state)
 {
     (void)state;
     k8s_serve_candidate c[] = {
-        {"zeta", "succeeded", 1.25, 1.10, NULL},
-        {"alpha", "succeeded", 1.25, 1.20, NULL},
-        {"beta", "succeeded", 1.30, 1.00, NULL},
+        {"zeta", "succeeded", 1.25, 1.10, NULL, -1, -1, NAN},
+        {"alpha", "succeeded", 1.25, 1.20, NULL, -1, -1, NAN},
+        {"beta", "succeeded", 1.30, 1.00, NULL, -1, -1, NAN},
     };
     k8s_serve_choice ch;
     assert_true(k8s_serve_choose(NULL, c, 3, &ch));
@@ -500,8 +514,8 @@ static void test_choose_none(void **state)
 {
     (void)state;
     k8s_serve_candidate c[] = {
-        {"a", "running", 1.2, 1.1, NULL},
-        {"b", "failed", NAN, NAN, NULL},
+        {"a", "running", 1.2, 1.1, NULL, -1, -1, NAN},
+        {"b", "failed", NAN, NAN, NULL, -1, -1, NAN},
     };
     k8s_serve_choice ch;
     assert_false(k8s_serve_choose("sweep", c, 2, &ch));
@@ -510,7 +524,7 @@ static void test_choose_none(void **state)
     assert_true(said(&ch, "left out: a (running), b (failed)"));
     k8s_serve_choice_free(&ch);
     /* succeeded, but without any loss */
-    k8s_serve_candidate d[] = {{"a", "succeeded", NAN, NAN, NULL}};
+    k8s_serve_candidate d[] = {{"a", "succeeded", NAN, NAN, NULL, -1, -1, NAN}};
     assert_false(k8s_serve_choose("sweep", d, 1, &ch));
     assert_true(said(&ch, "none of its 1 succeeded job(s) reported a loss"));
     k8s_serve_choice_free(&ch);
@@ -524,19 +538,23 @@ static void test_candidates_json(void **state)
     char err[256];
     size_t n;
     /* GET /v1/experiments/NAME */
-    json_t *v =
-        json_loads("{\"name\": \"sweep\", \"team\": \"t\", \"jobs\": ["
-                   "{\"name\": \"a\", \"state\": \"succeeded\", \"progress\": {\"loss\": 1.5},"
-                   " \"" K8S_SERVE_EVAL_LOSS_KEY "\": 1.75},"
-                   "{\"name\": \"b\", \"state\": \"running\", \"progress\": null}]}",
-                   0, NULL);
+    json_t *v = json_loads(
+        "{\"name\": \"sweep\", \"team\": \"t\", \"jobs\": ["
+        "{\"name\": \"a\", \"state\": \"succeeded\", \"progress\": {\"loss\": 1.5},"
+        " \"eval\": {\"loss\": 1.8, \"step\": 120, \"best_loss\": 1.75, \"best_step\": 100},"
+        " \"adapter\": \"/data/jobs/1/checkpoints/final\"},"
+        "{\"name\": \"b\", \"state\": \"running\", \"progress\": null, \"eval\": null}]}",
+        0, NULL);
     k8s_serve_candidate *c = k8s_serve_candidates_json(v, &n, err, sizeof err);
     assert_non_null(c);
     assert_int_equal(n, 2);
     assert_string_equal(c[0].job, "a");
     assert_string_equal(c[0].state, "succeeded");
     assert_true(c[0].train_loss == 1.5 && c[0].eval_loss == 1.75);
-    assert_true(isnan(c[1].train_loss) && isnan(c[1].eval_loss));
+    assert_true(c[0].best_step == 100 && c[0].last_step == 120 && c[0].last_eval_loss == 1.8);
+    assert_string_equal(c[0].adapter, "/data/jobs/1/checkpoints/final");
+    assert_true(isnan(c[1].train_loss) && isnan(c[1].eval_loss) && isnan(c[1].last_eval_loss));
+    assert_true(c[1].best_step == -1 && c[1].last_step == -1 && c[1].adapter == NULL);
     free(c);
     json_decref(v);
     /* a job list, and a bare array */
