@@ -149,8 +149,10 @@ static const char demo_server_yaml[] =
     "        targetModules: [all-linear]\n"                                                     \
     "      trainingData:\n"                                                                     \
     "        datasetPath: @DATA@\n"                                                             \
+    "        evalSplit: 0.05\n"                                                                 \
     "      hyperparams:\n"                                                                      \
     "        maxSteps: @STEPS@\n"                                                               \
+    "        evalSteps: @CHECKPOINT_EVERY@\n"                                                   \
     "        learningRate: 5e-3\n"                                                              \
     "        warmupSteps: 5\n"                                                                  \
     "        maxSeqLength: 128\n"                                                               \
@@ -1047,15 +1049,19 @@ static void demo_summary_row(client_table *t, const json_t *j)
     const json_t *p = json_object_get(j, "progress");
     const json_t *cps = json_object_get(j, "checkpoints");
     const json_t *last = json_array_get(cps, json_array_size(cps) ? json_array_size(cps) - 1 : 0);
-    char steps[32], loss[32], tps[32], gh[32], cost[32], att[32];
+    const json_t *ev = json_object_get(j, "eval");
+    char steps[32], loss[32], best[48] = "-", tps[32], gh[32], cost[32], att[32];
     snprintf(steps, sizeof steps, "%lld", client_int(p, "step", 0));
     snprintf(loss, sizeof loss, "%.4f", client_num(p, "loss", NAN));
+    if (json_is_object(ev))
+        snprintf(best, sizeof best, "%.4f@%lld", client_num(ev, "best_loss", NAN),
+                 client_int(ev, "best_step", -1));
     snprintf(tps, sizeof tps, "%.0f", client_num(p, "tokens_per_second", NAN));
     snprintf(gh, sizeof gh, "%.5f", client_num(j, "gpu_hours", 0));
     snprintf(cost, sizeof cost, "%.4f", client_num(j, "cost", 0));
     snprintf(att, sizeof att, "%lld", client_int(j, "attempt", 0));
     client_table_row(t, client_str(j, "name"), client_str(j, "team"), client_str(j, "state"),
-                     steps, loss, tps, gh, cost, att, client_str(last, "path"));
+                     steps, loss, best, tps, gh, cost, att, client_str(last, "path"));
 }
 
 /* "  NAME  story" and, when the trainer wrote one, its final adapter (the
@@ -1083,12 +1089,31 @@ static void demo_summary_story(demo *d, const json_t *j, sb *stories, sb *adapte
     free(final);
 }
 
+/* The experiment's comparison: its job with the lowest eval loss (on the
+ * held-out share each job keeps), where that job's final adapter is. */
+static void demo_best_eval(const json_t *items)
+{
+    const json_t *best = NULL, *j;
+    size_t i;
+    json_array_foreach(items, i, j) {
+        const json_t *ev = json_object_get(j, "eval");
+        double v = client_num(ev, "best_loss", NAN);
+        if (!client_str(j, "experiment") || !isfinite(v)) continue;
+        if (!best || v < client_num(json_object_get(best, "eval"), "best_loss", NAN)) best = j;
+    }
+    if (!best) return;
+    const json_t *ev = json_object_get(best, "eval");
+    printf("\nBest eval loss of experiment %s: %s, %.4f at step %lld (latest %.4f at step %lld)\n",
+           client_str(best, "experiment"), client_str(best, "name"), client_num(ev, "best_loss", NAN),
+           client_int(ev, "best_step", -1), client_num(ev, "loss", NAN), client_int(ev, "step", -1));
+}
+
 /* The table per job, then each job's story and its adapter. */
 static void demo_summary(demo *d, const json_t *items)
 {
     client_table t;
-    client_table_init(&t, 10, "JOB", "TEAM", "STATE", "STEPS", "FINAL LOSS", "TOK/S", "GPU-HOURS",
-                      "COST", "ATTEMPTS", "CHECKPOINT");
+    client_table_init(&t, 11, "JOB", "TEAM", "STATE", "STEPS", "FINAL LOSS", "BEST EVAL", "TOK/S",
+                      "GPU-HOURS", "COST", "ATTEMPTS", "CHECKPOINT");
     sb stories, adapters;
     sb_init(&stories);
     sb_init(&adapters);
@@ -1101,6 +1126,7 @@ static void demo_summary(demo *d, const json_t *items)
     printf("\n");
     client_table_print(&t, stdout);
     printf("\nHow each job got its GPUs:\n%s", sb_str(&stories));
+    demo_best_eval(items);
     if (adapters.len && !d->o.clean)
         printf("\nFinal adapters (PEFT format; try `lathe generate --model %s/model --adapter "
                "DIR --prompt ...`):\n%s", d->dir, sb_str(&adapters));

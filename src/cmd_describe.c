@@ -1,7 +1,7 @@
 /* cmd_describe.c: `lathe describe job NAME` (and `describe experiment
  * NAME`): everything the server knows about one job, for a person: plan,
- * placement, why it waits, attempts, progress, checkpoints, cost, exit and
- * its events. */
+ * placement, why it waits, attempts, progress, the loss and the eval loss,
+ * checkpoints, the final adapter, cost, exit and its events. */
 #include "cli.h"
 
 #include "base/base.h"
@@ -18,9 +18,10 @@ static const char describe_help[] =
     "\n"
     "Shows one job: state and attempts, priority, the plan (method, GPUs,\n"
     "micro-batch, memory per GPU, estimated GPU-hours and cost), where it runs,\n"
-    "why it waits, progress, the loss so far (first, lowest, last), checkpoints,\n"
-    "GPU-hours and cost so far, how its last attempt ended, and its events in\n"
-    "order. For an experiment, its jobs.\n"
+    "why it waits, progress, the loss so far (first, lowest, last), the eval loss\n"
+    "(latest and best, with the checkpoint of the best step), checkpoints, the\n"
+    "final adapter, GPU-hours and cost so far, how its last attempt ended, and its\n"
+    "events in order. For an experiment, its jobs with their best eval loss.\n"
     "\n"
     "options:\n" CLIENT_FLAGS_HELP
     "\n"
@@ -144,6 +145,25 @@ static void describe_loss(const json_t *progress)
     field("Loss:", line);
 }
 
+/* "1.4020 at step 120, best 1.3980 at step 100 (checkpoint PATH)", from the
+ * job's eval object; "-" before the first evaluation. */
+static void describe_eval(const json_t *job)
+{
+    const json_t *e = json_object_get(job, "eval");
+    if (!json_is_object(e)) {
+        field("Eval loss:", NULL);
+        return;
+    }
+    char line[4400];
+    int n = snprintf(line, sizeof line, "%.4f at step %lld, best %.4f at step %lld",
+                     client_num(e, "loss", NAN), client_int(e, "step", -1),
+                     client_num(e, "best_loss", NAN), client_int(e, "best_step", -1));
+    const char *ck = client_str(e, "best_checkpoint");
+    if (ck && n > 0 && (size_t)n < sizeof line)
+        snprintf(line + n, sizeof line - (size_t)n, " (checkpoint %s)", ck);
+    field("Eval loss:", line);
+}
+
 static void describe_exit(const json_t *job)
 {
     const json_t *e = json_object_get(job, "exit");
@@ -259,12 +279,14 @@ static void describe_job(const json_t *job, const json_t *events, const json_t *
     }
     describe_progress(job);
     describe_loss(progress);
+    describe_eval(job);
     char money[32];
     client_format_money(money, sizeof money, client_num(job, "cost", 0));
     snprintf(line, sizeof line, "%.4f GPU-hours, cost %s", client_num(job, "gpu_hours", 0), money);
     field("Used:", line);
     describe_exit(job);
     describe_checkpoints(job, now);
+    if (client_str(job, "adapter")) field("Adapter:", client_str(job, "adapter"));
     describe_events(json_object_get(events, "items"), now);
 }
 
@@ -278,15 +300,19 @@ static void describe_experiment(const json_t *exp)
     field("Max running:", mc > 0 ? line : "no limit");
     printf("Jobs:\n");
     client_table t;
-    client_table_init(&t, 5, "  NAME", "STATE", "PROGRESS", "GPU-HOURS", "WAITING");
+    client_table_init(&t, 6, "  NAME", "STATE", "PROGRESS", "BEST-EVAL", "GPU-HOURS", "WAITING");
     size_t i;
     const json_t *j;
     json_array_foreach(json_object_get(exp, "jobs"), i, j) {
-        char name[128], prog[256], gh[32];
+        char name[128], prog[256], gh[32], ev[48] = "-";
         snprintf(name, sizeof name, "  %s", client_str(j, "name") ? client_str(j, "name") : "?");
         client_progress_text(prog, sizeof prog, j);
         snprintf(gh, sizeof gh, "%.4f", client_num(j, "gpu_hours", 0));
-        client_table_row(&t, name, client_str(j, "state"), prog, gh, client_str(j, "wait_reason"));
+        const json_t *e = json_object_get(j, "eval");
+        if (json_is_object(e) && isfinite(client_num(e, "best_loss", NAN)))
+            snprintf(ev, sizeof ev, "%.4f@%lld", client_num(e, "best_loss", NAN),
+                     client_int(e, "best_step", -1));
+        client_table_row(&t, name, client_str(j, "state"), prog, ev, gh, client_str(j, "wait_reason"));
     }
     client_table_print(&t, stdout);
     client_table_free(&t);

@@ -122,7 +122,7 @@ static void get_job_row(client_table *t, const json_t *j, bool wide, double now)
 {
     const json_t *p = json_object_get(j, "progress");
     char prog[48] = "-", loss[32], age[32], attempt[32], gh[32], cost[32], place[128],
-         prio[48];
+         prio[48], best[48];
     long long step = client_int(p, "step", -1), total = client_int(p, "total_steps", -1);
     if (step >= 0 && total > 0) snprintf(prog, sizeof prog, "%lld/%lld", step, total);
     else if (step >= 0) snprintf(prog, sizeof prog, "%lld", step);
@@ -142,16 +142,22 @@ static void get_job_row(client_table *t, const json_t *j, bool wide, double now)
     placement_text(place, sizeof place, j);
     snprintf(prio, sizeof prio, "%s",
              client_str(j, "priority_class") ? client_str(j, "priority_class") : "-");
+    const json_t *ev = json_object_get(j, "eval");
+    if (json_is_object(ev) && isfinite(client_num(ev, "best_loss", NAN)))
+        snprintf(best, sizeof best, "%.4f@%lld", client_num(ev, "best_loss", NAN),
+                 client_int(ev, "best_step", -1));
+    else
+        snprintf(best, sizeof best, "-");
     client_table_row(t, client_str(j, "name"), client_str(j, "team"), client_str(j, "state"),
-                     prog, loss, age, client_str(j, "experiment"), prio, attempt, place, gh, cost,
-                     client_str(j, "wait_reason"));
+                     prog, loss, best, age, client_str(j, "experiment"), prio, attempt, place, gh,
+                     cost, client_str(j, "wait_reason"));
 }
 
 static void get_jobs_table(const json_t *items, bool wide)
 {
     client_table t;
     if (wide)
-        client_table_init(&t, 13, "NAME", "TEAM", "STATE", "PROGRESS", "LOSS", "AGE",
+        client_table_init(&t, 14, "NAME", "TEAM", "STATE", "PROGRESS", "LOSS", "BEST-EVAL", "AGE",
                           "EXPERIMENT", "PRIORITY", "ATTEMPT", "NODE:GPUS", "GPU-HOURS", "COST",
                           "WAITING");
     else

@@ -846,6 +846,7 @@ static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, do
     json_t *data = json_pack("{s:i, s:i, s:i, s:s, s:f}", "attempt", j->attempt, "exit_code",
                              e->st.exit_code, "signal", e->st.signal, "reason",
                              exec_end_name(e->st.end), "backoff_seconds", backoff);
+    if (go == GO_SUCCEEDED && e->adapter) json_object_set_new(data, "adapter", json_string(e->adapter));
     char *dj = json_dumps(data, JSON_COMPACT), key[32];
     json_decref(data);
     store_event ev = {.actor = "controller", .type = go_names[go], .message = sb_str(&msg), .data_json = dj};

@@ -232,6 +232,7 @@ void srv_api_job_progress(srv_req *r, const char *name)
         json_object_set_new(o, "loss", srv_json_num(pts[i].loss));
         json_object_set_new(o, "learning_rate", srv_json_num(pts[i].learning_rate));
         json_object_set_new(o, "tokens_per_second", srv_json_num(pts[i].tokens_per_second));
+        json_object_set_new(o, "eval_loss", pts[i].has_eval ? srv_json_num(pts[i].eval_loss) : json_null());
         json_object_set_new(o, "at", srv_json_time(pts[i].at));
         json_array_append_new(items, o);
     }

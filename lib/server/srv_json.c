@@ -1,5 +1,7 @@
 /* srv_json.c: what the API shows, as JSON (docs/api.md): a job (with its
- * plan, resolved spec and checkpoints in the full view), events,
+ * plan, resolved spec and checkpoints in the full view; its eval losses,
+ * with the best one's checkpoint and the final adapter in the full view),
+ * events,
  * diagnostics (the same shape as `lathe validate -o json`), times as RFC
  * 3339 UTC, unknown numbers as null. Also finding the job a request names
  * among the teams its token may see. */
@@ -108,6 +110,51 @@ static json_t *checkpoints_json(store *st, const store_job *j)
     return list;
 }
 
+/* The job's eval losses (null before its first evaluation): the latest and
+ * the best with their steps; in the full view also the checkpoint saved at
+ * the best step (null when none was) from the checkpoint list. */
+static json_t *eval_json(const store_job *j, const json_t *checkpoints)
+{
+    if (j->best_eval_step < 0) return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "loss", srv_json_num(j->eval_loss));
+    json_object_set_new(o, "step", int_or_null(j->eval_step));
+    json_object_set_new(o, "best_loss", srv_json_num(j->best_eval_loss));
+    json_object_set_new(o, "best_step", int_or_null(j->best_eval_step));
+    json_t *path = json_null();
+    for (size_t i = 0; i < json_array_size(checkpoints); i++) {
+        json_t *c = json_array_get(checkpoints, i);
+        if (json_integer_value(json_object_get(c, "step")) == j->best_eval_step) {
+            json_decref(path);
+            path = json_incref(json_object_get(c, "path"));
+        }
+    }
+    json_object_set_new(o, "best_checkpoint", path);
+    return o;
+}
+
+/* The final adapter folder the trainer reported when the job succeeded
+ * (its `succeeded` event), else null. */
+static json_t *adapter_json(store *st, const store_job *j)
+{
+    if (j->state != STORE_SUCCEEDED) return json_null();
+    json_t *out = json_null();
+    store_event_list ev = {0};
+    if (store_events_list(st, j->id, 0, 0, &ev) != STORE_OK) return out;
+    for (size_t i = 0; i < ev.n; i++) {
+        if (strcmp(ev.items[i].type, "succeeded") != 0 || !ev.items[i].data_json) continue;
+        json_t *d = json_loads(ev.items[i].data_json, 0, NULL);
+        const char *a = json_string_value(json_object_get(d, "adapter"));
+        if (a) {
+            json_decref(out);
+            out = json_string(a);
+        }
+        json_decref(d);
+    }
+    store_event_list_free(&ev);
+    return out;
+}
+
 /* GPU-seconds and cost of the running attempt (0 when none). */
 static void live_usage(const srv *s, store *st, const store_job *j, double *gs, double *cost)
 {
@@ -156,7 +203,10 @@ json_t *srv_job_json(const srv *s, store *st, const store_job *j, bool full)
     json_object_set_new(o, "wait_reason", srv_json_str(j->wait_reason));
     json_object_set_new(o, "placement", srv_json_parse(j->placement_json));
     json_object_set_new(o, "progress", progress_json(&j->progress));
-    json_object_set_new(o, "checkpoints", full ? checkpoints_json(st, j) : json_null());
+    json_t *cks = full ? checkpoints_json(st, j) : json_null();
+    json_object_set_new(o, "eval", eval_json(j, cks));
+    json_object_set_new(o, "checkpoints", cks);
+    json_object_set_new(o, "adapter", full ? adapter_json(st, j) : json_null());
     json_object_set_new(o, "gpu_hours", json_real((j->gpu_seconds + live_gs) / 3600.0));
     json_object_set_new(o, "cost", json_real(j->cost + live_cost));
     json_object_set_new(o, "plan", full ? srv_json_parse(j->plan_json) : json_null());

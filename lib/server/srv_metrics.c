@@ -8,6 +8,8 @@
  *   lathe_cpu_slots{state}                    CPU mode: in use / free
  *   lathe_job_loss{job,team}                  latest loss of each running job
  *   lathe_job_tokens_per_second{job,team}
+ *   lathe_job_eval_loss{job,team}             latest eval loss of each running job
+ *   lathe_job_best_eval_loss{job,team}        its lowest eval loss so far
  *   lathe_scheduling_pass_seconds             histogram of pass durations
  *   lathe_controller_loop_seconds             histogram of the controller's turns
  *   lathe_controller_active_jobs              jobs in the controller's set
@@ -88,6 +90,22 @@ static void job_counts(store *st, sb *out)
     store_count_list_free(&l);
 }
 
+/* A gauge per job of its latest (or best) eval loss, for the jobs that have
+ * one. */
+static void job_gauge(sb *out, const store_job_list *l, const char *name, const char *help, bool best)
+{
+    head(out, name, "gauge", help);
+    for (size_t i = 0; i < l->n; i++) {
+        double v = best ? l->items[i].best_eval_loss : l->items[i].eval_loss;
+        if (!isfinite(v)) continue;
+        sb_printf(out, "%s{job=\"", name);
+        label(out, l->items[i].name);
+        sb_puts(out, "\",team=\"");
+        label(out, l->items[i].team);
+        sb_printf(out, "\"} %.9g\n", v);
+    }
+}
+
 static void running_jobs(store *st, sb *out)
 {
     store_job_filter f = {.states = STORE_STATE_BIT(STORE_RUNNING), .summary = true};
@@ -111,6 +129,9 @@ static void running_jobs(store *st, sb *out)
         label(out, l.items[i].team);
         sb_printf(out, "\"} %.9g\n", l.items[i].progress.tokens_per_second);
     }
+    job_gauge(out, &l, "lathe_job_eval_loss", "Latest eval loss of each running job.", false);
+    job_gauge(out, &l, "lathe_job_best_eval_loss", "Lowest eval loss so far of each running job.",
+              true);
     store_job_list_free(&l);
 }
 

@@ -38,7 +38,8 @@ has "the experiment is submitted" "team research submits experiment demo-lora"
 has "the hotfix is submitted" "product submits hotfix-r16"
 has "a research job is preempted" "demo-lora-r(8|16|32): preempted"
 has "a trainer is killed" "SIGKILL to the trainer of demo-lora-r"
-has "the summary table" "^JOB +TEAM +STATE +STEPS +FINAL LOSS"
+has "the summary table" "^JOB +TEAM +STATE +STEPS +FINAL LOSS +BEST EVAL"
+has "the experiment's best eval loss" "^Best eval loss of experiment demo-lora: demo-lora-r(8|16|32), [0-9.]+ at step [0-9]+"
 for j in demo-lora-r8 demo-lora-r16 demo-lora-r32; do
     has "$j succeeded with 36 steps" "^$j +research +succeeded +36 "
 done

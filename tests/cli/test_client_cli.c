@@ -190,7 +190,8 @@ static void write_text(const char *dir, const char *name, const char *text)
 }
 
 /* The fake trainer: fake.sh STEPS PAUSE EXIT. Prints the built-in trainer's
- * lines (docs/trainer.md), a checkpoint every 2 steps, stops on SIGTERM
+ * lines (docs/trainer.md), a checkpoint and an eval loss (100 - step + 0.5)
+ * every 2 steps, stops on SIGTERM
  * with exit 143 like the real one. */
 static const char fake_trainer[] =
     "#!/bin/sh\n"
@@ -199,8 +200,9 @@ static const char fake_trainer[] =
     "echo \"[lathe-train] start step=0/$steps model=fake mode=lora\"\n"
     "while [ $i -lt $steps ]; do\n"
     "  i=$((i+1)); sleep $pause\n"
+    "  ev=''; if [ $((i % 2)) -eq 0 ]; then ev=\" eval_loss=$((100 - i)).5\"; fi\n"
     "  echo \"[lathe-train] step=$i/$steps epoch=0.1 loss=2.$i lr=1.0e-04 tokens_per_s=100.0 "
-    "eta_s=1\"\n"
+    "eta_s=1$ev\"\n"
     "  if [ $((i % 2)) -eq 0 ]; then mkdir -p \"$CHECKPOINT_DIR/checkpoint-$i\"; "
     "echo \"[lathe-train] checkpoint step=$i path=$CHECKPOINT_DIR/checkpoint-$i\"; fi\n"
     "done\n"
@@ -734,8 +736,22 @@ static void test_describe(void **state)
                           "checkpoint-6",
                           "Events:",
                           "attempt 1 started",
-                          "Loss:         2.1000 at step 1, lowest 2.1000 at step 1, last 2.6000 at step 6 (6 points)"};
+                          "Loss:         2.1000 at step 1, lowest 2.1000 at step 1, last 2.6000 at step 6 (6 points)",
+                          "Eval loss:    94.5000 at step 6, best 94.5000 at step 6 (checkpoint ",
+                          "/checkpoint-6)",
+                          "Adapter:      ", "/final"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) EXPECT_IN(r.out, want[i]);
+    result_free(&r);
+    /* the job's JSON names the best eval loss, its step and checkpoint, and the adapter */
+    r = LATHE_ALPHA(f, "get", "job", "desc", "-o", "json");
+    EXPECT_CODE(r, 0);
+    json_t *js = json_loads(r.out, 0, NULL);
+    json_t *item = json_is_array(json_object_get(js, "items")) ? json_array_get(json_object_get(js, "items"), 0) : js;
+    json_t *ev = json_object_get(item, "eval");
+    assert_true(json_real_value(json_object_get(ev, "best_loss")) == 94.5);
+    assert_int_equal(json_integer_value(json_object_get(ev, "best_step")), 6);
+    assert_int_equal(json_integer_value(json_object_get(ev, "step")), 6);
+    json_decref(js);
     result_free(&r);
     r = LATHE_ALPHA(f, "describe", "job", "nope");
     EXPECT_CODE(r, LT_EXIT_INVALID);
