@@ -924,7 +924,7 @@ static int render_serve(const render_ctx *c)
             .runtime = sv->runtime,
             .image = a->image,
             .model_path = model,
-            .served_model_name = vllm ? base_name : NULL,
+            .served_model_name = base_name,
             .model_pvc = sv->model_pvc ? sv->model_pvc : f.src.model_pvc,
             .model_bytes = sv->model_size > 0 ? sv->model_size : f.model_bytes,
             .adapters = ads,

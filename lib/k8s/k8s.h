@@ -424,7 +424,8 @@ typedef struct k8s_serve_params {
     const char *image;         /* NULL = lathe: the settings' image; vLLM: K8S_VLLM_IMAGE */
     const char *model_path;    /* the base model's folder in the pod (vLLM: or a Hugging
                                   Face name, found in HF_HOME); required */
-    const char *served_model_name; /* vLLM's --served-model-name; NULL = the model path */
+    const char *served_model_name; /* the base model's id in the API (--served-model-name);
+                                      NULL = the model path */
     const char *model_pvc;     /* NULL = the settings' modelPVC; "" = no model volume;
                                   mounted read-only at the settings' modelMount */
     double model_bytes;        /* the weights' size: the startup probe and memory; 0 = unknown */

@@ -154,7 +154,7 @@ static int max_adapters_of(const k8s_serve_params *p)
     return p->n_adapters > 0 ? (int)p->n_adapters : 1;
 }
 
-/* `lathe serve --model M --adapter N=P ... --host 0.0.0.0 --port P
+/* `lathe serve --model M [--served-model-name N] --adapter N=P ... --host 0.0.0.0 --port P
  * --max-adapters N [--max-batch N] --threads N`: the key is no argument
  * (lathe serve reads LATHE_API_KEY, which the Secret fills), so it is in
  * neither the object nor the process list. */
@@ -165,6 +165,10 @@ static json_t *lathe_command(const k8s_serve_params *p, const spec_k8s *k)
     arg(a, "serve");
     arg(a, "--model");
     arg(a, p->model_path);
+    if (given(p->served_model_name)) {
+        arg(a, "--served-model-name");
+        arg(a, p->served_model_name);
+    }
     for (size_t i = 0; i < p->n_adapters; i++) {
         char *kv = xasprintf("%s=%s", p->adapters[i].name, p->adapters[i].path);
         arg(a, "--adapter");
@@ -372,7 +376,8 @@ static json_t *pod_spec(const k8s_serve_params *p, const spec_k8s *k)
         json_pack("{s:b, s:I, s:I, s:I, s:{s:s}}", "runAsNonRoot", 1, "runAsUser",
                   (json_int_t)k->run_as_user, "runAsGroup", (json_int_t)k->run_as_group,
                   "fsGroup", (json_int_t)k->fs_group, "seccompProfile", "type", "RuntimeDefault"));
-    json_object_set_new(s, "terminationGracePeriodSeconds", json_integer(60));
+    /* the preStop sleep, then lathe serve's drain of the requests in flight (120 s at most) */
+    json_object_set_new(s, "terminationGracePeriodSeconds", json_integer(130));
     json_object_set_new(s, "containers", json_pack("[o]", container(p, k, v)));
     json_object_set_new(s, "volumes", volumes(k, v));
     if (p->gpus > 0)

@@ -52,6 +52,7 @@ EOF
 render job 3 "$SEED"
 query job "kinds == ['Service', 'Deployment', 'HorizontalPodAutoscaler']"
 query job "cmd[:4] == ['lathe', 'serve', '--model', '/models/qwen2-7b-instruct']"
+query job "flag('--served-model-name') == 'Qwen2-7B-Instruct' and pod['terminationGracePeriodSeconds'] == 130"
 query job "flag('--adapter') == 'lora-qwen2-7b-r16=/checkpoints/lora-qwen2-7b-r16/final' and flag('--port') == '8000' and flag('--host') == '0.0.0.0'"
 query job "vols['adapters']['persistentVolumeClaim'] == {'claimName': 'lora-checkpoint-pvc', 'readOnly': True} and mounts['adapters'] == {'name': 'adapters', 'mountPath': '/checkpoints', 'readOnly': True}"
 query job "vols['models']['persistentVolumeClaim'] == {'claimName': 'lathe-models', 'readOnly': True} and mounts['models']['readOnly'] is True"
