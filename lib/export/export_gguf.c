@@ -369,6 +369,24 @@ static bool ex_add_special(gguf_writer *w, tok_tokenizer *t, const tr_config *c)
     return ok;
 }
 
+/* config.json's bos / eos must be tokens of the tokenizer: a tokenizer of
+ * another family (smaller than the model's vocabulary, so it passes the
+ * size check) is caught here. */
+static bool ex_check_special_ids(const tok_tokenizer *t, const tr_config *c, char *err,
+                                 size_t errsz)
+{
+    const int32_t ids[2] = {c->bos_id, c->eos_id};
+    const char *const names[2] = {"bos_token_id", "eos_token_id"};
+    for (int i = 0; i < 2; i++)
+        if (ids[i] >= 0 && !tok_token_str(t, ids[i])) {
+            snprintf(err, errsz, "%s: config.json's %s %d is not a token of this tokenizer; "
+                     "give the tokenizer the model was trained with (--tokenizer PATH)",
+                     tok_source(t), names[i], (int)ids[i]);
+            return false;
+        }
+    return true;
+}
+
 static bool ex_add_tokenizer(gguf_writer *w, const ex_gguf_opts *o, const tr_config *c,
                              ex_gguf_summary *s, char *err, size_t errsz)
 {
@@ -396,6 +414,7 @@ static bool ex_add_tokenizer(gguf_writer *w, const ex_gguf_opts *o, const tr_con
                  c->vocab);
         ok = false;
     }
+    ok = ok && ex_check_special_ids(t, c, err, errsz);
     if (ok && o->pre) snprintf(s->pre, sizeof s->pre, "%s", o->pre);
     else if (ok) ok = ex_detect_pre(tok_source(t), s->pre, sizeof s->pre, err, errsz);
     ok = ok && gguf_add_str(w, "tokenizer.ggml.model", "gpt2") &&
@@ -450,6 +469,14 @@ bool ex_export_gguf(const ex_gguf_opts *o, const char *out_path, ex_gguf_summary
     *err = 0;
     if (o->dtype != TR_F32 && o->dtype != TR_F16) {
         snprintf(err, errsz, "--dtype %s: GGUF export writes f32 or f16", tr_dtype_name(o->dtype));
+        return false;
+    }
+    char *cfg = path_join(o->model_dir, "config.json");
+    bool have_cfg = file_exists(cfg);
+    free(cfg);
+    if (!have_cfg) {
+        snprintf(err, errsz, "%s/config.json: not found; give --model a Hugging Face model folder "
+                 "(config.json + model.safetensors)", o->model_dir);
         return false;
     }
     tr_backend *be = tr_backend_cpu_create(1);

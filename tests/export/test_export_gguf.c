@@ -702,6 +702,19 @@ static void test_errors(void **state)
     o.tokenizer = TOKDIR "qwen3/tokenizer.json"; /* 151669 tokens for a 1000-row model */
     assert_false(ex_export_gguf(&o, out, NULL, err, sizeof err));
     assert_non_null(strstr(err, "vocab_size"));
+    o.tokenizer = TOKDIR "llama3/tokenizer.json"; /* another family's tokenizer */
+    tr_config q = tiny_config(TR_ARCH_QWEN2, 151669);
+    q.eos_id = 151645;
+    char *qdir = fx_path(&x, "q");
+    assert_true(tr_init_model(qdir, &q, TR_F32, 1, err, sizeof err));
+    o.model_dir = qdir;
+    assert_false(ex_export_gguf(&o, out, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "eos_token_id 151645"));
+    free(qdir);
+    o.model_dir = "/nonexistent-model";
+    assert_false(ex_export_gguf(&o, out, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "/nonexistent-model/config.json: not found"));
+    o.model_dir = model;
     o.dtype = TR_BF16;
     assert_false(ex_export_gguf(&o, out, NULL, err, sizeof err));
     assert_non_null(strstr(err, "f16"));
