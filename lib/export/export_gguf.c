@@ -120,9 +120,8 @@ static void ex_fill(void *ud, size_t index, void *dst)
 static bool ex_add(ex_ctx *x, gguf_writer *w, const char *name, ex_item it, tr_dtype dtype)
 {
     it.type = it.rows > 1 && dtype == TR_F16 ? GGUF_GGML_F16 : GGUF_GGML_F32;
-    uint64_t ne[2] = {it.cols, it.rows};
+    uint64_t ne[2] = {it.cols, it.rows}; /* ggml order: innermost first */
     int ndim = it.rows > 1 ? 2 : 1;
-    if (ndim == 1) ne[0] = it.cols;
     if (x->n == x->cap) {
         x->cap = x->cap ? x->cap * 2 : 64;
         x->items = xrealloc(x->items, x->cap * sizeof *x->items);
