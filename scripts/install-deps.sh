@@ -1,9 +1,12 @@
 #!/bin/sh
-# install-deps.sh: installs the Debian 12 packages lathe needs to build and test.
-# Idempotent: packages already present are left alone. As root it runs apt-get;
-# otherwise it prints the exact command to run.
+# install-deps.sh: installs the Debian 12 packages lathe needs to build and test,
+# then the Node packages of tests/serve/client (OpenAI's own client, pinned in
+# its package-lock.json) with `npm ci`. Idempotent: packages already present
+# are left alone, and npm runs only when node_modules is missing or older than
+# the lock file. As root it runs apt-get; otherwise it prints the exact command
+# to run.
 #
-#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh            build + test dependencies (and npm ci)
 #   scripts/install-deps.sh --torch    also python3-torch (PyTorch reference tests)
 set -eu
 
@@ -11,17 +14,23 @@ PKGS="build-essential cmake pkg-config git ca-certificates
 libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev
 libopenblas-openmp-dev libcmocka-dev libutf8proc-dev
 python3-yaml python3-jsonschema openssl
-clang libclang-rt-14-dev python3"
+clang libclang-rt-14-dev python3
+prometheus"
 
 # kubectl drives the Kubernetes API double in tests/k8s. Debian's
 # kubernetes-client provides it; a machine that already has a kubectl (from
 # another package) keeps its own, as the two packages conflict.
 command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
+# Node (18 in Debian 12) and npm run tests/serve's OpenAI client; prometheus
+# gives promtool, which checks lathe serve's /metrics. A machine with another
+# Node (NodeSource's bundles npm and conflicts with Debian's npm) keeps it.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 
 for arg in "$@"; do
   case "$arg" in
     --torch) PKGS="$PKGS python3-torch python3-numpy" ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option '$arg' (try --help)" >&2; exit 1 ;;
   esac
 done
@@ -33,8 +42,22 @@ for p in $PKGS; do
   fi
 done
 
+# tests/serve: `npm ci` when node_modules is missing or older than the lock
+# file (npm ci writes node_modules/.package-lock.json last)
+node_packages() {
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/serve/client"
+  stamp="$dir/node_modules/.package-lock.json"
+  if [ -f "$stamp" ] && [ ! "$dir/package-lock.json" -nt "$stamp" ]; then
+    echo "install-deps.sh: tests/serve/client/node_modules is up to date"
+    return 0
+  fi
+  echo "install-deps.sh: npm ci in tests/serve/client"
+  (cd "$dir" && npm ci --no-audit --no-fund)
+}
+
 if [ -z "$missing" ]; then
   echo "install-deps.sh: all packages present"
+  node_packages
   exit 0
 fi
 
@@ -48,3 +71,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
 $cmd
+node_packages

@@ -9,6 +9,7 @@
 extern const cli_command cli_cmd_train;
 extern const cli_command cli_cmd_init_model;
 extern const cli_command cli_cmd_generate;
+extern const cli_command cli_cmd_serve;
 extern const cli_command cli_cmd_tokenize;
 extern const cli_command cli_cmd_export;
 extern const cli_command cli_cmd_validate;
@@ -33,6 +34,7 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_train,
     &cli_cmd_init_model,
     &cli_cmd_generate,
+    &cli_cmd_serve,
     &cli_cmd_tokenize,
     &cli_cmd_export,
     &cli_cmd_validate,
