@@ -40,7 +40,7 @@ struct tr_bws {
     float *lh;                           /* [rows, rmax] LoRA hidden */
     float *cosv, *sinv;                  /* [rows, hd/2] */
     float *xl, *rstdl;                   /* [seqs, D], [seqs] rows for the lm_head */
-    float *p;                            /* [threads, len] attention probabilities */
+    float *p;                            /* [threads, group, len + 1] attention scratch */
     int *imem;
     int *row_seq, *row_pos;              /* [rows] */
     int *order, *seq_row0;               /* [seqs] */
@@ -76,7 +76,8 @@ static size_t carve(struct tr_bws *w, const tr_config *c, float *base)
     float *h = take(at, R * F), *rstd = take(at, R * (size_t)c->n_heads);
     float *lh = take(at, R * (size_t)w->rmax), *cosv = take(at, R * (hd / 2));
     float *sinv = take(at, R * (hd / 2)), *xl = take(at, (size_t)w->seqs * D);
-    float *rstdl = take(at, (size_t)w->seqs), *p = take(at, (size_t)w->threads * w->len);
+    float *rstdl = take(at, (size_t)w->seqs);
+    float *p = take(at, (size_t)w->threads * (w->len + 1) * (c->n_heads / c->n_kv_heads));
     if (base) {
         w->x = x; w->ln = ln; w->q = q; w->k = k; w->v = v; w->ao = ao; w->x2 = x2;
         w->g = g; w->u = u; w->h = h; w->rstd = rstd; w->lh = lh; w->cosv = cosv;
@@ -184,54 +185,86 @@ static float *kv_row(float *base, const int32_t *blocks, int j, int B, int n_lay
     return base + (((size_t)blocks[j / B] * n_layers + l) * B + (size_t)(j % B)) * kvd;
 }
 
-/* a . b in a fixed order: eight partial sums, then the tail. */
-static float dot(const float *a, const float *b, int n)
+/* Eight lanes of floats (GCC vector extensions: SSE2 pairs, or one AVX2
+ * register in attend's avx2 clone; no FMA either way, so both clones give
+ * the same bits). v8u: the same, read from any float address. */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+
+static inline float hsum8(v8 a)
 {
-    float acc[8] = {0};
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+
+/* a . b in a fixed order: eight partial sums, summed pairwise, then the tail. */
+static inline float dot(const float *a, const float *b, int n)
+{
+    v8 acc = {0};
     int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += a[i + k] * b[i + k];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i + 8 <= n; i += 8) acc += *(const v8u *)(a + i) * *(const v8u *)(b + i);
+    float s = hsum8(acc);
     for (; i < n; i++) s += a[i] * b[i];
     return s;
+}
+
+/* y[n] += w * x[n] */
+static inline void axpy(float *y, float w, const float *x, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) *(v8u *)(y + i) += w * *(const v8u *)(x + i);
+    for (; i < n; i++) y[i] += w * x[i];
 }
 
 typedef struct att_ctx {
     const tr_kv_pool *kv;
     const int32_t *blocks;
-    int l, n_layers, hd, window;
-    size_t kvd;
+    int l, n_layers, hd, group, window;
+    size_t kvd, qd;
     float scale;
 } att_ctx;
 
-/* out[hd] = softmax(scale q . k_j, j in lo..pos) . v_j for kv head g; p[pos+1] scratch. */
-static void attend(float *out, const float *q, int pos, int g, const att_ctx *a, float *p)
+/* Keys from j to pos that lie in j's block. */
+static int run_len(const att_ctx *a, int j, int pos)
 {
-    int B = a->kv->block_len, hd = a->hd;
+    int n = a->kv->block_len - j % a->kv->block_len;
+    return n < pos + 1 - j ? n : pos + 1 - j;
+}
+
+/* The query heads of kv head g (group of them) of one row at position pos:
+ * out_h = softmax(scale q_h . k_j, j in lo..pos) . v_j, each key and value
+ * row read once for the group. q, out: the row's [Hq * hd]; p: scratch
+ * [group, pos + 2]. Per head, the same operations in the same order
+ * whatever the batch. */
+__attribute__((target_clones("avx2", "default")))
+static void attend_group(float *out, const float *q, int pos, int g, const att_ctx *a, float *p)
+{
+    int hd = a->hd, G = a->group, L = pos + 1;
     int lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-    float mx = -FLT_MAX;
+    const float *qg = q + (size_t)g * G * hd;
+    float *og = out + (size_t)g * G * hd, *inv = p + (size_t)G * L;
     for (int j = lo; j <= pos;) {
-        const float *kr = kv_row(a->kv->k, a->blocks, j, B, a->n_layers, a->l, a->kvd) + (size_t)g * hd;
-        int cnt = B - j % B < pos + 1 - j ? B - j % B : pos + 1 - j;
-        for (int c = 0; c < cnt; c++, j++) {
-            p[j] = dot(q, kr + (size_t)c * a->kvd, hd) * a->scale;
-            mx = p[j] > mx ? p[j] : mx;
+        const float *kr = kv_row(a->kv->k, a->blocks, j, a->kv->block_len, a->n_layers, a->l, a->kvd);
+        for (int c = 0, n = run_len(a, j, pos); c < n; c++, j++) {
+            const float *kj = kr + (size_t)c * a->kvd + (size_t)g * hd;
+            for (int h = 0; h < G; h++) p[(size_t)h * L + j] = dot(qg + (size_t)h * hd, kj, hd) * a->scale;
         }
     }
-    double sum = 0;
-    for (int j = lo; j <= pos; j++) {
-        p[j] = expf(p[j] - mx);
-        sum += p[j];
+    for (int h = 0; h < G; h++) { /* ops.c's softmax_causal_row */
+        float *ph = p + (size_t)h * L, mx = -FLT_MAX;
+        for (int j = lo; j <= pos; j++) mx = ph[j] > mx ? ph[j] : mx;
+        double sum = 0;
+        for (int j = lo; j <= pos; j++) {
+            ph[j] = expf(ph[j] - mx);
+            sum += ph[j];
+        }
+        inv[h] = (float)(1.0 / sum);
+        memset(og + (size_t)h * hd, 0, (size_t)hd * sizeof(float));
     }
-    float inv = (float)(1.0 / sum);
-    for (int d = 0; d < hd; d++) out[d] = 0.0f;
     for (int j = lo; j <= pos;) {
-        const float *vr = kv_row(a->kv->v, a->blocks, j, B, a->n_layers, a->l, a->kvd) + (size_t)g * hd;
-        int cnt = B - j % B < pos + 1 - j ? B - j % B : pos + 1 - j;
-        for (int c = 0; c < cnt; c++, j++) {
-            float pj = p[j] * inv;
-            const float *vj = vr + (size_t)c * a->kvd;
-            for (int d = 0; d < hd; d++) out[d] += pj * vj[d];
+        const float *vr = kv_row(a->kv->v, a->blocks, j, a->kv->block_len, a->n_layers, a->l, a->kvd);
+        for (int c = 0, n = run_len(a, j, pos); c < n; c++, j++) {
+            const float *vj = vr + (size_t)c * a->kvd + (size_t)g * hd;
+            for (int h = 0; h < G; h++) axpy(og + (size_t)h * hd, p[(size_t)h * L + j] * inv[h], vj, hd);
         }
     }
 }
@@ -256,14 +289,13 @@ static void attention(tr_model *m, struct tr_bws *w, const tr_kv_pool *kv,
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
     {
-        float *p = w->p + (size_t)omp_get_thread_num() * w->len;
-#pragma omp for schedule(dynamic, 4)
-        for (int t = 0; t < N * Hq; t++) {
-            int r = t / Hq, h = t % Hq;
-            att_ctx a = {kv, seqs[w->row_seq[r]].blocks, l, c->n_layers, hd, c->sliding_window,
-                         kvd, scale};
-            attend(w->ao + r * qd + (size_t)h * hd, w->q + r * qd + (size_t)h * hd, w->row_pos[r],
-                   h / group, &a, p);
+        float *p = w->p + (size_t)omp_get_thread_num() * (w->len + 1) * group;
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < N * Hkv; t++) {
+            int r = t / Hkv, g = t % Hkv;
+            att_ctx a = {kv, seqs[w->row_seq[r]].blocks, l, c->n_layers, hd, group,
+                         c->sliding_window, kvd, qd, scale};
+            attend_group(w->ao + r * qd, w->q + r * qd, w->row_pos[r], g, &a, p);
         }
     }
 }
