@@ -191,8 +191,9 @@ static float *kv_row(float *base, const int32_t *blocks, int j, int B, int n_lay
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v8u __attribute__((vector_size(32), aligned(4)));
 
-static inline float hsum8(v8 a)
+static inline float hsum8(const v8 *v)
 {
+    const float *a = (const float *)v;
     return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
 }
 
@@ -202,7 +203,7 @@ static inline float dot(const float *a, const float *b, int n)
     v8 acc = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8) acc += *(const v8u *)(a + i) * *(const v8u *)(b + i);
-    float s = hsum8(acc);
+    float s = hsum8(&acc);
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
