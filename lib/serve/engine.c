@@ -288,6 +288,7 @@ static void *engine_main(void *arg)
 {
     sv_engine *e = arg;
     thread_set_name("lathe-engine");
+    tr_set_threads(e->m->be->threads); /* OpenMP's thread count is per thread: the backend's */
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->stop && !e->wait_head && e->n_run == 0 && !e->done_head)

@@ -110,7 +110,8 @@ typedef struct sv_request {
     const int32_t *prompt; /* copied by sv_engine_submit */
     int n_prompt;
     const char *adapter;   /* registered name, or NULL for the base model */
-    tr_sample_opts sample; /* temperature, top_p, max_new, seed; eos_id is ignored */
+    tr_sample_opts sample; /* temperature, top_p, max_new, seed; eos_id is ignored;
+                              max_new <= 0: up to max_context */
     const int32_t *stop_ids; /* tokens that end the request (copied) */
     int n_stop;
     sv_event_fn on_event;  /* every token, then one SV_EVENT_DONE */
@@ -120,8 +121,9 @@ typedef struct sv_request {
 typedef enum {
     SV_SUBMIT_OK,
     SV_SUBMIT_FULL,      /* max_waiting requests wait already: retry later (429) */
-    SV_SUBMIT_INVALID,   /* empty prompt, prompt + max_new over max_context, or
-                            more KV blocks than the whole cache: err says which */
+    SV_SUBMIT_INVALID,   /* empty prompt, a token outside the vocabulary, prompt +
+                            max_new over max_context, or more KV blocks than the
+                            whole cache: err says which, with the numbers */
     SV_SUBMIT_NO_ADAPTER,/* no adapter of that name (404) */
     SV_SUBMIT_STOPPING   /* the engine is draining or stopping (503) */
 } sv_submit_status;
