@@ -1,8 +1,8 @@
 #!/bin/bash
 # render_serve.sh: `lathe render serve --target k8s`, what serves an
 # adapter. For a job file (lathe serve and vLLM), an experiment with its
-# results (from a file of the API's JSON, and from a server's GET
-# /v1/experiments/NAME), and options alone: rendered as YAML and as JSON,
+# results (from a file of the API's JSON, and from a real `lathe server`
+# whose jobs report eval losses), and options alone: rendered as YAML and as JSON,
 # every object passes ../shared/tools/validate-k8s (the official v1.32
 # strict schemas), the YAML reads back as the JSON List's items, and the
 # objects hold what they must: the probes, each runtime's arguments, the
@@ -106,35 +106,77 @@ query fallback "flag('--lora-modules') == 'sweep=/checkpoints/sweep-r32-lr2e-4/f
 grep -q '^# fallback: no succeeded job has an eval loss' "$tmp/fallback.yaml"; check "the fallback is said in the YAML" $?
 grep -q '^lathe render: fallback: no succeeded job has an eval loss' "$tmp/fallback.err"; check "the fallback is said on stderr" $?
 
-# the results from a server: GET /v1/experiments/sweep with the token and the team
-cat > "$tmp/api.py" <<'EOF'
-import http.server, sys
-body = open(sys.argv[1], "rb").read()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        ok = self.path == "/v1/experiments/sweep?team=ai-training" and \
-             self.headers.get("Authorization") == "Bearer s3cret"
-        self.send_response(200 if ok else 404)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(body if ok else b'{"error": {"code": "not_found", "message": "no such experiment"}}')
-    def log_message(self, *a):
-        pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-open(sys.argv[2] + ".tmp", "w").write(str(s.server_address[1]))
-__import__("os").rename(sys.argv[2] + ".tmp", sys.argv[2])
-s.serve_forever()
+# the results from a real `lathe server` (GET /v1/experiments/NAME through
+# lathe's client): three jobs of a trainer that reports lathe's progress
+# lines; the lowest eval loss (rank 16) wins, not the lowest training loss
+# (rank 32)
+mkdir -p "$tmp/srv"
+cat > "$tmp/srv/trainer.sh" <<'EOF'
+#!/bin/bash
+case "$LORA_RANK" in 8) e=1.40 t=1.20 ;; 16) e=1.25 t=1.10 ;; *) e=1.31 t=1.00 ;; esac
+echo "[lathe-train] start steps=2"
+echo "[lathe-train] step=1/2 loss=1.9 eval_loss=1.6"
+echo "[lathe-train] step=2/2 loss=$t eval_loss=$e"
+echo "[lathe-train] done step=2 loss=$t eval_loss=$e best_eval_loss=$e best_eval_step=2 adapter=$CHECKPOINT_DIR/final"
 EOF
-$PY "$tmp/api.py" "$RESULTS" "$tmp/port" &
-api=$!
-for _ in $(seq 100); do [ -f "$tmp/port" ] && break; sleep 0.1; done
-render server 3 "$SWEEP" --runtime vllm --server "http://127.0.0.1:$(cat "$tmp/port")" --token s3cret
-query server "flag('--lora-modules') == 'sweep=/checkpoints/sweep-r16-lr2e-4/final'"
-"$LATHE" render serve "$SWEEP" --runtime vllm --server "http://127.0.0.1:$(cat "$tmp/port")" --token wrong > /dev/null 2>&1
+chmod +x "$tmp/srv/trainer.sh"
+echo '{"instruction": "Say hi", "output": "hi"}' > "$tmp/srv/train.jsonl"
+cat > "$tmp/srv/tiny.yaml" <<EOF
+apiVersion: lathe/v1
+kind: LoRAExperiment
+metadata:
+  name: tiny
+spec:
+  template:
+    spec:
+      baseModel:
+        name: Qwen2.5-0.5B-Instruct
+      trainingData:
+        datasetPath: $tmp/srv/train.jsonl
+      trainer:
+        command: [$tmp/srv/trainer.sh]
+  matrix:
+    lora.rank: [8, 16, 32]
+EOF
+cat > "$tmp/srv/server.yaml" <<EOF
+apiVersion: lathe/v1
+kind: ServerConfig
+spec:
+  listen: 127.0.0.1:0
+  dataDir: $tmp/srv/data
+  cluster:
+    gpus: none
+EOF
+"$LATHE" server --config "$tmp/srv/server.yaml" > "$tmp/srv/server.log" 2>&1 &
+srv=$!
+trap 'kill $srv 2> /dev/null; wait $srv 2> /dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 100); do
+    [ -s "$tmp/srv/data/admin-token" ] && [ -s "$tmp/srv/data/server.addr" ] && break
+    sleep 0.1
+done
+addr="http://$(cat "$tmp/srv/data/server.addr")"
+token=$(cat "$tmp/srv/data/admin-token")
+"$LATHE" submit "$tmp/srv/tiny.yaml" --server "$addr" --token "$token" > "$tmp/srv/submit.out" 2>&1
+check "the experiment is submitted ($(tail -2 "$tmp/srv/submit.out"))" $?
+for j in tiny-r8 tiny-r16 tiny-r32; do
+    "$LATHE" wait "$j" --quiet --timeout 60s --server "$addr" --token "$token" > /dev/null 2>&1
+    check "$j succeeds" $?
+done
+render server 3 "$tmp/srv/tiny.yaml" --runtime vllm --server "$addr" --token "$token"
+query server "flag('--lora-modules') == 'tiny=/checkpoints/tiny-r16/final' and labels['lathe.dev/job'] == 'tiny-r16' and labels['lathe.dev/team'] == 'default'"
+grep -q '^# tiny: serving job tiny-r16, eval loss 1.2500 (final training loss 1.1000)$' "$tmp/server.yaml"
+check "the server's answer: the lowest eval loss chosen and said" $?
+grep -q '^# runner-up 1: tiny-r32, eval loss 1.3100 (+0.0600)$' "$tmp/server.yaml"
+check "the server's answer: the runner-up" $?
+"$LATHE" render serve "$tmp/srv/tiny.yaml" --runtime vllm --server "$addr" --token wrong > /dev/null 2> "$tmp/srv/refused.err"
 rc=$?
-[ $rc -eq 2 ]; check "an experiment the server does not know exits 2 (got $rc)" $?
-kill "$api"
-wait "$api" 2> /dev/null
+[ $rc -eq 1 ]; check "a token the server refuses exits 1 (got $rc: $(head -c 200 "$tmp/srv/refused.err"))" $?
+"$LATHE" render serve "$SWEEP" --runtime vllm --server "$addr" --token "$token" > /dev/null 2> "$tmp/srv/missing.err"
+rc=$?
+[ $rc -eq 2 ]; check "an experiment the server does not have exits 2 (got $rc)" $?
+grep -q "experiment sweep not found" "$tmp/srv/missing.err"; check "the missing experiment is named" $?
+kill $srv
+wait $srv 2> /dev/null
 
 # a job with its own trainer: the adapter where lathe's trainer leaves it, and a word about it
 render swift 3 "$LATHE_SOURCE_DIR/examples/jobs/ms-swift-trainer.yaml" --runtime vllm
