@@ -30,6 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One group's LoRA of one projection: A [r, in], B [out, r]; a NULL: none. */
+typedef struct lora_ref {
+    const float *a, *b;
+    int r;
+    float scale;
+} lora_ref;
+
 /* The workspace, carved from one block; its capacities only grow. */
 struct tr_bws {
     int rows, seqs, len, threads, rmax; /* capacities */
@@ -42,10 +49,11 @@ struct tr_bws {
     float *xl, *rstdl;                   /* [seqs, D], [seqs] rows for the lm_head */
     float *p;                            /* [threads, group, len + 1] attention scratch */
     int *imem;
-    int *row_seq, *row_pos;              /* [rows] */
+    int *row_seq, *row_pos, *row_grp;    /* [rows] */
     int *order, *seq_row0;               /* [seqs] */
     int *grp_row0, *grp_rows;            /* [seqs] */
     const tr_adapter **grp_adapter;      /* [seqs] */
+    lora_ref *grp_lora;                  /* [seqs] the groups' LoRA of one projection */
     int ngroups;
 };
 
@@ -92,6 +100,7 @@ void tr_batch_ws_free(tr_model *m)
     free(m->bws->mem);
     free(m->bws->imem);
     free(m->bws->grp_adapter);
+    free(m->bws->grp_lora);
     free(m->bws);
     m->bws = NULL;
 }
@@ -120,14 +129,16 @@ static struct tr_bws *bws_get(tr_model *m, int rows, int seqs, int len, int rmax
     size_t n = carve(w, &m->cfg, NULL);
     w->mem = xmalloc((n + 16) * sizeof(float));
     carve(w, &m->cfg, w->mem);
-    w->imem = xmalloc(((size_t)2 * w->rows + (size_t)4 * w->seqs) * sizeof(int));
+    w->imem = xmalloc(((size_t)3 * w->rows + (size_t)4 * w->seqs) * sizeof(int));
     w->row_seq = w->imem;
     w->row_pos = w->row_seq + w->rows;
-    w->order = w->row_pos + w->rows;
+    w->row_grp = w->row_pos + w->rows;
+    w->order = w->row_grp + w->rows;
     w->seq_row0 = w->order + w->seqs;
     w->grp_row0 = w->seq_row0 + w->seqs;
     w->grp_rows = w->grp_row0 + w->seqs;
     w->grp_adapter = xmalloc((size_t)w->seqs * sizeof *w->grp_adapter);
+    w->grp_lora = xmalloc((size_t)w->seqs * sizeof *w->grp_lora);
     m->bws = w;
     return w;
 }
@@ -145,45 +156,7 @@ void tr_model_batch_reserve(tr_model *m, int rows, int seqs, int max_len)
     bws_get(m, rows, seqs, max_len, model_rmax(m));
 }
 
-/* ---------------------------------------------------------------- projections */
-
-/* y[N,out] = x W^T + b, then each group's LoRA delta on its rows. */
-static void project(tr_model *m, struct tr_bws *w, int l, tr_proj p, float *y, const float *x,
-                    int N)
-{
-    tr_backend *be = m->be;
-    const tr_linear *L = &m->layers[l].proj[p];
-    be->linear_fwd(be, y, x, L->w.data, L->w.dtype, L->bias, N, L->in, L->out, 0.0f);
-    for (int g = 0; g < w->ngroups; g++) {
-        const tr_adapter *ad = w->grp_adapter[g];
-        const tr_adapter_proj *ap = ad ? &ad->proj[(size_t)l * TR_NPROJ + p] : NULL;
-        const float *A = ap ? ap->a : L->lora_a, *B = ap ? ap->b : L->lora_b;
-        int r = ap ? ap->r : L->r;
-        float scale = ap ? ap->scale : L->scale;
-        if (!A) continue;
-        int r0 = w->grp_row0[g], n = w->grp_rows[g];
-        /* lh[n,r] = x_g A^T ; y_g += scale lh B^T */
-        be->gemm(be, false, true, n, r, L->in, 1.0f, x + (size_t)r0 * L->in, L->in, A, L->in,
-                 0.0f, w->lh, r);
-        be->gemm(be, false, true, n, L->out, r, scale, w->lh, r, B, r, 1.0f,
-                 y + (size_t)r0 * L->out, L->out);
-    }
-}
-
-static void add_inplace(float *y, const float *x, size_t n)
-{
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
-}
-
-/* ---------------------------------------------------------------- attention */
-
-/* Key or value row j of layer l of a sequence with block table blocks. */
-static float *kv_row(float *base, const int32_t *blocks, int j, int B, int n_layers, int l,
-                     size_t kvd)
-{
-    return base + (((size_t)blocks[j / B] * n_layers + l) * B + (size_t)(j % B)) * kvd;
-}
+/* ---------------------------------------------------------------- vectors */
 
 /* Eight lanes of floats (GCC vector extensions: SSE2 pairs, or one AVX2
  * register in attend's avx2 clone; no FMA either way, so both clones give
@@ -214,6 +187,77 @@ static inline void axpy(float *y, float w, const float *x, int n)
     int i = 0;
     for (; i + 8 <= n; i += 8) *(v8u *)(y + i) += w * *(const v8u *)(x + i);
     for (; i < n; i++) y[i] += w * x[i];
+}
+
+/* ---------------------------------------------------------------- projections */
+
+/* lh[r] = A x for one row: r dot products of length in. */
+__attribute__((target_clones("avx2", "default")))
+static void lora_hidden(float *lh, const float *x, const float *A, int r, int in)
+{
+    for (int k = 0; k < r; k++) lh[k] = dot(x, A + (size_t)k * in, in);
+}
+
+/* y[o] += scale (B lh)[o] for o in o0..o1 of one row. */
+__attribute__((target_clones("avx2", "default")))
+static void lora_out(float *y, const float *lh, const float *B, int r, int o0, int o1, float scale)
+{
+    for (int o = o0; o < o1; o++) y[o] += scale * dot(lh, B + (size_t)o * r, r);
+}
+
+#define LORA_COLS 256 /* output columns of one LoRA task */
+
+/* y[N,out] = x W^T + b (one product over every row), then on each group's
+ * rows its LoRA delta scale (x A^T) B^T, computed here row by row in a fixed
+ * order (a handful of rows times rank r: too small for the backend's
+ * products to be worth their call, and their padding) in one parallel
+ * region for all groups. */
+static void project(tr_model *m, struct tr_bws *w, int l, tr_proj p, float *y, const float *x,
+                    int N)
+{
+    tr_backend *be = m->be;
+    const tr_linear *L = &m->layers[l].proj[p];
+    be->linear_fwd(be, y, x, L->w.data, L->w.dtype, L->bias, N, L->in, L->out, 0.0f);
+    bool any = false;
+    for (int g = 0; g < w->ngroups; g++) {
+        const tr_adapter *ad = w->grp_adapter[g];
+        const tr_adapter_proj *ap = ad ? &ad->proj[(size_t)l * TR_NPROJ + p] : NULL;
+        w->grp_lora[g] = ap ? (lora_ref){ap->a, ap->b, ap->r, ap->scale}
+                            : (lora_ref){L->lora_a, L->lora_b, L->r, L->scale};
+        any |= w->grp_lora[g].a != NULL;
+    }
+    if (!any) return;
+    int in = L->in, out = L->out, chunks = (out + LORA_COLS - 1) / LORA_COLS, rs = w->rmax;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int i = 0; i < N; i++) {
+            const lora_ref *lr = &w->grp_lora[w->row_grp[i]];
+            if (lr->a) lora_hidden(w->lh + (size_t)i * rs, x + (size_t)i * in, lr->a, lr->r, in);
+        }
+#pragma omp for schedule(static)
+        for (int t = 0; t < N * chunks; t++) {
+            int i = t / chunks, o0 = t % chunks * LORA_COLS;
+            int o1 = o0 + LORA_COLS < out ? o0 + LORA_COLS : out;
+            const lora_ref *lr = &w->grp_lora[w->row_grp[i]];
+            if (lr->a) lora_out(y + (size_t)i * out, w->lh + (size_t)i * rs, lr->b, lr->r, o0, o1, lr->scale);
+        }
+    }
+}
+
+static void add_inplace(float *y, const float *x, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* Key or value row j of layer l of a sequence with block table blocks. */
+static float *kv_row(float *base, const int32_t *blocks, int j, int B, int n_layers, int l,
+                     size_t kvd)
+{
+    return base + (((size_t)blocks[j / B] * n_layers + l) * B + (size_t)(j % B)) * kvd;
 }
 
 typedef struct att_ctx {
@@ -358,6 +402,7 @@ static void lay_out_rows(tr_model *m, struct tr_bws *w, const tr_batch_seq *seqs
         w->seq_row0[w->order[k]] = r0;
         for (int i = 0; i < s->n; i++) {
             w->row_seq[r0 + i] = w->order[k];
+            w->row_grp[r0 + i] = w->ngroups - 1;
             w->row_pos[r0 + i] = s->start + i;
         }
         embedding_forward(w->x + (size_t)r0 * c->dim, s->ids, s->n, m->embed.data, m->embed.dtype,
