@@ -96,7 +96,7 @@ const cli_command cli_cmd_export = {
         "  --tokenizer PATH   tokenizer.json or its folder (default DIR/tokenizer.json)\n"
         "  --no-tokenizer     write the tensors and model keys only\n"
         "  --pre NAME         llama.cpp's pre-tokenizer name (default: detected from the\n"
-        "                     tokenizer's regex: llama-bpe, qwen2 or gpt2)\n"
+        "                     tokenizer's regex: llama-bpe, qwen2 or gpt-2)\n"
         "  --name NAME        general.name (default: the model folder's name)\n"
         "  -o, --output FILE  the output file (or give it as the last argument)\n"
         "\n"

@@ -6,6 +6,8 @@
 // it. An argument "text:SOME TEXT" is instead encoded by llama.cpp's
 // tokenizer from the file (special tokens recognised, nothing added):
 // {"text":"...","ids":[ids]}, to compare with `lathe tokenize`.
+// The KV cache is F32, as lathe's is; LLAMA_CPP_KV_TYPE=F16 gives
+// llama.cpp's default.
 // Not part of CI: it needs node-llama-cpp from npm.
 //
 // usage: NODE_PATH=/tmp/nlc/node_modules node bench/serve/llama_cpp_check.mjs \
@@ -22,6 +24,7 @@ if (!modelPath || !maxNewArg || prompts.length === 0) {
     process.exit(2);
 }
 const maxNew = Number(maxNewArg);
+const kvType = process.env.LLAMA_CPP_KV_TYPE || "F32";
 
 const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error });
 const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
@@ -32,7 +35,12 @@ for (const p of prompts) {
         continue;
     }
     const ids = p.split(/[\s,]+/).filter((s) => s.length > 0).map(Number);
-    const context = await model.createContext({ contextSize: 256, threads: 1 });
+    const context = await model.createContext({
+        contextSize: 256,
+        threads: 1,
+        experimentalKvCacheKeyType: kvType,
+        experimentalKvCacheValueType: kvType,
+    });
     const seq = context.getSequence();
     const out = [];
     for await (const t of seq.evaluate(ids, { temperature: 0 })) {

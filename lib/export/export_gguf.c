@@ -247,12 +247,12 @@ static const struct {
                   "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
     {"qwen2", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
               "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-    {"gpt2", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"},
+    {"gpt-2", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"},
 };
 
 const char *ex_gguf_pre_for_regex(const char *split_regex, bool bytelevel_regex)
 {
-    if (!split_regex) return bytelevel_regex ? "gpt2" : NULL;
+    if (!split_regex) return bytelevel_regex ? "gpt-2" : NULL;
     if (bytelevel_regex) return NULL; /* two regex passes: no llama.cpp pre-tokenizer does that */
     for (size_t i = 0; i < sizeof ex_known_pre / sizeof ex_known_pre[0]; i++)
         if (strcmp(split_regex, ex_known_pre[i].regex) == 0) return ex_known_pre[i].pre;
@@ -295,7 +295,7 @@ static bool ex_detect_pre(const char *file, char *out, size_t outsz, char *err, 
     else
         snprintf(err, errsz,
                  "%s: pre_tokenizer: its regex (%.80s) is not one whose llama.cpp name lathe "
-                 "knows (llama-bpe, qwen2, gpt2); give --pre NAME with llama.cpp's name for it",
+                 "knows (llama-bpe, qwen2, gpt-2); give --pre NAME with llama.cpp's name for it",
                  file, split ? split : "none");
     json_decref(root);
     return pre != NULL;

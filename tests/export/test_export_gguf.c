@@ -461,7 +461,7 @@ static void test_permute_hand_computed(void **state)
 static void test_pre_names(void **state)
 {
     (void)state;
-    assert_string_equal(ex_gguf_pre_for_regex(NULL, true), "gpt2");
+    assert_string_equal(ex_gguf_pre_for_regex(NULL, true), "gpt-2");
     assert_null(ex_gguf_pre_for_regex(NULL, false));
     assert_null(ex_gguf_pre_for_regex("\\p{L}+", false));
     assert_string_equal(ex_gguf_arch_name(TR_ARCH_MISTRAL), "llama");
