@@ -260,11 +260,12 @@ static float *kv_row(float *base, const int32_t *blocks, int j, int B, int n_lay
     return base + (((size_t)blocks[j / B] * n_layers + l) * B + (size_t)(j % B)) * kvd;
 }
 
+/* What attend_heads reads: the pool, the row's sequence's blocks, layer l. */
 typedef struct att_ctx {
     const tr_kv_pool *kv;
     const int32_t *blocks;
-    int l, n_layers, hd, group, window;
-    size_t kvd, qd;
+    int l, n_layers, hd, window;
+    size_t kvd;
     float scale;
 } att_ctx;
 
@@ -275,23 +276,24 @@ static int run_len(const att_ctx *a, int j, int pos)
     return n < pos + 1 - j ? n : pos + 1 - j;
 }
 
-/* The query heads of kv head g (group of them) of one row at position pos:
+/* Query heads h0..h0+G-1 of one row at position pos, all of kv head g:
  * out_h = softmax(scale q_h . k_j, j in lo..pos) . v_j, each key and value
- * row read once for the group. q, out: the row's [Hq * hd]; p: scratch
- * [group, pos + 2]. Per head, the same operations in the same order
- * whatever the batch. */
+ * row read once for them. q, out: the row's [Hq * hd]; p: scratch
+ * [G, pos + 2]. Per head, the same operations in the same order whatever
+ * the batch and however the heads are split into calls. */
 __attribute__((target_clones("avx2", "default")))
-static void attend_group(float *out, const float *q, int pos, int g, const att_ctx *a, float *p)
+static void attend_heads(float *out, const float *q, int pos, int h0, int G, int g,
+                         const att_ctx *a, float *p)
 {
-    int hd = a->hd, G = a->group, L = pos + 1;
+    int hd = a->hd, L = pos + 1;
     int lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-    const float *qg = q + (size_t)g * G * hd;
-    float *og = out + (size_t)g * G * hd, *inv = p + (size_t)G * L;
+    const float *qh = q + (size_t)h0 * hd;
+    float *oh = out + (size_t)h0 * hd, *inv = p + (size_t)G * L;
     for (int j = lo; j <= pos;) {
         const float *kr = kv_row(a->kv->k, a->blocks, j, a->kv->block_len, a->n_layers, a->l, a->kvd);
         for (int c = 0, n = run_len(a, j, pos); c < n; c++, j++) {
             const float *kj = kr + (size_t)c * a->kvd + (size_t)g * hd;
-            for (int h = 0; h < G; h++) p[(size_t)h * L + j] = dot(qg + (size_t)h * hd, kj, hd) * a->scale;
+            for (int h = 0; h < G; h++) p[(size_t)h * L + j] = dot(qh + (size_t)h * hd, kj, hd) * a->scale;
         }
     }
     for (int h = 0; h < G; h++) { /* ops.c's softmax_causal_row */
@@ -303,44 +305,52 @@ static void attend_group(float *out, const float *q, int pos, int g, const att_c
             sum += ph[j];
         }
         inv[h] = (float)(1.0 / sum);
-        memset(og + (size_t)h * hd, 0, (size_t)hd * sizeof(float));
+        memset(oh + (size_t)h * hd, 0, (size_t)hd * sizeof(float));
     }
     for (int j = lo; j <= pos;) {
         const float *vr = kv_row(a->kv->v, a->blocks, j, a->kv->block_len, a->n_layers, a->l, a->kvd);
         for (int c = 0, n = run_len(a, j, pos); c < n; c++, j++) {
             const float *vj = vr + (size_t)c * a->kvd + (size_t)g * hd;
-            for (int h = 0; h < G; h++) axpy(og + (size_t)h * hd, p[(size_t)h * L + j] * inv[h], vj, hd);
+            for (int h = 0; h < G; h++) axpy(oh + (size_t)h * hd, p[(size_t)h * L + j] * inv[h], vj, hd);
         }
     }
 }
 
 /* Stores the rows' k, v in their sequences' blocks, then ao[N,qd] =
- * attention of every row and head; parallel over (row, head). */
+ * attention of every row and head, parallel over (row, kv head), each kv
+ * head's query heads split in parts when there are too few rows to keep
+ * the threads busy (one sequence decoding). */
 static void attention(tr_model *m, struct tr_bws *w, const tr_kv_pool *kv,
                       const tr_batch_seq *seqs, int l, int N)
 {
     const tr_config *c = &m->cfg;
     int Hq = c->n_heads, Hkv = c->n_kv_heads, hd = c->head_dim, group = Hq / Hkv;
     size_t kvd = (size_t)Hkv * hd, qd = (size_t)Hq * hd;
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-        const int32_t *blocks = seqs[w->row_seq[r]].blocks;
-        int B = kv->block_len;
-        memcpy(kv_row(kv->k, blocks, w->row_pos[r], B, c->n_layers, l, kvd), w->k + r * kvd,
-               kvd * sizeof(float));
-        memcpy(kv_row(kv->v, blocks, w->row_pos[r], B, c->n_layers, l, kvd), w->v + r * kvd,
-               kvd * sizeof(float));
-    }
+    int threads = omp_get_max_threads(), parts = 1;
+    while (parts < group && N * Hkv * parts < 2 * threads) parts++;
+    int per = (group + parts - 1) / parts;
+    parts = (group + per - 1) / per;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
     {
         float *p = w->p + (size_t)omp_get_thread_num() * (w->len + 1) * group;
+#pragma omp for schedule(static)
+        for (int r = 0; r < N; r++) {
+            const int32_t *blocks = seqs[w->row_seq[r]].blocks;
+            int B = kv->block_len;
+            memcpy(kv_row(kv->k, blocks, w->row_pos[r], B, c->n_layers, l, kvd), w->k + r * kvd,
+                   kvd * sizeof(float));
+            memcpy(kv_row(kv->v, blocks, w->row_pos[r], B, c->n_layers, l, kvd), w->v + r * kvd,
+                   kvd * sizeof(float));
+        }
+        /* the barrier: every row's keys are stored before any is read */
 #pragma omp for schedule(dynamic, 1)
-        for (int t = 0; t < N * Hkv; t++) {
-            int r = t / Hkv, g = t % Hkv;
-            att_ctx a = {kv, seqs[w->row_seq[r]].blocks, l, c->n_layers, hd, group,
-                         c->sliding_window, kvd, qd, scale};
-            attend_group(w->ao + r * qd, w->q + r * qd, w->row_pos[r], g, &a, p);
+        for (int t = 0; t < N * Hkv * parts; t++) {
+            int r = t / (Hkv * parts), g = t / parts % Hkv, h0 = g * group + t % parts * per;
+            int nh = g * group + group - h0 < per ? g * group + group - h0 : per;
+            att_ctx a = {kv, seqs[w->row_seq[r]].blocks, l, c->n_layers, hd, c->sliding_window,
+                         kvd, scale};
+            attend_heads(w->ao + r * qd, w->q + r * qd, w->row_pos[r], h0, nh, g, &a, p);
         }
     }
 }
