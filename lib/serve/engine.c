@@ -297,7 +297,7 @@ static void *engine_main(void *arg)
         reap_cancelled_locked(e);
         admit_locked(e);
         if (e->n_run == 0 && !e->done_head) { /* nothing admissible: sleep, never spin */
-            pthread_cond_wait(&e->wake, &e->mu);
+            if (!e->stop) pthread_cond_wait(&e->wake, &e->mu);
             continue;
         }
         pthread_mutex_unlock(&e->mu);
