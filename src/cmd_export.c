@@ -64,7 +64,7 @@ static int export_run(int argc, char **argv)
     ex_gguf_summary s;
     if (!ex_export_gguf(&a.o, a.out, &s, err, sizeof err)) {
         fprintf(stderr, "lathe export: %s\n", err);
-        return LT_EXIT_INVALID;
+        return s.write_failed ? LT_EXIT_IO : LT_EXIT_INVALID;
     }
     printf("wrote %s: %s, %zu tensors (%s)%s", a.out, s.arch, s.n_tensors,
            a.o.dtype == TR_F16 ? "f16 weights, f32 norms" : "f32",
@@ -102,6 +102,9 @@ const cli_command cli_cmd_export = {
         "\n"
         "Architectures: llama, mistral (llama.cpp's `llama`), qwen2, qwen3.\n"
         "See docs/export.md (what is written, Ollama's Modelfile).\n"
+        "\n"
+        "exit codes: 0 written, 1 usage, 2 invalid model, adapter or tokenizer,\n"
+        "4 the output could not be written\n"
         "\n"
         "example:\n"
         "  lathe export --to gguf --model base/ --adapter run/adapter out.gguf\n",

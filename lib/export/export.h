@@ -109,6 +109,7 @@ typedef struct ex_gguf_summary {
     char pre[32];   /* tokenizer.ggml.pre ("" without a tokenizer) */
     size_t n_tensors, n_tokens, n_merges;
     bool merged_adapter;
+    bool write_failed; /* the inputs were fine; writing out_path failed */
 } ex_gguf_summary;
 
 /* Exports o->model_dir to out_path. summary may be NULL. */

@@ -452,7 +452,10 @@ static bool ex_build_and_write(tr_model *m, tr_backend *be, const ex_gguf_opts *
         ok = false;
     }
     s->n_tensors = x.n;
-    ok = ok && gguf_write(w, out_path, err, errsz);
+    if (ok && !gguf_write(w, out_path, err, errsz)) {
+        ok = false;
+        s->write_failed = true;
+    }
     free(name);
     free(x.items);
     gguf_writer_free(w);
