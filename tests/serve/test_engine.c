@@ -738,6 +738,52 @@ static void test_bad_adapters(void **state)
     sv_engine_free(e);
 }
 
+/* PEFT's in-memory naming (".lora_A.default.weight") loads as lathe's does,
+ * to the same numbers. */
+static void test_adapter_peft_names(void **state)
+{
+    (void)state;
+    char err[512];
+    char *src = path_join(F.ad_dir[1], "adapter_model.safetensors");
+    st_archive a;
+    assert_true(st_open(&a, src, err, sizeof err));
+    char *d = path_join(F.root, "peft-names");
+    assert_true(tr_mkdir_p(d, err, sizeof err));
+    copy_file(F.ad_dir[1], d, "adapter_config.json");
+    st_writer w;
+    st_writer_init(&w);
+    float *tmp[256];
+    assert_true(a.n < 256);
+    for (size_t i = 0; i < a.n; i++) {
+        const st_tensor *t = &a.tensors[i];
+        char *name = replace(xstrdup(t->name), ".weight", ".default.weight");
+        tmp[i] = xmalloc((size_t)t->numel * sizeof(float));
+        tr_to_f32(tmp[i], t->data, t->dtype, (size_t)t->numel);
+        st_writer_add_f32(&w, name, TR_F32, t->ndim, t->shape, tmp[i]);
+        free(name);
+    }
+    char *dst = path_join(d, "adapter_model.safetensors");
+    assert_int_equal(st_writer_save(&w, dst), 0);
+    st_writer_free(&w);
+    for (size_t i = 0; i < a.n; i++) free(tmp[i]);
+    st_close(&a);
+    tr_adapter x, y;
+    assert_true(tr_adapter_load(&x, &F.base, F.ad_dir[1], err, sizeof err));
+    bool ok = tr_adapter_load(&y, &F.base, d, err, sizeof err);
+    if (!ok) fprintf(stderr, "%s\n", err);
+    assert_true(ok);
+    assert_int_equal(x.n_floats, y.n_floats);
+    assert_int_equal(x.lora.rank, 8);
+    assert_true(x.lora.targets == (1u << TR_NPROJ) - 1);
+    assert_memory_equal(x.data, y.data, x.n_floats * sizeof(float));
+    assert_true(tr_adapter_bytes(&y) == x.n_floats * sizeof(float));
+    tr_adapter_free(&x);
+    tr_adapter_free(&y);
+    free(dst);
+    free(src);
+    free(d);
+}
+
 /* Cancel a running request from its own event, and a waiting one. */
 static void test_cancel(void **state)
 {
@@ -825,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_submit_full_and_invalid),
         cmocka_unit_test(test_lru_eviction),
         cmocka_unit_test(test_bad_adapters),
+        cmocka_unit_test(test_adapter_peft_names),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_drain_and_free),
     };
