@@ -2,7 +2,8 @@
 # render_serve.sh: `lathe render serve --target k8s`, what serves an
 # adapter. For a job file (lathe serve and vLLM), an experiment with its
 # results (from a file of the API's JSON, and from a real `lathe server`
-# whose jobs report eval losses), and options alone: rendered as YAML and as JSON,
+# whose jobs report eval losses), and options alone, whose rendered
+# command starts this build's lathe serve: rendered as YAML and as JSON,
 # every object passes ../shared/tools/validate-k8s (the official v1.32
 # strict schemas), the YAML reads back as the JSON List's items, and the
 # objects hold what they must: the probes, each runtime's arguments, the
@@ -182,6 +183,59 @@ wait $srv 2> /dev/null
 render swift 3 "$LATHE_SOURCE_DIR/examples/jobs/ms-swift-trainer.yaml" --runtime vllm
 grep -q "runs its own trainer: its adapter is taken to be in /checkpoints/qwen2-7b-swift/final" "$tmp/swift.err"
 check "a command trainer's adapter: said on stderr" $?
+
+# the container's command is one lathe serve takes: a tiny model and an
+# adapter trained for two steps, served by the rendered argv (with this
+# build's lathe) and the key the Secret would give: /health and /ready
+# answer, the adapter is a model, /v1 wants the key, /metrics counts requests
+mkdir -p "$tmp/run"
+"$LATHE" init-model "$tmp/run/model" --preset tiny \
+    --tokenizer "$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json" > "$tmp/run/init.log" 2>&1
+check "a tiny model ($(tail -2 "$tmp/run/init.log"))" $?
+"$LATHE" train --model "$tmp/run/model" --text "$LATHE_SHARED_DIR/data/tinyshakespeare/input.txt" \
+    --checkpoint-dir "$tmp/run/ck" --max-steps 2 --seq-len 32 > "$tmp/run/train.log" 2>&1
+check "its adapter ($(tail -2 "$tmp/run/train.log"))" $?
+port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+render run 3 --name tiny --model-path "$tmp/run/model" --adapter "shakespeare=$tmp/run/ck/final" \
+    --port "$port" --cpu 1 --api-key-secret tiny-key
+$PY - "$tmp/run.json" "$LATHE" > "$tmp/run/argv" <<'EOF'
+import json, sys
+dep = [o for o in json.load(open(sys.argv[1]))["items"] if o["kind"] == "Deployment"][0]
+cmd = dep["spec"]["template"]["spec"]["containers"][0]["command"]
+sys.stdout.write("\0".join([sys.argv[2]] + cmd[1:]))
+EOF
+mapfile -d '' -t argv < "$tmp/run/argv"
+LATHE_API_KEY=tiny-s3cret "${argv[@]}" > "$tmp/run/serve.log" 2>&1 &
+served=$!
+trap 'kill $srv $served 2> /dev/null; wait $srv $served 2> /dev/null; rm -rf "$tmp"' EXIT
+$PY - "$port" <<'EOF'
+import json, sys, time, urllib.error, urllib.request
+base = "http://127.0.0.1:%s" % sys.argv[1]
+def get(path, key=None):
+    req = urllib.request.Request(base + path)
+    if key:
+        req.add_header("Authorization", "Bearer " + key)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return 0, ""
+for _ in range(300):
+    if get("/ready")[0] == 200:
+        break
+    time.sleep(0.1)
+assert get("/ready")[0] == 200, "not ready"
+assert get("/health")[0] == 200, "not healthy"
+assert get("/v1/models")[0] == 401, "no key asked"
+code, body = get("/v1/models", "tiny-s3cret")
+assert code == 200 and "shakespeare" in [m["id"] for m in json.loads(body)["data"]], body
+assert "lathe_serve_requests_total" in get("/metrics")[1], "no request counter"
+EOF
+check "the rendered lathe serve command serves ($(tail -3 "$tmp/run/serve.log"))" $?
+kill $served
+wait $served 2> /dev/null
 
 # options alone: no file
 render options 3 --name chat --namespace team-a --model-path /models/llama-3-8b --adapter chat=/adapters/chat/final --adapters-pvc chat-adapters --model-pvc base-models --replicas 2 --port 8080 --cpu 8 --memory 24Gi --api-key-secret chat-key --startup-timeout 20m --image registry.example.com/lathe:1.2
