@@ -718,6 +718,16 @@ static void test_bad_adapters(void **state)
     expect_refused(e, d, (const char *const[]){"layers.2.", "layer 2", "has 2 layers", NULL});
     free(d);
     free(other);
+    /* wrong base: fewer layers than the model */
+    c.n_layers = 1;
+    other = path_join(F.root, "shallow-model");
+    assert_true(tr_init_model(other, &c, TR_F32, 9, err, sizeof err));
+    d = path_join(F.root, "bad-shallow");
+    write_adapter(other, d, 4, "q_proj", 8, 5);
+    expect_refused(e, d, (const char *const[]){"layers.1.", "is missing", "layers 0..0",
+                                               "another base model", NULL});
+    free(d);
+    free(other);
     /* unknown target in the config */
     d = path_join(F.root, "bad-target");
     assert_true(tr_mkdir_p(d, err, sizeof err));
