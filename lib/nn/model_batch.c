@@ -5,22 +5,23 @@
  * ordered by adapter so the rows sharing one are contiguous (groups). One
  * layer (x: [N, D] residual stream):
  *   ln = rmsnorm(x); q[N,qd], k[N,kvd], v[N,kvd] = proj(ln), each ONE
- *   product over all N rows plus, per group, scale * (ln_g A^T) B^T on the
- *   group's rows; (Qwen3: per-head rmsnorm); rope at each row's position;
- *   k, v rows stored in the sequence's KV blocks; attention per row and head
- *   over the row's sequence's keys 0..pos, read in place from the blocks;
- *   x2 = x + o_proj(ao); h = silu(gate(rmsnorm(x2))) * up(...);
- *   x = x2 + down(h).
+ *   product over all N rows plus, on each group's rows, its adapter's
+ *   scale * (ln_g A^T) B^T; (Qwen3: per-head rmsnorm); rope at each row's
+ *   position; k, v rows stored in the sequence's KV blocks; attention per
+ *   row and kv head over the row's sequence's keys 0..pos, read in place
+ *   from the blocks; x2 = x + o_proj(ao); h = silu(gate(rmsnorm(x2))) *
+ *   up(...); x = x2 + down(h).
  * Then the final norm and lm_head for the rows that want logits, in one
  * product.
  *
  * Exactness: every operation gives a row the same bits whatever the other
- * rows: the products are batch invariant (the backend's promise, nn.h),
- * norms, rope and the MLP are per row, and attention (attend) is computed
- * here in a fixed order per (row, head): a dot product with eight partial
- * sums per key, the softmax as ops.c's softmax_causal_row, then the values
- * summed key by key. So a sequence gives the same logits alone or in a
- * batch of 32, and whether its prompt ran in one step or in chunks.
+ * rows: the base products are batch invariant (the backend's promise,
+ * nn.h); norms, rope and the MLP are per row; the LoRA deltas (lora_hidden,
+ * lora_out) and attention (attend_heads) are computed here row by row in a
+ * fixed order: dot products with eight partial sums, the softmax as ops.c's
+ * softmax_causal_row, the values summed key by key. So a sequence gives the
+ * same logits alone or in a batch of 32, and whether its prompt ran in one
+ * step or in chunks.
  */
 #include "nn/nn_internal.h"
 
