@@ -290,7 +290,8 @@ static bool ex_detect_pre(const char *file, char *out, size_t outsz, char *err, 
     bool bl_regex = false;
     int n_split = 0;
     ex_scan_pretok(json_object_get(root, "pre_tokenizer"), &split, &bl_regex, &n_split);
-    const char *pre = n_split <= 1 ? ex_gguf_pre_for_regex(split, bl_regex) : NULL;
+    bool one = n_split == 0 || (n_split == 1 && split); /* a String split has no regex */
+    const char *pre = one ? ex_gguf_pre_for_regex(split, bl_regex) : NULL;
     if (pre) snprintf(out, outsz, "%s", pre);
     else
         snprintf(err, errsz,

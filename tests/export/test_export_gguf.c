@@ -687,6 +687,78 @@ static void test_reader_rejects_malformed(void **state)
     fx_free(&x);
 }
 
+/* GPT-2's bytes_to_unicode: the character byte b is spelled with. */
+static uint32_t byte_cp(int b)
+{
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))
+        return (uint32_t)b;
+    int n = 0;
+    for (int c = 0; c < b; c++)
+        if (!((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))) n++;
+    return 256u + (uint32_t)n;
+}
+
+/* A byte-level tokenizer.json of the 256 byte tokens, no merges, with a
+ * Split of `regex` (NULL: ByteLevel's own regex). */
+static void write_byte_tokenizer(const char *path, const char *regex)
+{
+    json_t *vocab = json_object();
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = byte_cp(b);
+        char s[3] = {0};
+        if (cp < 0x80) s[0] = (char)cp;
+        else {
+            s[0] = (char)(0xC0 | (cp >> 6));
+            s[1] = (char)(0x80 | (cp & 0x3F));
+        }
+        json_object_set_new(vocab, s, json_integer(b));
+    }
+    json_t *bl = json_pack("{s:s,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 0,
+                           "use_regex", regex == NULL);
+    json_t *pre = regex ? json_pack("{s:s,s:[{s:s,s:{s:s},s:s},o]}", "type", "Sequence",
+                                    "pretokenizers", "type", "Split", "pattern", "Regex", regex,
+                                    "behavior", "Isolated", bl)
+                        : bl;
+    json_t *root = json_pack("{s:[],s:o,s:{s:s},s:{s:s,s:o,s:[]}}", "added_tokens",
+                             "pre_tokenizer", pre, "decoder", "type", "ByteLevel", "model", "type",
+                             "BPE", "vocab", vocab, "merges");
+    assert_int_equal(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+}
+
+/* A pre-tokenizer regex llama.cpp has no name for: refused unless --pre. */
+static void test_unknown_pre(void **state)
+{
+    (void)state;
+    fx x = {0};
+    fx_tmpdir(&x);
+    tr_config c = tiny_config(TR_ARCH_LLAMA, 256);
+    c.n_layers = 1;
+    c.bos_id = c.eos_id = -1;
+    char err[1024], *model = fx_path(&x, "m"), *tok = fx_path(&x, "tokenizer.json");
+    char *out = fx_path(&x, "o.gguf");
+    assert_true(tr_init_model(model, &c, TR_F32, 1, err, sizeof err));
+    write_byte_tokenizer(tok, "\\p{L}+|\\p{N}+|[^\\s\\p{L}\\p{N}]+|\\s+");
+    ex_gguf_opts o = {.model_dir = model, .tokenizer = tok, .dtype = TR_F32};
+    assert_false(ex_export_gguf(&o, out, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "--pre NAME"));
+    assert_non_null(strstr(err, "tokenizer.json: pre_tokenizer"));
+    o.pre = "default";
+    fx_export(&x, &o);
+    expect_str(&x, "tokenizer.ggml.pre", "default");
+    gr_free(&x.f);
+    free(x.buf);
+    x.buf = NULL;
+    write_byte_tokenizer(tok, NULL); /* ByteLevel alone: GPT-2's regex */
+    o.pre = NULL;
+    fx_export(&x, &o);
+    expect_tokenizer(&x, tok, 256, "gpt-2");
+    free(model);
+    free(tok);
+    free(out);
+    fx_free(&x);
+}
+
 /* Errors name the file and the fix. */
 static void test_errors(void **state)
 {
@@ -732,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_writer_types),
         cmocka_unit_test(test_reader_rejects_malformed),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_unknown_pre),
         cmocka_unit_test(test_llama2c_real_model),
         cmocka_unit_test(test_llama_rope_freqs_and_special),
         cmocka_unit_test(test_llama_f32_adapter),
