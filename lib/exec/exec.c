@@ -130,6 +130,7 @@ void exec_contract_env(const exec_contract *c, char ***env, size_t *n)
     env_str(env, n, "LATHE_SPEC", c->spec_path);
     env_str(env, n, "BASE_MODEL_PATH", c->base_model_path);
     env_str(env, n, "DATASET_PATH", c->dataset_path);
+    env_str(env, n, "EVAL_DATASET_PATH", c->eval_dataset_path);
     if (c->lora_rank > 0) env_int(env, n, "LORA_RANK", c->lora_rank);
     env_str(env, n, "CHECKPOINT_DIR", c->checkpoint_dir);
     if (c->checkpoint_interval >= 0) env_int(env, n, "CHECKPOINT_INTERVAL", c->checkpoint_interval);

@@ -68,6 +68,7 @@ typedef struct exec_contract {
     const char *spec_path;        /* LATHE_SPEC: the resolved spec (a file) */
     const char *base_model_path;  /* BASE_MODEL_PATH */
     const char *dataset_path;     /* DATASET_PATH */
+    const char *eval_dataset_path; /* EVAL_DATASET_PATH: trainingData.evalDatasetPath */
     int lora_rank;                /* LORA_RANK */
     const char *checkpoint_dir;   /* CHECKPOINT_DIR */
     long checkpoint_interval;     /* CHECKPOINT_INTERVAL; set when >= 0 */

@@ -160,7 +160,7 @@ static exec_rc local_cancel(exec_handle *h, double now, double grace, char *err,
 static bool reserved_name(const char *entry)
 {
     static const char *const names[] = {
-        "BASE_MODEL_PATH=", "DATASET_PATH=",  "LORA_RANK=",       "CHECKPOINT_DIR=",
+        "BASE_MODEL_PATH=", "DATASET_PATH=",  "EVAL_DATASET_PATH=", "LORA_RANK=", "CHECKPOINT_DIR=",
         "CHECKPOINT_INTERVAL=", "CUDA_VISIBLE_DEVICES=", "NNODES=", "NODE_RANK=",
         "NPROC_PER_NODE=", "MASTER_ADDR=", "MASTER_PORT=", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=",
         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=",

@@ -50,6 +50,7 @@ void exec_job_req_init(exec_job_req *r, const exec_job_desc *d)
     k->spec_path = d->spec_path;
     k->base_model_path = s->base_model.path;
     k->dataset_path = s->training_data.dataset_path;
+    k->eval_dataset_path = s->training_data.eval_path;
     k->lora_rank = s->lora.rank;
     k->checkpoint_interval = s->checkpoint.enabled ? s->checkpoint.interval_steps : 0;
     k->nnodes = nnodes;

@@ -137,7 +137,7 @@ static char *absolute_path(const ctl *c, const char *p)
  * the GPUs it placed the job on and, for local trainers, absolute paths. */
 typedef struct launch {
     exec_job_req r;
-    char *dir, *spec_path, *ckpt_dir, *gpus, *dataset, *model;
+    char *dir, *spec_path, *ckpt_dir, *gpus, *dataset, *eval_dataset, *model;
     const char **nodes; /* the placed nodes, one per replica (cluster engines) */
     size_t n_nodes;
     op_owner owner;     /* operator mode: the job's object */
@@ -152,6 +152,7 @@ static void launch_free(launch *l)
     free(l->ckpt_dir);
     free(l->gpus);
     free(l->dataset);
+    free(l->eval_dataset);
     free(l->model);
     free(l->nodes);
     op_owner_free(&l->owner);
@@ -251,6 +252,8 @@ static void fill_request(ctl *c, ctl_job *j, int attempt, bool placed, launch *l
         l->dataset = absolute_path(c, j->spec->training_data.dataset_path);
         l->model = absolute_path(c, j->spec->base_model.path);
         k->dataset_path = l->dataset;
+        l->eval_dataset = absolute_path(c, j->spec->training_data.eval_path);
+        k->eval_dataset_path = l->eval_dataset;
         k->base_model_path = l->model;
     }
     k->checkpoint_dir = l->ckpt_dir;

@@ -359,7 +359,7 @@ static void test_contract_env(void **state)
     (void)state;
     exec_contract c = {.job = "team-a/lora-r16", .attempt = 2, .spec_path = "/w/spec.json",
                        .base_model_path = "/models/qwen", .dataset_path = "/data/a.jsonl",
-                       .lora_rank = 16, .checkpoint_dir = "/w/ckpt", .checkpoint_interval = 500,
+                       .eval_dataset_path = "/data/e.jsonl", .lora_rank = 16, .checkpoint_dir = "/w/ckpt", .checkpoint_interval = 500,
                        .gpus = "0,1", .nnodes = 2, .node_rank = 1, .nproc_per_node = 2,
                        .master_addr = "10.0.0.1", .master_port = 29500};
     char **env = NULL;
@@ -367,7 +367,7 @@ static void test_contract_env(void **state)
     exec_contract_env(&c, &env, &n);
     const char *want[] = {"LATHE_JOB=team-a/lora-r16", "LATHE_ATTEMPT=2", "LATHE_SPEC=/w/spec.json",
                           "BASE_MODEL_PATH=/models/qwen", "DATASET_PATH=/data/a.jsonl",
-                          "LORA_RANK=16", "CHECKPOINT_DIR=/w/ckpt", "CHECKPOINT_INTERVAL=500",
+                          "EVAL_DATASET_PATH=/data/e.jsonl", "LORA_RANK=16", "CHECKPOINT_DIR=/w/ckpt", "CHECKPOINT_INTERVAL=500",
                           "LATHE_GPUS=0,1", "CUDA_VISIBLE_DEVICES=0,1", "NNODES=2", "NODE_RANK=1",
                           "NPROC_PER_NODE=2", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -385,6 +385,7 @@ static void test_contract_env(void **state)
         assert_false(str_starts_with(env[i], "NNODES="));
         assert_false(str_starts_with(env[i], "CHECKPOINT_INTERVAL="));
         assert_false(str_starts_with(env[i], "LORA_RANK="));
+        assert_false(str_starts_with(env[i], "EVAL_DATASET_PATH="));
         assert_false(str_starts_with(env[i], "CUDA_MPS_"));
     }
     str_list_free(env, n);
