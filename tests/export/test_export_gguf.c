@@ -181,6 +181,71 @@ static float *permuted(const float *src, int n_head, size_t rows, size_t cols)
 
 /* ---- the tokenizer against tokenizer.json ---- */
 
+/* The id of an added token's content in tokenizer.json, or -1. */
+static int64_t added_id(json_t *tok, const char *content)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(tok, "added_tokens"), i, v)
+        if (!strcmp(json_string_value(json_object_get(v, "content")), content))
+            return json_integer_value(json_object_get(v, "id"));
+    return -1;
+}
+
+/* eos / pad ids and the chat template against tokenizer_config.json. */
+static void expect_tokenizer_config(const fx *x, const char *tokfile)
+{
+    char *dir = xstrdup(tokfile), *slash = strrchr(dir, '/');
+    *slash = 0;
+    char *cfgp = path_join(dir, "tokenizer_config.json");
+    json_error_t je;
+    json_t *cfg = json_load_file(cfgp, 0, &je), *tok = json_load_file(tokfile, 0, &je);
+    free(cfgp);
+    free(dir);
+    if (!cfg) {
+        json_decref(tok);
+        return;
+    }
+    const char *eos = json_string_value(json_object_get(cfg, "eos_token"));
+    const char *pad = json_string_value(json_object_get(cfg, "pad_token"));
+    const char *tmpl = json_string_value(json_object_get(cfg, "chat_template"));
+    if (eos) expect_u32(x, "tokenizer.ggml.eos_token_id", (uint64_t)added_id(tok, eos));
+    if (pad) expect_u32(x, "tokenizer.ggml.padding_token_id", (uint64_t)added_id(tok, pad));
+    else assert_null(gr_find(&x->f, "tokenizer.ggml.padding_token_id"));
+    if (tmpl) expect_str(x, "tokenizer.chat_template", tmpl);
+    else assert_null(gr_find(&x->f, "tokenizer.chat_template"));
+    json_decref(cfg);
+    json_decref(tok);
+}
+
+/* Every key in the file is one the exporter is meant to write. */
+static void expect_only_known_keys(const fx *x, const char *arch)
+{
+    static const char *const general[] = {
+        "general.architecture", "general.name", "general.file_type", "tokenizer.ggml.model",
+        "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+        "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.padding_token_id", "tokenizer.ggml.add_bos_token",
+        "tokenizer.ggml.add_eos_token", "tokenizer.chat_template"};
+    static const char *const per_arch[] = {
+        "vocab_size", "context_length", "embedding_length", "block_count",
+        "feed_forward_length", "attention.head_count", "attention.head_count_kv",
+        "attention.key_length", "attention.value_length", "rope.dimension_count",
+        "attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.scaling.type",
+        "rope.scaling.factor"};
+    for (uint64_t i = 0; i < x->f.n_kv; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)x->f.kv[i].key_len, x->f.kv[i].key);
+        bool known = false;
+        for (size_t k = 0; k < sizeof general / sizeof *general && !known; k++)
+            known = !strcmp(key, general[k]);
+        size_t al = strlen(arch);
+        for (size_t k = 0; k < sizeof per_arch / sizeof *per_arch && !known; k++)
+            known = !strncmp(key, arch, al) && key[al] == '.' && !strcmp(key + al + 1, per_arch[k]);
+        if (!known) fail_msg("unexpected key %s", key);
+    }
+}
+
 static void expect_tokenizer(const fx *x, const char *tokfile, int vocab, const char *pre)
 {
     expect_str(x, "tokenizer.ggml.model", "gpt2");
@@ -236,6 +301,7 @@ static void expect_tokenizer(const fx *x, const char *tokfile, int vocab, const 
     }
     sb_free(&s);
     json_decref(root);
+    expect_tokenizer_config(x, tokfile);
 }
 
 /* ---- models ---- */
@@ -406,6 +472,7 @@ static void check_export(tr_config *c, const char *tokfile, const char *pre, boo
     const char *arch = ex_gguf_arch_name(c->arch);
     expect_model_keys(&x, c, arch, f16);
     expect_tokenizer(&x, tokfile, c->vocab, pre);
+    expect_only_known_keys(&x, arch);
     st_archive st, ad;
     assert_true(st_open(&st, model, err, sizeof err));
     char *adf = path_join(ad_dir, "adapter_model.safetensors");
