@@ -43,11 +43,14 @@ const requests = JSON.parse(fs.readFileSync(reqPath, "utf8"));
 const longest = Math.max(...requests.map((r) => r.prompt.length + r.max_new));
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error,
                                ...(args.threads > 0 ? { maxThreads: args.threads } : {}) });
-const model = await llama.loadModel({ modelPath: gguf });
+const model = await llama.loadModel({ modelPath: gguf, gpuLayers: 0 });
 const context = await model.createContext({
   sequences: args.streams,
   contextSize: args.streams * (longest + 16),
   batchSize: Math.max(512, args.streams * 2),
+  // F32 keys and values, as lathe's KV cache holds them: the same work
+  experimentalKvCacheKeyType: "F32",
+  experimentalKvCacheValueType: "F32",
   ...(args.threads > 0 ? { threads: args.threads } : {}),
 });
 
