@@ -10,7 +10,7 @@
  *                             and best_eval_step once evaluated
  * A folder is written under a hidden temporary name, every file fsync'd,
  * then renamed into place and the parent fsync'd: it is complete or absent.
- * The newest keep_last are kept. */
+ * The newest keep_last are kept, and the one of the best eval loss. */
 #include "train.h"
 
 #include <dirent.h>
@@ -224,12 +224,14 @@ static char *metadata_json(const tr_train_state *s, const tr_model *m)
     return out;
 }
 
-/* Keeps the newest keep_last checkpoints. */
-static void prune(const char *dir, int keep_last)
+/* Keeps the newest keep_last checkpoints, and the one at step `best` (the
+ * best eval loss; -1: none). */
+static void prune(const char *dir, int keep_last, long best)
 {
     size_t n;
     long *steps = list_checkpoints(dir, &n, false);
     for (size_t i = 0; keep_last > 0 && i + (size_t)keep_last < n; i++) {
+        if (steps[i] == best) continue;
         char *p = xasprintf("%s/checkpoint-%ld", dir, steps[i]);
         remove_flat_dir(p);
         free(p);
@@ -264,7 +266,7 @@ bool tr_checkpoint_save(const char *dir, const tr_model *m, const float *m1, con
         ok = false;
     }
     if (!ok) remove_flat_dir(tmp);
-    else prune(dir, keep_last);
+    else prune(dir, keep_last, s->best_eval_step);
     free(tmp);
     free(final);
     return ok;

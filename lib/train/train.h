@@ -217,7 +217,9 @@ typedef struct tr_train_state {
 } tr_train_state;
 
 /* Writes CHECKPOINT_DIR/checkpoint-<step>/ atomically (aside, fsync, rename)
- * and keeps the newest keep_last. m1/m2 are the AdamW moments. */
+ * and keeps the newest keep_last, and the one at s->best_eval_step when it
+ * was saved (the adapter of the best eval loss). m1/m2 are the AdamW
+ * moments. */
 bool tr_checkpoint_save(const char *dir, const tr_model *m, const float *m1, const float *m2,
                         const tr_train_state *s, const tr_train_opts *o, int keep_last,
                         char *err, size_t errsz);

@@ -32,7 +32,10 @@ mkdir -p "$WORK/ref"
 train "$WORK/ref" 14 || fail "reference run failed: $(tail -3 "$WORK/ref.log")"
 [ -f "$WORK/ref/final/adapter_model.safetensors" ] || fail "no final adapter"
 n=$(ls -d "$WORK/ref"/checkpoint-* | wc -l)
-[ "$n" = 2 ] || fail "expected the last 2 checkpoints kept, found $n"
+best=$(grep -o '"best_eval_step": [0-9]*' "$WORK/ref/checkpoint-14/trainer_state.json" | grep -o '[0-9]*$')
+want=2 # the last 2, and the best eval's when that is an older checkpoint
+case $best in 12|14) ;; *) [ $((best % 2)) = 0 ] && want=3 ;; esac
+[ "$n" = $want ] || fail "expected $want checkpoints kept (the last 2; best eval at $best), found $n"
 
 # 2. deterministic kill points: after the update of step 3 (its checkpoint
 #    never written), in the middle of checkpoint 6, after the update of 9

@@ -466,6 +466,53 @@ static void test_eval_loss_by_hand(void **state)
     tu_rmdir(dir);
 }
 
+/* Pruning keeps the newest keep_last checkpoints and the one of the best
+ * eval loss, until a better one comes. */
+static void test_prune_keeps_best(void **state)
+{
+    (void)state;
+    char *dir = tu_tempdir();
+    tr_backend *be = tr_backend_cpu_create(1);
+    tr_model m;
+    tr_model_opts mo = {.mode = TR_MODE_LORA, .seed = 1, .lora = {.rank = 2, .alpha = 4, .targets = 1}};
+    char err[256];
+    assert_true(tr_model_load(&m, GOLD, &mo, be, err, sizeof err));
+    float *m1 = xcalloc(m.n_floats + 1, sizeof(float)), *m2 = xcalloc(m.n_floats + 1, sizeof(float));
+    tr_train_opts o;
+    tr_train_defaults(&o);
+    o.model_dir = GOLD;
+    o.checkpoint_dir = dir;
+    tr_train_state s = {.total_steps = 5, .eval_step = -1, .best_eval_step = -1};
+    tr_rng_seed(&s.rng, 1);
+    const long best_at[] = {-1, 1, 2, 2, 2, 5}; /* the best step after each step */
+    for (long step = 1; step <= 5; step++) {
+        s.step = step;
+        s.best_eval_step = best_at[step];
+        assert_true(tr_checkpoint_save(dir, &m, m1, m2, &s, &o, 1, err, sizeof err));
+    }
+    for (long step = 1; step <= 5; step++) {
+        char *p = xasprintf("%s/checkpoint-%ld", dir, step);
+        if (step == 5) assert_true(dir_exists(p));
+        else assert_false(dir_exists(p)); /* 2 was kept while it was the best */
+        free(p);
+    }
+    s.step = 6;
+    s.best_eval_step = 5;
+    assert_true(tr_checkpoint_save(dir, &m, m1, m2, &s, &o, 1, err, sizeof err));
+    s.step = 7;
+    assert_true(tr_checkpoint_save(dir, &m, m1, m2, &s, &o, 1, err, sizeof err));
+    char *c5 = xasprintf("%s/checkpoint-5", dir), *c6 = xasprintf("%s/checkpoint-6", dir);
+    assert_true(dir_exists(c5)); /* the best, older than the newest */
+    assert_false(dir_exists(c6));
+    free(c5);
+    free(c6);
+    free(m1);
+    free(m2);
+    tr_model_free(&m);
+    be->destroy(be);
+    tu_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -475,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_schedule_and_adamw),
         cmocka_unit_test(test_eval_split_text),
         cmocka_unit_test(test_eval_loss_by_hand),
+        cmocka_unit_test(test_prune_keeps_best),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
