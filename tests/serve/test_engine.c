@@ -467,6 +467,80 @@ static void test_forward_batch_bitwise(void **state)
     for (int i = 0; i < 3; i++) tr_adapter_free(&ad[i]);
 }
 
+/* tr_sample's nucleus as first written: every token sorted. The oracle
+ * for the thresholded sort tr_sample does now. */
+typedef struct pidx {
+    float p;
+    int i;
+} pidx;
+
+static int pidx_desc(const void *a, const void *b)
+{
+    const pidx *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return x->i - y->i;
+}
+
+static int sample_sorting_all(float *logits, int V, float temp, float top_p, tr_rng *rng)
+{
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    float mx = logits[best];
+    double sum = 0;
+    for (int i = 0; i < V; i++) {
+        logits[i] = expf((logits[i] - mx) / temp);
+        sum += logits[i];
+    }
+    double u = (double)(tr_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+    pidx *pi = xmalloc((size_t)V * sizeof *pi);
+    for (int i = 0; i < V; i++) pi[i] = (pidx){(float)(logits[i] / sum), i};
+    qsort(pi, (size_t)V, sizeof *pi, pidx_desc);
+    double mass = 0;
+    int n = 0;
+    while (n < V && mass < top_p) mass += pi[n++].p;
+    double acc = 0, target = u * mass;
+    int pick = pi[n - 1].i;
+    for (int i = 0; i < n; i++) {
+        acc += pi[i].p;
+        if (acc > target) {
+            pick = pi[i].i;
+            break;
+        }
+    }
+    free(pi);
+    return pick;
+}
+
+/* Nucleus sampling picks what sorting every token picked, on peaked and
+ * flat distributions, ties included. */
+static void test_top_p_same_as_full_sort(void **state)
+{
+    (void)state;
+    enum { V = 3000 };
+    float *a = xmalloc(V * sizeof(float)), *b = xmalloc(V * sizeof(float));
+    tr_rng gen;
+    tr_rng_seed(&gen, 42);
+    static const float spreads[] = {0.01f, 1.0f, 5.0f, 30.0f};
+    static const float top_ps[] = {0.1f, 0.5f, 0.9f, 0.99f, 0.999999f};
+    for (int trial = 0; trial < 200; trial++) {
+        float spread = spreads[trial % 4], top_p = top_ps[trial % 5];
+        for (int i = 0; i < V; i++) a[i] = spread * tr_rng_normal(&gen);
+        if (trial % 7 == 0)
+            for (int i = 0; i < V; i += 3) a[i] = a[0]; /* ties */
+        memcpy(b, a, V * sizeof(float));
+        tr_sample_opts so = {.temperature = 0.8f, .top_p = top_p, .max_new = 1, .eos_id = -1};
+        tr_rng r1, r2;
+        tr_rng_seed(&r1, (uint64_t)trial);
+        tr_rng_seed(&r2, (uint64_t)trial);
+        int x = tr_sample(a, V, &so, &r1), y = sample_sorting_all(b, V, 0.8f, top_p, &r2);
+        if (x != y) fprintf(stderr, "# trial %d: %d, full sort %d\n", trial, x, y);
+        assert_int_equal(x, y);
+    }
+    free(a);
+    free(b);
+}
+
 /* A stop id ends the request with SV_FINISH_STOP, as eos ends tr_generate. */
 static void test_stop_id(void **state)
 {
@@ -874,6 +948,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapters_matter),
         cmocka_unit_test(test_forward_batch_bitwise),
+        cmocka_unit_test(test_top_p_same_as_full_sort),
         cmocka_unit_test(test_greedy_equals_generate),
         cmocka_unit_test(test_sampled_equals_generate),
         cmocka_unit_test(test_stop_id),
