@@ -120,7 +120,7 @@ static void cpu_linear_fwd(tr_backend *self, float *y, const float *x, const voi
         }
     }
     if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)n * out >= ((size_t)1 << 15))
         for (int i = 0; i < n; i++)
             for (int o = 0; o < out; o++) y[(size_t)i * out + o] += bias[o];
     }

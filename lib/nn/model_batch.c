@@ -246,9 +246,10 @@ static void project(tr_model *m, struct tr_bws *w, int l, tr_proj p, float *y, c
     }
 }
 
+/* y[n] += x[n]; on one thread when small (a decode step's rows) */
 static void add_inplace(float *y, const float *x, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 15))
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 

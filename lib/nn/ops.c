@@ -10,13 +10,18 @@
 #include <math.h>
 #include <string.h>
 
+/* Elements below which a forward loop runs on the calling thread: waking
+ * the team costs more than the work (a decode step's few rows; the results
+ * are the same either way). */
+#define PAR_MIN ((size_t)1 << 15)
+
 /* ---- embedding ---- */
 
 void embedding_forward(float *out, const int32_t *ids, int T, const void *table, tr_dtype dt,
                        int D)
 {
     size_t es = tr_dtype_size(dt);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)T * D >= PAR_MIN)
     for (int t = 0; t < T; t++)
         tr_to_f32(out + (size_t)t * D, (const char *)table + (size_t)ids[t] * D * es, dt, (size_t)D);
 }
@@ -35,7 +40,7 @@ void embedding_backward(float *dtable, const float *dout, const int32_t *ids, in
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int D,
                      float eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)T * D >= PAR_MIN)
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * D;
         float *ot = out + (size_t)t * D;
@@ -107,7 +112,7 @@ static void rope_rotate(float *x, const float *cosv, const float *sinv, int T, i
                         float dir)
 {
     int half = hd / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)T * H * hd >= PAR_MIN)
     for (int t = 0; t < T; t++) {
         const float *c = cosv + (size_t)t * half, *s = sinv + (size_t)t * half;
         for (int h = 0; h < H; h++) {
@@ -236,7 +241,7 @@ void attention_backward(tr_backend *be, float *dq, float *dk, float *dv, float *
 
 void swiglu_forward(float *h, const float *g, const float *u, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
