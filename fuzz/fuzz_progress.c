@@ -36,7 +36,7 @@ static void swift_line(const char *line, size_t len)
 {
     exec_progress p;
     bool ok = exec_parse_swift_line(line, len, &p);
-    if (ok && (p.step < 0 || isnan(p.loss))) abort();
+    if (ok && (p.step < 0 || (isnan(p.loss) && isnan(p.eval_loss)))) abort(); /* a step or its evaluation */
     check_point(&p);
 }
 
@@ -52,7 +52,7 @@ static void hf_state(const char *text, size_t len, int64_t after)
     }
     for (size_t i = 0; i < n; i++) {
         check_point(&pts[i]);
-        if (pts[i].step <= after || isnan(pts[i].loss)) abort();
+        if (pts[i].step <= after || (isnan(pts[i].loss) && isnan(pts[i].eval_loss))) abort();
     }
     free(pts);
 }
