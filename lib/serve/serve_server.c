@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int64_t sv_now_ns(void)
 {
@@ -63,7 +64,7 @@ static bool load_tokenizer(sv_server *s, char *err, size_t errsz)
 {
     const sv_serve_opts *o = s->o;
     char *path = o->tokenizer ? xstrdup(o->tokenizer) : path_join(o->model_dir, "tokenizer.json");
-    bool ok = file_exists(path) || dir_exists(path);
+    bool ok = access(path, F_OK) == 0; /* a file, a folder, or a pipe that feeds one */
     if (!ok) {
         snprintf(err, errsz, "no tokenizer: %s does not exist; copy the model's tokenizer.json "
                  "there or give --tokenizer PATH", path);

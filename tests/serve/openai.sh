@@ -7,8 +7,9 @@
 # seeds, adapters at run time, every error, 50 clients at once and greedy
 # output equal to `lathe generate`'s. /metrics passes promtool (when
 # installed). client/busy.mjs gets a 429 from a server with --max-batch 1
-# --max-waiting 1; client/drain.mjs sends SIGTERM during a stream, which
-# completes, and the server exits 0. Then the command line's errors.
+# --max-waiting 1. A server whose tokenizer is a FIFO answers 503 while it
+# loads. client/drain.mjs sends SIGTERM during a stream, which completes,
+# and the server exits 0. Then the command line's errors.
 set -u
 fails=0
 check() { # check NAME STATUS
@@ -87,6 +88,30 @@ check "client/busy.mjs" $?
 kill -TERM "$SRV_PID"
 wait "$SRV_PID"
 check "the busy server exits 0 on SIGTERM" $?
+
+# while loading: the tokenizer is a FIFO, so the server stays in its load
+# until the test writes the file into it
+mkdir "$W/fifo" && cp "$(dirname "$TOK")/tokenizer_config.json" "$W/fifo/" && mkfifo "$W/fifo/tokenizer.json"
+"$LATHE" serve --model "$W/model" --tokenizer "$W/fifo/tokenizer.json" --port 0 --api-key-file "$W/key" \
+    --threads 2 >"$W/loading.log" 2>&1 &
+LOAD_PID=$!
+PIDS+=("$LOAD_PID")
+for _ in $(seq 300); do grep -q "listening on" "$W/loading.log" && break; sleep 0.1; done
+LOAD_URL=$(grep -o 'listening on http://[^ ]*' "$W/loading.log" | sed 's/listening on //')
+code=$(curl -s -o "$W/h.json" -w '%{http_code}' "$LOAD_URL/health")
+[ "$code" = 503 ] && grep -q '"loading"' "$W/h.json"
+check "/health is 503 (loading) while the model loads" $?
+code=$(curl -s -D "$W/h.hdr" -o "$W/m.json" -w '%{http_code}' -H "Authorization: Bearer $KEY" "$LOAD_URL/v1/models")
+[ "$code" = 503 ] && grep -qi '^retry-after: 5' "$W/h.hdr" && grep -q '"unavailable"' "$W/m.json"
+check "/v1/models is 503 with Retry-After while the model loads" $?
+timeout 60 sh -c 'cat "$1" > "$2"' sh "$TOK" "$W/fifo/tokenizer.json"
+for _ in $(seq 600); do grep -q "lathe serve: ready" "$W/loading.log" && break; sleep 0.1; done
+code=$(curl -s -o /dev/null -w '%{http_code}' "$LOAD_URL/health")
+[ "$code" = 200 ]
+check "/health is 200 once loaded" $?
+kill -TERM "$LOAD_PID"
+wait "$LOAD_PID"
+check "the server that loaded late exits 0 on SIGTERM" $?
 
 SRV_PID=$MAIN_PID SRV_URL=$MAIN_URL
 node_test drain.mjs
