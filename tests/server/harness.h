@@ -70,8 +70,8 @@ static inline void hs_write(const hs *h, const char *name, const char *text)
     free(p);
 }
 
-/* The fake trainer. STEPS steps of SLEEP seconds, a checkpoint every
- * CKPT steps, resume from the newest checkpoint, SIGTERM: checkpoint and
+/* The fake trainer. STEPS steps of SLEEP seconds, a checkpoint (and an
+ * eval loss, 2.STEP) every CKPT steps, resume from the newest checkpoint, SIGTERM: checkpoint and
  * exit 143. MODE=crash-once: exit 1 in attempt 1; MODE=oom: "CUDA out of
  * memory" and exit 1 while the resolved spec's batchSize is above 1;
  * MODE=ignore-term: SIGTERM is ignored (the grace period ends in SIGKILL).
@@ -100,7 +100,8 @@ static const char hs_fake_trainer[] =
     "while [ $i -lt $steps ]; do\n"
     "  sleep $nap & wait $!\n"
     "  i=$((i+1))\n"
-    "  echo \"[lathe-train] step=$i/$steps epoch=0.5 loss=1.$i lr=1.0e-04 tokens_per_s=50.0\"\n"
+    "  ev=''; if [ $((i % every)) -eq 0 ]; then ev=\" eval_loss=2.$i\"; fi\n"
+    "  echo \"[lathe-train] step=$i/$steps epoch=0.5 loss=1.$i lr=1.0e-04 tokens_per_s=50.0$ev\"\n"
     "  if [ $((i % every)) -eq 0 ]; then save $i; fi\n"
     "  if [ -n \"$PAUSE_FILE\" ] && [ $i -eq \"${PAUSE_AT:-0}\" ]; then\n"
     "    while [ ! -e \"$PAUSE_FILE\" ]; do sleep 0.02 & wait $!; done; fi\n"

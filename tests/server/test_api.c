@@ -251,6 +251,9 @@ static void test_cancel_delete_list(void **state)
     assert_true(hs_wait_field(&H, "token-a", "long-2", "wait_reason", "A100-80GB", 10));
     assert_true(hs_wait_body(&H, "/metrics", NULL, "lathe_queue_length{team=\"team-a\",reason=\"", 10));
     assert_true(hs_wait_body(&H, "/metrics", NULL, "lathe_job_loss{job=\"long-0\",team=\"team-a\"}", 10));
+    /* the fake trainer evaluates at its checkpoints (every 5 steps) */
+    assert_true(hs_wait_body(&H, "/metrics", NULL, "lathe_job_eval_loss{job=\"long-0\",team=\"team-a\"}", 10));
+    assert_true(hs_wait_body(&H, "/metrics", NULL, "lathe_job_best_eval_loss{job=\"long-0\",team=\"team-a\"} 2.", 10));
     assert_true(hs_wait_body(&H, "/metrics", NULL, "lathe_gpus{state=\"allocated\",gpu_type=\"A100-80GB\"} 2\n"
                              "lathe_gpus{state=\"free\",gpu_type=\"A100-80GB\"} 0", 10));
     hs_resp r = hs_http(&H, "GET", "/v1/nodes", "token-b", NULL);
