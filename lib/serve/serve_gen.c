@@ -40,7 +40,7 @@ static void gen_free(sv_gen *g)
         sv_detok_free(&ch->dt);
     }
     free(g->ch);
-    for (size_t i = 0; g->pids && i < g->req.n_prompts; i++) free(g->pids[i]);
+    for (size_t i = 0; i < g->n_pids; i++) free(g->pids[i]);
     free(g->pids);
     free(g->npids);
     sv_oai_req_free(&g->req);
@@ -381,6 +381,7 @@ static bool start(sv_gen *g, const char *adapter, sv_error *e)
     size_t np = g->req.api == SV_API_CHAT ? 1 : g->req.n_prompts;
     g->pids = xcalloc(np, sizeof *g->pids);
     g->npids = xcalloc(np, sizeof *g->npids);
+    g->n_pids = np;
     int *max_new = xcalloc(np, sizeof *max_new);
     bool ok = true;
     for (size_t i = 0; ok && i < np; i++)

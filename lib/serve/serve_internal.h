@@ -274,8 +274,9 @@ struct sv_gen {
     pthread_cond_t cv;
     int refs; /* the HTTP side's one, one per submitted choice not DONE */
     sv_oai_req req;
-    int32_t **pids; /* per prompt */
+    int32_t **pids; /* per prompt (chat: one) */
     int *npids;
+    size_t n_pids;
     int prompt_tokens;
     sv_choice *ch;
     size_t n_ch;

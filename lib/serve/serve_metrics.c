@@ -132,7 +132,8 @@ static void engine_state(sb *out, sv_server *s)
     sv_engine *e = atomic_load(&s->state) == SV_LOADING ? NULL : s->engine;
     if (e) {
         sv_engine_get_stats(e, &st);
-        sv_adapter_info_free(sv_engine_adapters(e, &n_adapters), n_adapters);
+        sv_adapter_info *a = sv_engine_adapters(e, &n_adapters);
+        sv_adapter_info_free(a, n_adapters);
     }
     scalar(out, "requests_running", "gauge", "Engine requests generating now.", st.running);
     scalar(out, "requests_waiting", "gauge", "Engine requests waiting for KV-cache blocks.",
