@@ -1,10 +1,11 @@
 // api.mjs: lathe serve through OpenAI's Node client: models, completions and
 // chat for the base model and the adapters, streams with usage, n > 1,
 // stop strings, seeds, adapters loaded and unloaded at run time, every
-// error's shape, 50 clients at once, and greedy output equal to
-// `lathe generate`'s for the same prompt and adapter.
+// error's shape (an error after a stream began too: an adapter whose file
+// went away before it was loaded again), 50 clients at once, and greedy
+// output equal to `lathe generate`'s for the same prompt and adapter.
 import { execFileSync } from 'node:child_process';
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { assert, env, client, test, finish, apiError, expectError, collect, raw } from './lib.mjs';
 
 const ai = client();
@@ -271,6 +272,28 @@ await test('50 clients at once across models and streams: none lost, each as it 
   const results = await Promise.all(jobs);
   assert.equal(results.length, 50);
   for (const [m, p, text] of results) assert.equal(text, alone.get(`${m}|${p}`), `${m} ${p}`);
+});
+
+await test('an adapter that cannot be loaded again: an error event in the stream, 500 whole', async () => {
+  const dir = `${env.work}/fragile`;
+  cpSync(env.dirs[a2], dir, { recursive: true });
+  await ai.post('/load_lora_adapter', { body: { lora_name: 'fragile', lora_path: dir } });
+  await complete('fragile', 'Hi', { max_tokens: 2 });
+  await complete(a1, 'Hi', { max_tokens: 2 }); // --max-adapters 1: fragile leaves memory
+  rmSync(`${dir}/adapter_model.safetensors`);
+  const stream = await chat('fragile', 'Hi', { stream: true, max_tokens: 4 });
+  let caught = null;
+  try {
+    for await (const c of stream) assert.ok(c.choices.every((ch) => !ch.finish_reason), 'no finish before the error');
+  } catch (e) {
+    caught = e;
+  }
+  assert.ok(caught, 'the stream ended without an error');
+  assert.match(caught.message, /could not be loaded again/);
+  const whole = await apiError(complete('fragile', 'Hi', { max_tokens: 2 }));
+  expectError(whole, 500);
+  assert.match(whole.error.message, /could not be loaded again/);
+  await ai.post('/unload_lora_adapter', { body: { lora_name: 'fragile' } });
 });
 
 await test('GET /metrics: counters by model and code, token counters, histograms, engine gauges', async () => {
