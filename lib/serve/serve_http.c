@@ -275,10 +275,17 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     return ok;
 }
 
+/* One line per request; control characters of the URL (decoded from
+ * %XX) are shown as '?', so a client cannot forge log lines. */
 static void log_request(sv_server *s, const sv_conn *c, double secs)
 {
     if (s->o->quiet) return;
-    fprintf(stderr, "lathe serve: %s %s %d%s%s %.3fs\n", c->method, c->url, c->status,
+    char url[256];
+    size_t n = 0;
+    for (const char *p = c->url; *p && n + 1 < sizeof url; p++)
+        url[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+    url[n] = '\0';
+    fprintf(stderr, "lathe serve: %s %s %d%s%s %.3fs\n", c->method, url, c->status,
             c->model_label ? " model=" : "", c->model_label ? c->model_label : "", secs);
 }
 

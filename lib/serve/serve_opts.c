@@ -7,6 +7,7 @@
 #include "serve_internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +18,14 @@ typedef struct opt_ctx {
     size_t errsz;
 } opt_ctx;
 
-static bool fail(opt_ctx *x, const char *fmt, const char *a, const char *b)
+static bool fail(opt_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool fail(opt_ctx *x, const char *fmt, ...)
 {
-    snprintf(x->err, x->errsz, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->err, x->errsz, fmt, ap);
+    va_end(ap);
     return false;
 }
 
@@ -58,8 +64,8 @@ static bool read_key_file(opt_ctx *x, const char *path)
     size_t start = strspn(text, " \t\r\n");
     if (start == len || strpbrk(text + start, "\r\n")) {
         free(text);
-        return fail(x, "--api-key-file %s: %s", path,
-                    "the file must hold the key on one line (and nothing else)");
+        return fail(x, "--api-key-file %s: the file must hold the key on one line (and nothing "
+                    "else)", path);
     }
     free(x->o->api_key);
     x->o->api_key = xstrdup(text + start);
@@ -73,18 +79,17 @@ static bool add_adapter(opt_ctx *x, const char *v)
     const char *eq = strchr(v, '=');
     if (!eq || eq == v || !eq[1])
         return fail(x, "--adapter %s: give NAME=DIR, the model id clients ask for and the PEFT "
-                    "adapter folder%s", v, "");
+                    "adapter folder", v);
     char *name = xstrndup(v, (size_t)(eq - v));
     if (!sv_name_ok(name)) {
         free(name);
         return fail(x, "--adapter %s: the name must be 1 to 128 characters of letters, digits "
-                    "and ._:@/+-%s", v, "");
+                    "and ._:@/+-", v);
     }
     for (size_t i = 0; i < o->n_adapters; i++) {
         if (strcmp(o->adapters[i].name, name) == 0) {
             free(name);
-            return fail(x, "--adapter %s: the name is given twice; each adapter needs its own%s",
-                        v, "");
+            return fail(x, "--adapter %s: the name is given twice; each adapter needs its own", v);
         }
     }
     o->adapters = xrealloc(o->adapters, (o->n_adapters + 1) * sizeof *o->adapters);
@@ -114,8 +119,8 @@ static bool one_option(opt_ctx *x, const char *opt, const char *v)
     else if (!strcmp(opt, "--chat-template")) {
         chat_family f;
         if (!chat_family_parse(v, &f) || f == CHAT_NONE)
-            return fail(x, "--chat-template %s: %s", v, "not a family lathe renders; give one of "
-                        "chatml, qwen2, qwen2.5, qwen3, llama3, llama3-early, llama3.1, llama3.2");
+            return fail(x, "--chat-template %s: not a family lathe renders; give one of chatml, "
+                        "qwen2, qwen2.5, qwen3, llama3, llama3-early, llama3.1, llama3.2", v);
         set_str(&o->chat_template, v);
     } else if (!strcmp(opt, "--port")) return int_value(x, opt, v, 0, 65535, &o->port);
     else if (!strcmp(opt, "--max-adapters")) return int_value(x, opt, v, 1, 4096, &e->max_adapters);
@@ -129,10 +134,10 @@ static bool one_option(opt_ctx *x, const char *opt, const char *v)
     else if (!strcmp(opt, "--max-body")) return bytes_value(x, opt, v, 1024, &o->max_body);
     else if (!strcmp(opt, "--drain-timeout")) {
         if (!units_parse_duration(v, &secs) || secs > 86400)
-            return fail(x, "--drain-timeout %s: %s", v, "give a duration such as 30s, 2m or 120");
+            return fail(x, "--drain-timeout %s: give a duration such as 30s, 2m or 120", v);
         o->drain_timeout = secs;
     } else {
-        return fail(x, "unknown option %s (see `lathe serve --help`)%s", opt, "");
+        return fail(x, "unknown option %s (see `lathe serve --help`)", opt);
     }
     return true;
 }
@@ -140,15 +145,14 @@ static bool one_option(opt_ctx *x, const char *opt, const char *v)
 static bool check(opt_ctx *x, bool key_twice)
 {
     sv_serve_opts *o = x->o;
-    if (!o->model_dir) return fail(x, "give --model DIR, the base model's folder%s%s", "", "");
-    if (key_twice)
-        return fail(x, "give --api-key or --api-key-file, not both%s%s", "", "");
-    if (o->api_key && !*o->api_key) return fail(x, "--api-key: the key is empty%s%s", "", "");
+    if (!o->model_dir) return fail(x, "give --model DIR, the base model's folder");
+    if (key_twice) return fail(x, "give --api-key or --api-key-file, not both");
+    if (o->api_key && !*o->api_key) return fail(x, "--api-key: the key is empty");
     const char *base = o->served_name ? o->served_name : o->model_dir;
     for (size_t i = 0; i < o->n_adapters; i++)
         if (strcmp(o->adapters[i].name, base) == 0)
-            return fail(x, "--adapter %s: the name is the base model's id; choose another%s",
-                        o->adapters[i].name, "");
+            return fail(x, "--adapter %s: the name is the base model's id; choose another",
+                        o->adapters[i].name);
     return true;
 }
 
@@ -167,10 +171,10 @@ int sv_opts_parse(sv_serve_opts *o, int argc, char **argv, char *err, size_t err
         if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             o->quiet = true;
         } else if (strncmp(a, "--", 2) != 0) {
-            ok = fail(&x, "unexpected argument %s: every value follows its option (--model "
-                      "DIR)%s", a, "");
+            ok = fail(&x, "unexpected argument %s: every value follows its option (--model DIR)",
+                      a);
         } else if (i + 1 >= argc) {
-            ok = fail(&x, "%s needs a value%s", a, "");
+            ok = fail(&x, "%s needs a value", a);
         } else {
             keys += !strcmp(a, "--api-key") || !strcmp(a, "--api-key-file");
             ok = one_option(&x, a, argv[i + 1]);
