@@ -247,7 +247,7 @@ static void run_step(sv_engine *e)
     if (nb == 0) return;
     tr_model_forward_batch(e->m, &e->kv.pool, e->bseq, nb, e->logits);
     int V = e->m->cfg.vocab;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (nl > 1)
     for (int i = 0; i < nb; i++) {
         if (e->lrow[i] < 0) continue;
         sv_req *r = e->breq[i];
