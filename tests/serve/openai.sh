@@ -40,6 +40,11 @@ train() { # train DIR RANK TARGETS SEED
         --checkpoint-interval 100 --output "$W/$1" >"$W/train-$1.log" 2>&1
 }
 train a1 4 q_proj,v_proj 1 && train a2 2 all-linear 2 || { echo "FAIL: train: $(tail -3 "$W"/train-*.log)"; exit 1; }
+# an adapter of another base model (other shapes), which the server must refuse
+"$LATHE" init-model "$W/other" --arch llama --preset small --vocab 300 --seed 3 >/dev/null &&
+    CHECKPOINT_DIR="$W/ck-other" "$LATHE" train --model "$W/other" --text "$W/text.txt" --byte-offset 0 \
+        --seq-len 32 --max-steps 1 --rank 4 --threads 2 --output "$W/other-adapter" >"$W/train-other.log" 2>&1 ||
+    { echo "FAIL: train the other model's adapter: $(tail -3 "$W/train-other.log")"; exit 1; }
 
 head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$W/key"
 KEY=$(cat "$W/key")
@@ -64,7 +69,7 @@ start_server() {
 node_test() {
     SERVE_URL=$SRV_URL SERVE_KEY=$KEY SERVE_BASE="$W/model" SERVE_ADAPTERS=a1,a2 \
     SERVE_MODEL_DIR="$W/model" SERVE_ADAPTER_DIRS="{\"a1\": \"$W/a1\", \"a2\": \"$W/a2\"}" \
-    SERVE_WORK="$W" SERVE_PID=$SRV_PID LATHE="$LATHE" \
+    SERVE_WORK="$W" SERVE_PID=$SRV_PID LATHE="$LATHE" SERVE_OTHER_ADAPTER="$W/other-adapter" \
         timeout 240 node "$CLIENT/$1"
 }
 

@@ -248,6 +248,10 @@ await test('adapters at run time: load, serve, refuse a bad one, unload', async 
   const e = await apiError(ai.post('/load_lora_adapter', { body: { lora_name: 'badrank', lora_path: bad } }));
   expectError(e, 400, 'lora_path');
   assert.ok(!(await ai.models.list()).data.some((m) => m.id === 'badrank'));
+  // an adapter trained on another base model (other shapes and vocabulary)
+  const other = await apiError(ai.post('/load_lora_adapter', { body: { lora_name: 'other', lora_path: env.other } }));
+  expectError(other, 400, 'lora_path');
+  assert.ok(other.error.message.length > 40, other.error.message);
   await ai.post('/unload_lora_adapter', { body: { lora_name: 'runtime' } });
   assert.ok(!(await ai.models.list()).data.some((m) => m.id === 'runtime'));
   expectError(await apiError(complete('runtime', 'Hi')), 404, 'model');

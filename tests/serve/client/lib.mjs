@@ -16,6 +16,7 @@ export const env = {
   model: process.env.SERVE_MODEL_DIR, // the base model's folder
   dirs: JSON.parse(process.env.SERVE_ADAPTER_DIRS || '{}'), // adapter name -> folder
   work: process.env.SERVE_WORK,       // the test's scratch folder
+  other: process.env.SERVE_OTHER_ADAPTER, // an adapter of another base model
   pid: Number(process.env.SERVE_PID || 0),
 };
 
