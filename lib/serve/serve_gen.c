@@ -60,8 +60,43 @@ static void gen_unref(sv_gen *g)
     if (last) gen_free(g);
 }
 
+/* The server's list of generations whose engine requests may still run. */
+static void live_add(sv_gen *g)
+{
+    sv_server *s = g->s;
+    pthread_mutex_lock(&s->mu);
+    g->live_next = s->live;
+    if (s->live) s->live->live_prev = g;
+    s->live = g;
+    g->live = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void live_remove(sv_gen *g)
+{
+    sv_server *s = g->s;
+    pthread_mutex_lock(&s->mu);
+    if (g->live) {
+        if (g->live_prev) g->live_prev->live_next = g->live_next;
+        else s->live = g->live_next;
+        if (g->live_next) g->live_next->live_prev = g->live_prev;
+        g->live = false;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sv_gen_cancel_all(sv_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (sv_gen *g = s->live; g; g = g->live_next)
+        for (size_t i = 0; i < g->n_ch; i++)
+            if (g->ch[i].submitted) sv_engine_cancel(s->engine, g->ch[i].id);
+    pthread_mutex_unlock(&s->mu);
+}
+
 void sv_gen_release(sv_gen *g)
 {
+    live_remove(g);
     for (size_t i = 0; i < g->n_ch; i++)
         if (g->ch[i].submitted && !g->ch[i].ended) sv_engine_cancel(g->s->engine, g->ch[i].id);
     pthread_mutex_lock(&g->mu);
@@ -480,6 +515,7 @@ void sv_route_generate(sv_conn *c, sv_api api)
         return;
     }
     c->generation = true;
+    live_add(g);
     if (g->req.stream) {
         sv_stream_reply(c, g); /* the stream releases g */
         return;

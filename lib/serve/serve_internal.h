@@ -189,9 +189,10 @@ typedef struct sv_server {
     char address[160];
     sv_metrics metrics;
     atomic_uint_fast64_t seq; /* request ids, random seeds */
-    pthread_mutex_t mu;       /* inflight */
+    pthread_mutex_t mu;       /* inflight, live */
     pthread_cond_t cv;
     int inflight;
+    struct sv_gen *live;      /* generations with engine requests (a drain's timeout cancels them) */
 } sv_server;
 
 int64_t sv_now_ns(void);
@@ -289,6 +290,9 @@ struct sv_gen {
     int stage;
     bool failed;
     sv_error err;
+    /* in the server's list of live generations, under s->mu */
+    sv_gen *live_prev, *live_next;
+    bool live;
 };
 
 /* Takes what the engine sent; blocks for it when wait. Updates each
@@ -300,6 +304,8 @@ bool sv_gen_all_ended(const sv_gen *g);
 int sv_gen_completion_tokens(const sv_gen *g);
 /* Cancels what still runs and drops the HTTP side's reference. */
 void sv_gen_release(sv_gen *g);
+/* Cancels every live generation's engine requests (a drain that timed out). */
+void sv_gen_cancel_all(sv_server *s);
 /* Streams g as server-sent events (serve_stream.c). */
 void sv_stream_reply(sv_conn *c, sv_gen *g);
 

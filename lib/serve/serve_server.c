@@ -203,9 +203,12 @@ static void drain(sv_server *s)
     int64_t deadline = sv_now_ns() + (int64_t)(s->o->drain_timeout * 1e9);
     bool idle = sv_engine_drain(s->engine, (int)(s->o->drain_timeout * 1000));
     idle = wait_inflight(s, deadline) && idle;
-    if (!idle)
-        fprintf(stderr, "lathe serve: the drain timed out after %.0f s; stopping what still "
-                "runs\n", s->o->drain_timeout);
+    if (idle) return;
+    fprintf(stderr, "lathe serve: the drain timed out after %g s; cancelling what still runs\n",
+            s->o->drain_timeout);
+    sv_gen_cancel_all(s);
+    /* the cancelled replies end with an error; give them a moment to be sent */
+    wait_inflight(s, sv_now_ns() + 10 * (int64_t)1000000000);
 }
 
 int sv_server_run(const sv_serve_opts *o, volatile sig_atomic_t *stop)
