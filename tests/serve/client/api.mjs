@@ -248,6 +248,15 @@ await test('adapters at run time: load, serve, refuse a bad one, unload', async 
   const e = await apiError(ai.post('/load_lora_adapter', { body: { lora_name: 'badrank', lora_path: bad } }));
   expectError(e, 400, 'lora_path');
   assert.ok(!(await ai.models.list()).data.some((m) => m.id === 'badrank'));
+  // a target module the tensors do not have
+  const tgt = `${env.work}/badtarget`;
+  cpSync(env.dirs[a1], tgt, { recursive: true });
+  const tc = JSON.parse(readFileSync(`${tgt}/adapter_config.json`, 'utf8'));
+  tc.target_modules = [...tc.target_modules, 'gate_proj'];
+  writeFileSync(`${tgt}/adapter_config.json`, JSON.stringify(tc));
+  const et = await apiError(ai.post('/load_lora_adapter', { body: { lora_name: 'badtarget', lora_path: tgt } }));
+  expectError(et, 400, 'lora_path');
+  assert.match(et.error.message, /gate_proj/);
   // an adapter trained on another base model (other shapes and vocabulary)
   const other = await apiError(ai.post('/load_lora_adapter', { body: { lora_name: 'other', lora_path: env.other } }));
   expectError(other, 400, 'lora_path');
