@@ -15,9 +15,12 @@
  *                  /v1/chat/completions, the JSON shapes of responses,
  *                  chunks, models and errors (serve_openai.c)
  *   - generation:  a request's choices as engine requests, the event
- *                  callback's per-request buffer, incremental UTF-8-safe
- *                  detokenisation, stop strings, complete and streamed
- *                  (server-sent events) replies (serve_gen.c, serve_stream.c)
+ *                  callback's per-request buffer, stop strings, complete
+ *                  and streamed (server-sent events) replies, the live
+ *                  list a timed-out drain cancels (serve_gen.c,
+ *                  serve_stream.c)
+ *   - text:        incremental UTF-8-safe decoding of token bytes, the
+ *                  stop-string search and hold-back (serve_text.c)
  *   - routes:      models, adapters loaded and unloaded at run time,
  *                  health and readiness (serve_routes.c)
  *   - metrics:     Prometheus text of requests, tokens, latencies and the
