@@ -183,6 +183,14 @@ static bool serving(sv_conn *c)
     return false;
 }
 
+/* A completion may wait long for its tokens: no idle timeout until it is
+ * sent (on_completed turns it on again for the next request). */
+static void no_timeout(sv_conn *c)
+{
+    MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    c->no_timeout = true;
+}
+
 static void route_v1(sv_conn *c)
 {
     const char *p = c->url + 3;
@@ -193,10 +201,10 @@ static void route_v1(sv_conn *c)
     } else if (route(c, p, "/models", "GET")) {
         sv_route_models(c, NULL);
     } else if (route(c, p, "/completions", "POST")) {
-        MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+        no_timeout(c);
         sv_route_generate(c, SV_API_COMPLETIONS);
     } else if (route(c, p, "/chat/completions", "POST")) {
-        MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+        no_timeout(c);
         sv_route_generate(c, SV_API_CHAT);
     } else if (route(c, p, "/load_lora_adapter", "POST")) {
         sv_route_load_adapter(c);
@@ -294,9 +302,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     sv_server *s = cls;
     sv_conn *c = *con_cls;
-    (void)conn;
     (void)toe;
     if (!c) return;
+    if (c->no_timeout)
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, SV_IDLE_TIMEOUT);
     int64_t ns = sv_now_ns() - c->t0_ns;
     bool v1 = str_starts_with(c->url, "/v1");
     if (c->status && v1) sv_metrics_request(&s->metrics, c->model_label, c->status);
@@ -358,7 +367,7 @@ int sv_http_start(sv_server *s, char *err, size_t errsz)
                               MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                              MHD_OPTION_CONNECTION_TIMEOUT, 300u,
+                              MHD_OPTION_CONNECTION_TIMEOUT, SV_IDLE_TIMEOUT,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->mhd) {

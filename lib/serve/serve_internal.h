@@ -24,6 +24,7 @@
 #define SV_MAX_MESSAGES 4096 /* chat messages */
 #define SV_MAX_URL 4096      /* bytes of a URL */
 #define SV_MAX_NAME 128      /* bytes of an adapter name */
+#define SV_IDLE_TIMEOUT 300u /* seconds a connection may idle (not during a completion) */
 
 /* ---------------------------------------------------------------- errors */
 /* An error reply: {"error": {"message", "type", "param", "code"}}. */
@@ -213,6 +214,7 @@ typedef struct sv_conn {
     struct MHD_Response *resp;
     char *model_label; /* a known model's id, for the metrics */
     bool generation;   /* a completion: its duration is observed */
+    bool no_timeout;   /* the idle timeout is off until the request completes */
     int64_t t0_ns;
 } sv_conn;
 
