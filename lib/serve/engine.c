@@ -346,9 +346,9 @@ sv_engine *sv_engine_create(tr_model *m, const sv_engine_opts *o, char *err, siz
     pthread_cond_init(&e->idle, &ca);
     pthread_condattr_destroy(&ca);
     int rc = pthread_create(&e->thread, NULL, engine_main, e);
+    e->started = rc == 0;
     if (rc != 0) {
         snprintf(err, errsz, "cannot start the engine thread: %s", strerror(rc));
-        e->thread = 0;
         sv_engine_free(e);
         return NULL;
     }
@@ -358,7 +358,7 @@ sv_engine *sv_engine_create(tr_model *m, const sv_engine_opts *o, char *err, siz
 void sv_engine_free(sv_engine *e)
 {
     if (!e) return;
-    if (e->thread) {
+    if (e->started) {
         pthread_mutex_lock(&e->mu);
         e->stop = e->draining = true;
         pthread_cond_broadcast(&e->wake);

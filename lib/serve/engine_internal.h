@@ -78,6 +78,7 @@ struct sv_engine {
     tr_model *m;
     sv_engine_opts o;
     pthread_t thread;
+    bool started;        /* thread runs */
     pthread_mutex_t mu;
     pthread_cond_t wake; /* work for the engine thread */
     pthread_cond_t idle; /* a request ended (drain) */
