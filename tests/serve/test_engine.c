@@ -868,6 +868,67 @@ static void test_adapter_peft_names(void **state)
     free(d);
 }
 
+/* An evicted adapter whose folder lost its weights ends its request with
+ * SV_FINISH_ERROR; an adapter removed while a request uses it serves that
+ * request to its end and is freed after. */
+static void test_adapter_error_and_remove(void **state)
+{
+    (void)state;
+    char err[512];
+    char *d = path_join(F.root, "fragile");
+    assert_true(tr_mkdir_p(d, err, sizeof err));
+    copy_file(F.ad_dir[0], d, "adapter_config.json");
+    copy_file(F.ad_dir[0], d, "adapter_model.safetensors");
+    sv_engine *e = engine(&(sv_engine_opts){.max_adapters = 1}, false);
+    assert_true(sv_engine_add_adapter(e, "fragile", d, err, sizeof err));
+    assert_true(sv_engine_add_adapter(e, "gamma", F.ad_dir[2], err, sizeof err)); /* evicts it */
+    assert_false(loaded(e, "fragile"));
+    char *w = path_join(d, "adapter_model.safetensors");
+    assert_int_equal(unlink(w), 0);
+    free(w);
+    collector c;
+    collector_init(&c);
+    job j = make_job(4, 6, -1, 5, 0.0f, 1);
+    sv_request r = {.prompt = j.prompt, .n_prompt = j.n_prompt, .adapter = "fragile",
+                    .sample = j.so, .on_event = on_event};
+    slot s[2];
+    memset(s, 0, sizeof s);
+    s[0].c = &c;
+    r.ud = &s[0];
+    pthread_mutex_lock(&c.mu);
+    assert_int_equal(sv_engine_submit(e, &r, &s[0].id, err, sizeof err), SV_SUBMIT_OK);
+    pthread_mutex_unlock(&c.mu);
+    wait_done(&c, 1);
+    assert_int_equal(s[0].r.finish, SV_FINISH_ERROR);
+    assert_int_equal(s[0].r.n, 0);
+    printf("# error: %s\n", s[0].r.message);
+    assert_non_null(strstr(s[0].r.message, "fragile"));
+    assert_non_null(strstr(s[0].r.message, "adapter_model.safetensors"));
+    /* gamma removed while its request runs (held in its first token) */
+    c.gate_id = 2;
+    c.gate_index = 0;
+    c.gate_open = false;
+    job g = make_job(5, 7, 2, 6, 0.0f, 1);
+    submit_ok(e, &g, &s[1], &c);
+    wait_gate(&c);
+    assert_true(sv_engine_remove_adapter(e, "gamma"));
+    size_t n;
+    sv_adapter_info *a = sv_engine_adapters(e, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(a[0].name, "fragile");
+    sv_adapter_info_free(a, n);
+    assert_int_equal(submit(e, &g, &s[0], &c, err, sizeof err), SV_SUBMIT_NO_ADAPTER);
+    open_gate(&c);
+    wait_done(&c, 2);
+    check_equal(&g, &s[1].r, 1);
+    sv_engine_stats st;
+    sv_engine_get_stats(e, &st);
+    assert_int_equal(st.adapters_loaded, 0);
+    sv_engine_free(e);
+    collector_destroy(&c);
+    free(d);
+}
+
 /* Cancel a running request from its own event, and a waiting one. */
 static void test_cancel(void **state)
 {
@@ -957,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_lru_eviction),
         cmocka_unit_test(test_bad_adapters),
         cmocka_unit_test(test_adapter_peft_names),
+        cmocka_unit_test(test_adapter_error_and_remove),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_drain_and_free),
     };
