@@ -160,10 +160,16 @@ void tr_model_batch_reserve(tr_model *m, int rows, int seqs, int max_len)
 /* ---------------------------------------------------------------- vectors */
 
 /* Eight lanes of floats (GCC vector extensions: SSE2 pairs, or one AVX2
- * register in attend's avx2 clone; no FMA either way, so both clones give
- * the same bits). v8u: the same, read from any float address. */
+ * register in the kernels' avx2 clones on x86-64, SIMD_CLONES; no FMA
+ * either way, so every clone gives the same bits). v8u: the same, read from
+ * any float address. */
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v8u __attribute__((vector_size(32), aligned(4)));
+#if defined(__x86_64__)
+#define SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SIMD_CLONES
+#endif
 
 static inline float hsum8(const v8 *v)
 {
@@ -193,14 +199,14 @@ static inline void axpy(float *y, float w, const float *x, int n)
 /* ---------------------------------------------------------------- projections */
 
 /* lh[r] = A x for one row: r dot products of length in. */
-__attribute__((target_clones("avx2", "default")))
+SIMD_CLONES
 static void lora_hidden(float *lh, const float *x, const float *A, int r, int in)
 {
     for (int k = 0; k < r; k++) lh[k] = dot(x, A + (size_t)k * in, in);
 }
 
 /* y[o] += scale (B lh)[o] for o in o0..o1 of one row. */
-__attribute__((target_clones("avx2", "default")))
+SIMD_CLONES
 static void lora_out(float *y, const float *lh, const float *B, int r, int o0, int o1, float scale)
 {
     for (int o = o0; o < o1; o++) y[o] += scale * dot(lh, B + (size_t)o * r, r);
@@ -283,7 +289,7 @@ static int run_len(const att_ctx *a, int j, int pos)
  * row read once for them. q, out: the row's [Hq * hd]; p: scratch
  * [G, pos + 2]. Per head, the same operations in the same order whatever
  * the batch and however the heads are split into calls. */
-__attribute__((target_clones("avx2", "default")))
+SIMD_CLONES
 static void attend_heads(float *out, const float *q, int pos, int h0, int G, int g,
                          const att_ctx *a, float *p)
 {

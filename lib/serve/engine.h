@@ -49,7 +49,9 @@ typedef struct sv_engine_opts {
 /* Creates the engine over a model loaded without LoRA (tr_model_load with
  * TR_MODE_LORA and rank 0, as `lathe generate` loads it before an adapter)
  * and starts its thread. The model stays the caller's and must outlive the
- * engine. Zero fields of o take the defaults. */
+ * engine; while the engine runs, no other thread may run the model or its
+ * backend (their workspaces are the engine's). Zero fields of o take the
+ * defaults. */
 sv_engine *sv_engine_create(tr_model *m, const sv_engine_opts *o, char *err, size_t errsz);
 /* Stops the thread (running requests end with SV_FINISH_CANCELLED) and frees. */
 void sv_engine_free(sv_engine *e);
