@@ -12,6 +12,10 @@
  *                   cache and decoding, PEFT adapter folders read (and their
  *                   tensors and adapter_config.json written) (model.c,
  *                   model_fwd.c)
+ *   - adapters:     LoRA adapters apart from the model, checked against it,
+ *                   for serving many over one base (adapter.c)
+ *   - batch:        the inference pass over many sequences at once, paged
+ *                   KV cache, rows batch invariant (model_batch.c)
  *   - init-model:   random Hugging Face models (init_model.c)
  *   - generate:     sampling with a KV cache (generate.c)
  *
