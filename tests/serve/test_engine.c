@@ -541,6 +541,50 @@ static void test_top_p_same_as_full_sort(void **state)
     free(b);
 }
 
+/* The batched pass (through tr_model_decode, a prompt then one token at a
+ * time) against the training forward (tr_model_logits) on Llama, Qwen3
+ * (q/k norm) and Mistral with a sliding window of 8. */
+static void test_decode_matches_full_forward(void **state)
+{
+    (void)state;
+    static const tr_arch archs[] = {TR_ARCH_LLAMA, TR_ARCH_QWEN3, TR_ARCH_MISTRAL};
+    char err[512];
+    enum { T = 40, P = 13 };
+    for (int a = 0; a < 3; a++) {
+        tr_config c;
+        assert_true(tr_preset_config("tiny", archs[a], &c));
+        c.max_pos = 64;
+        if (archs[a] == TR_ARCH_MISTRAL) c.sliding_window = 8;
+        char *dir = path_join(F.root, a == 0 ? "llama" : a == 1 ? "qwen3" : "mistral");
+        assert_true(tr_init_model(dir, &c, TR_F32, 3, err, sizeof err));
+        tr_model m;
+        load_plain(&m, dir);
+        assert_int_equal(m.cfg.sliding_window, c.sliding_window);
+        assert_int_equal(m.cfg.qk_norm, c.qk_norm);
+        int V = m.cfg.vocab;
+        int32_t ids[T];
+        for (int t = 0; t < T; t++) ids[t] = (int32_t)((t * 29 + 7) % V);
+        float *full = xmalloc((size_t)T * V * sizeof(float)), *one = xmalloc((size_t)V * sizeof(float));
+        tr_model_logits(&m, ids, T, full);
+        tr_kv_cache kc;
+        tr_kv_cache_init(&kc, &m, T);
+        double md = 0;
+        assert_true(tr_model_decode(&m, &kc, ids, P, one));
+        for (int j = 0; j < V; j++) md = fmax(md, fabs(one[j] - full[(size_t)(P - 1) * V + j]));
+        for (int t = P; t < T; t++) {
+            assert_true(tr_model_decode(&m, &kc, ids + t, 1, one));
+            for (int j = 0; j < V; j++) md = fmax(md, fabs(one[j] - full[(size_t)t * V + j]));
+        }
+        printf("# %s: max |decode - full forward| = %.3g\n", c.model_type, md);
+        assert_true(md < 1e-4);
+        tr_kv_cache_free(&kc);
+        free(full);
+        free(one);
+        tr_model_free(&m);
+        free(dir);
+    }
+}
+
 /* A stop id ends the request with SV_FINISH_STOP, as eos ends tr_generate. */
 static void test_stop_id(void **state)
 {
@@ -1009,6 +1053,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapters_matter),
         cmocka_unit_test(test_forward_batch_bitwise),
+        cmocka_unit_test(test_decode_matches_full_forward),
         cmocka_unit_test(test_top_p_same_as_full_sort),
         cmocka_unit_test(test_greedy_equals_generate),
         cmocka_unit_test(test_sampled_equals_generate),
