@@ -677,6 +677,11 @@ static void test_submit_full_and_invalid(void **state)
     assert_non_null(strstr(err, "max_tokens is 10"));
     assert_non_null(strstr(err, "40 in all"));
     assert_non_null(strstr(err, "32 tokens"));
+    job huge = make_job(2, 33, -1, 1, 0.0f, 1);
+    assert_int_equal(submit(e, &huge, &s[3], &c, err, sizeof err), SV_SUBMIT_INVALID);
+    printf("# invalid: %s\n", err);
+    assert_non_null(strstr(err, "33 tokens"));
+    assert_non_null(strstr(err, "holds 32"));
     job empty = make_job(2, 0, -1, 10, 0.0f, 1);
     assert_int_equal(submit(e, &empty, &s[3], &c, err, sizeof err), SV_SUBMIT_INVALID);
     job noad = make_job(2, 4, 0, 4, 0.0f, 1); /* no adapter registered */
