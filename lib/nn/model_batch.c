@@ -60,33 +60,20 @@ struct tr_bws {
 
 /* ---------------------------------------------------------------- workspace */
 
-typedef struct carver {
-    float *base; /* NULL on the sizing pass */
-    size_t used;
-} carver;
-
-/* n floats, 64-byte aligned, from the block. */
-static float *take(carver *at, size_t n)
-{
-    float *p = at->base ? at->base + at->used : NULL;
-    at->used += (n + 15) & ~(size_t)15;
-    return p;
-}
-
 /* Floats of the workspace for its capacities; with base, places the buffers. */
 static size_t carve(struct tr_bws *w, const tr_config *c, float *base)
 {
     size_t R = (size_t)w->rows, D = c->dim, F = c->hidden, hd = c->head_dim;
     size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
     carver cv = {base, 0}, *at = &cv;
-    float *x = take(at, R * D), *ln = take(at, R * D), *q = take(at, R * qd);
-    float *k = take(at, R * kvd), *v = take(at, R * kvd), *ao = take(at, R * qd);
-    float *x2 = take(at, R * D), *g = take(at, R * F), *u = take(at, R * F);
-    float *h = take(at, R * F), *rstd = take(at, R * (size_t)c->n_heads);
-    float *lh = take(at, R * (size_t)w->rmax), *cosv = take(at, R * (hd / 2));
-    float *sinv = take(at, R * (hd / 2)), *xl = take(at, (size_t)w->seqs * D);
-    float *rstdl = take(at, (size_t)w->seqs);
-    float *p = take(at, (size_t)w->threads * (w->len + 1) * (c->n_heads / c->n_kv_heads));
+    float *x = nn_take(at, R * D), *ln = nn_take(at, R * D), *q = nn_take(at, R * qd);
+    float *k = nn_take(at, R * kvd), *v = nn_take(at, R * kvd), *ao = nn_take(at, R * qd);
+    float *x2 = nn_take(at, R * D), *g = nn_take(at, R * F), *u = nn_take(at, R * F);
+    float *h = nn_take(at, R * F), *rstd = nn_take(at, R * (size_t)c->n_heads);
+    float *lh = nn_take(at, R * (size_t)w->rmax), *cosv = nn_take(at, R * (hd / 2));
+    float *sinv = nn_take(at, R * (hd / 2)), *xl = nn_take(at, (size_t)w->seqs * D);
+    float *rstdl = nn_take(at, (size_t)w->seqs);
+    float *p = nn_take(at, (size_t)w->threads * (w->len + 1) * (c->n_heads / c->n_kv_heads));
     if (base) {
         w->x = x; w->ln = ln; w->q = q; w->k = k; w->v = v; w->ao = ao; w->x2 = x2;
         w->g = g; w->u = u; w->h = h; w->rstd = rstd; w->lh = lh; w->cosv = cosv;

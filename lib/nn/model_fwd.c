@@ -67,37 +67,25 @@ struct tr_ws {
 
 /* ---------------------------------------------------------------- workspace */
 
-typedef struct carver {
-    float *base;
-    size_t used;
-} carver;
-
-/* Hands out n floats (64-byte aligned) from the block; on the sizing pass
- * (base NULL) only counts. */
-static float *carve(carver *c, size_t n)
-{
-    float *p = c->base ? c->base + c->used : NULL;
-    c->used += (n + 15) & ~(size_t)15;
-    return p;
-}
+/* pieces of the block: carver, nn_take (nn_internal.h) */
 
 static void carve_acts(carver *c, acts *a, const tr_model *m, int T, int L, bool dropout)
 {
     const tr_config *k = &m->cfg;
     size_t D = k->dim, qd = (size_t)k->n_heads * k->head_dim, kvd = (size_t)k->n_kv_heads * k->head_dim;
     size_t F = k->hidden;
-    a->ln1 = carve(c, T * D); a->rstd1 = carve(c, T);
-    a->q = carve(c, T * qd); a->k = carve(c, T * kvd);
-    a->qr = carve(c, T * qd); a->kr = carve(c, T * kvd); a->v = carve(c, T * kvd);
-    a->rstdq = carve(c, (size_t)T * k->n_heads); a->rstdk = carve(c, (size_t)T * k->n_kv_heads);
-    a->att = carve(c, (size_t)k->n_heads * T * L);
-    a->ao = carve(c, T * qd); a->x2 = carve(c, T * D);
-    a->ln2 = carve(c, T * D); a->rstd2 = carve(c, T);
-    a->g = carve(c, T * F); a->u = carve(c, T * F); a->h = carve(c, T * F);
+    a->ln1 = nn_take(c, T * D); a->rstd1 = nn_take(c, T);
+    a->q = nn_take(c, T * qd); a->k = nn_take(c, T * kvd);
+    a->qr = nn_take(c, T * qd); a->kr = nn_take(c, T * kvd); a->v = nn_take(c, T * kvd);
+    a->rstdq = nn_take(c, (size_t)T * k->n_heads); a->rstdk = nn_take(c, (size_t)T * k->n_kv_heads);
+    a->att = nn_take(c, (size_t)k->n_heads * T * L);
+    a->ao = nn_take(c, T * qd); a->x2 = nn_take(c, T * D);
+    a->ln2 = nn_take(c, T * D); a->rstd2 = nn_take(c, T);
+    a->g = nn_take(c, T * F); a->u = nn_take(c, T * F); a->h = nn_take(c, T * F);
     const tr_linear *pr = m->layers[0].proj;
     for (int p = 0; p < TR_NPROJ; p++) {
-        a->lh[p] = pr[p].lora_a ? carve(c, (size_t)T * pr[p].r) : NULL;
-        a->lx[p] = pr[p].lora_a && dropout ? carve(c, (size_t)T * pr[p].in) : NULL;
+        a->lh[p] = pr[p].lora_a ? nn_take(c, (size_t)T * pr[p].r) : NULL;
+        a->lx[p] = pr[p].lora_a && dropout ? nn_take(c, (size_t)T * pr[p].in) : NULL;
     }
 }
 
@@ -107,14 +95,14 @@ static void carve_all(carver *c, struct tr_ws *w, const tr_model *m)
     size_t T = w->Tcap, D = k->dim, F = k->hidden, V = k->vocab;
     size_t qd = (size_t)k->n_heads * k->head_dim, kvd = (size_t)k->n_kv_heads * k->head_dim;
     for (int i = 0; i < w->nsets; i++) carve_acts(c, &w->la[i], m, (int)T, w->Lcap, w->dropout);
-    w->resid = carve(c, (k->n_layers + 1) * T * D);
-    w->xtmp = carve(c, T * D);
-    w->xf = carve(c, T * D); w->rstdf = carve(c, T); w->dxf = carve(c, T * D);
-    w->cosv = carve(c, (size_t)w->Lcap * k->head_dim / 2);
-    w->sinv = carve(c, (size_t)w->Lcap * k->head_dim / 2);
+    w->resid = nn_take(c, (k->n_layers + 1) * T * D);
+    w->xtmp = nn_take(c, T * D);
+    w->xf = nn_take(c, T * D); w->rstdf = nn_take(c, T); w->dxf = nn_take(c, T * D);
+    w->cosv = nn_take(c, (size_t)w->Lcap * k->head_dim / 2);
+    w->sinv = nn_take(c, (size_t)w->Lcap * k->head_dim / 2);
     w->ce_rows = ce_chunk(k, (int)T);
-    w->ce_x = carve(c, w->ce_rows * D); w->ce_dx = carve(c, w->ce_rows * D);
-    w->ce_logits = carve(c, w->ce_rows * V);
+    w->ce_x = nn_take(c, w->ce_rows * D); w->ce_dx = nn_take(c, w->ce_rows * D);
+    w->ce_logits = nn_take(c, w->ce_rows * V);
     memset(&w->g, 0, sizeof w->g);
     if (!w->backward) return;
     int rmax = 0, inmax = 0;
@@ -124,13 +112,13 @@ static void carve_all(carver *c, struct tr_ws *w, const tr_model *m)
         inmax = l->in > inmax ? l->in : inmax;
     }
     grads *g = &w->g;
-    g->dres = carve(c, T * D); g->dln = carve(c, T * D);
-    g->dh = carve(c, T * F); g->dg = carve(c, T * F); g->du = carve(c, T * F);
-    g->dao = carve(c, T * qd); g->dqr = carve(c, T * qd); g->dkr = carve(c, T * kvd);
-    g->dv = carve(c, T * kvd); g->dq = carve(c, T * qd); g->dk = carve(c, T * kvd);
-    g->datt = carve(c, T * T);
-    g->dlh = carve(c, T * (size_t)(rmax ? rmax : 1));
-    g->dlx = carve(c, T * (size_t)inmax);
+    g->dres = nn_take(c, T * D); g->dln = nn_take(c, T * D);
+    g->dh = nn_take(c, T * F); g->dg = nn_take(c, T * F); g->du = nn_take(c, T * F);
+    g->dao = nn_take(c, T * qd); g->dqr = nn_take(c, T * qd); g->dkr = nn_take(c, T * kvd);
+    g->dv = nn_take(c, T * kvd); g->dq = nn_take(c, T * qd); g->dk = nn_take(c, T * kvd);
+    g->datt = nn_take(c, T * T);
+    g->dlh = nn_take(c, T * (size_t)(rmax ? rmax : 1));
+    g->dlx = nn_take(c, T * (size_t)inmax);
 }
 
 void tr_model_ws_free(tr_model *m)

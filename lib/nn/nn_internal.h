@@ -4,6 +4,23 @@
 
 #include "nn/nn.h"
 
+#include <stddef.h>
+
+/* A workspace block handed out in pieces: nn_take gives n floats, each
+ * piece 64-byte aligned; on the sizing pass (base NULL) it only counts
+ * (model_fwd.c, model_batch.c). */
+typedef struct carver {
+    float *base; /* NULL on the sizing pass */
+    size_t used;
+} carver;
+
+static inline float *nn_take(carver *c, size_t n)
+{
+    float *p = c->base ? c->base + c->used : NULL;
+    c->used += (n + 15) & ~(size_t)15;
+    return p;
+}
+
 /* Frees the inference workspace of tr_model_forward_batch (model_batch.c);
  * tr_model_ws_free calls it. */
 void tr_batch_ws_free(tr_model *m);
