@@ -87,6 +87,19 @@ void store_event_list_free(store_event_list *l)
 
 /* ---- progress ---- */
 
+/* A point's numbers, its total steps, epoch, loss, learning rate, tokens
+ * per second and ETA, as parameters first .. first + 5 of s (the
+ * progress row and the job's latest point). */
+static void bind_numbers(sqlite3_stmt *s, int first, const store_progress *p)
+{
+    st_bind_opt_int(s, first, p->total_steps, -1);
+    st_bind_double(s, first + 1, p->epoch);
+    st_bind_double(s, first + 2, p->loss);
+    st_bind_double(s, first + 3, p->learning_rate);
+    st_bind_double(s, first + 4, p->tokens_per_second);
+    st_bind_double(s, first + 5, p->eta_seconds);
+}
+
 static store_rc insert_point(store *st, int64_t job_id, int attempt, const store_progress *p,
                              double at)
 {
@@ -104,12 +117,7 @@ static store_rc insert_point(store *st, int64_t job_id, int attempt, const store
     st_bind_int64(s, 1, job_id);
     st_bind_int64(s, 2, attempt);
     st_bind_int64(s, 3, p->step);
-    st_bind_opt_int(s, 4, p->total_steps, -1);
-    st_bind_double(s, 5, p->epoch);
-    st_bind_double(s, 6, p->loss);
-    st_bind_double(s, 7, p->learning_rate);
-    st_bind_double(s, 8, p->tokens_per_second);
-    st_bind_double(s, 9, p->eta_seconds);
+    bind_numbers(s, 4, p);
     st_bind_double(s, 10, at);
     st_bind_double(s, 11, p->has_eval ? p->eval_loss : NAN);
     return st_exec_stmt(st, s, "adding a progress point");
@@ -147,12 +155,7 @@ static store_rc set_latest(store *st, int64_t job_id, const store_progress *p, d
     if (!s) return STORE_ERROR;
     st_bind_int64(s, 1, job_id);
     st_bind_int64(s, 2, p->step);
-    st_bind_opt_int(s, 3, p->total_steps, -1);
-    st_bind_double(s, 4, p->epoch);
-    st_bind_double(s, 5, p->loss);
-    st_bind_double(s, 6, p->learning_rate);
-    st_bind_double(s, 7, p->tokens_per_second);
-    st_bind_double(s, 8, p->eta_seconds);
+    bind_numbers(s, 3, p);
     st_bind_double(s, 9, at);
     st_bind_double(s, 10, store_now(st));
     store_rc rc = st_exec_stmt(st, s, "writing the latest progress");
