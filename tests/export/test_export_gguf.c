@@ -31,6 +31,8 @@
 
 #include <cmocka.h>
 
+#include "../common/tiny_models.h"
+
 #define TOKDIR LATHE_SHARED_DIR "/tokenizers/"
 #define LLAMA2C LATHE_SHARED_DIR "/models/llama2c-260K-plctlab/"
 
@@ -336,24 +338,9 @@ static size_t tokenizer_vocab(const char *path)
 /* Writes a rank-4 adapter on every projection with random A and B. */
 static void write_adapter(const char *model, const char *dir)
 {
-    char err[512];
     tr_backend *be = tr_backend_cpu_create(1);
-    tr_model m;
     tr_model_opts o = {.mode = TR_MODE_LORA, .lora = {.rank = 4, .alpha = 8, .targets = 0x7f}, .seed = 3};
-    assert_true(tr_model_load(&m, model, &o, be, err, sizeof err));
-    tr_rng r;
-    tr_rng_seed(&r, 11);
-    for (size_t i = 0; i < m.n_floats; i++) m.param_data[i] = tr_rng_normal(&r) * 0.3f;
-    assert_true(tr_mkdir_p(dir, err, sizeof err));
-    char *p = path_join(dir, "adapter_model.safetensors");
-    assert_int_equal(tr_model_save_params(&m, p, TR_F32), 0);
-    free(p);
-    char *cfg = tr_adapter_config_json(&m, model);
-    p = path_join(dir, "adapter_config.json");
-    assert_int_equal(file_write_atomic(p, cfg, strlen(cfg)), 0);
-    free(p);
-    free(cfg);
-    tr_model_free(&m);
+    tm_write_adapter(be, model, dir, &o, 11, 0.3f);
     be->destroy(be);
 }
 

@@ -20,6 +20,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "../common/tiny_models.h"
+
 /* ---------------------------------------------------------------- fixtures */
 
 typedef struct fixture {
@@ -41,23 +43,9 @@ static void write_adapter(const char *model_dir, const char *dir, int rank, cons
                           float alpha, uint64_t seed)
 {
     char err[512];
-    tr_model m;
     tr_model_opts o = {.mode = TR_MODE_LORA, .lora = {.rank = rank, .alpha = alpha}, .seed = seed};
     assert_true(tr_targets_parse(targets, &o.lora.targets, err, sizeof err));
-    assert_true(tr_model_load(&m, model_dir, &o, F.be, err, sizeof err));
-    tr_rng rng;
-    tr_rng_seed(&rng, seed);
-    for (size_t i = 0; i < m.n_floats; i++) m.param_data[i] = 0.2f * tr_rng_normal(&rng);
-    assert_true(tr_mkdir_p(dir, err, sizeof err));
-    char *p = path_join(dir, "adapter_model.safetensors");
-    assert_int_equal(tr_model_save_params(&m, p, TR_F32), 0);
-    free(p);
-    char *json = tr_adapter_config_json(&m, model_dir);
-    p = path_join(dir, "adapter_config.json");
-    assert_int_equal(file_write_atomic(p, json, strlen(json)), 0);
-    free(p);
-    free(json);
-    tr_model_free(&m);
+    tm_write_adapter(F.be, model_dir, dir, &o, seed, 0.2f);
 }
 
 static void load_plain(tr_model *m, const char *dir)
