@@ -558,33 +558,51 @@ static void build_request(const render_ctx *c, const spec_job *job, const spec_j
     exec_job_req_init(r, &d);
 }
 
-/* Plans one job and appends its objects to items; returns its exit code. */
-static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
+/* Plans job as `lathe plan` does (the defaults, the file's catalogue),
+ * printing the planner's diagnostics; returns plan_job's exit code and
+ * leaves r to plan_result_free. */
+static int plan_one(const render_ctx *c, const spec_job *job, plan_result *r)
 {
     plan_options opt;
     plan_options_defaults(&opt);
     if (c->has_catalog) opt.catalog = &c->catalog;
-    plan_result r;
     diag_list d;
     diag_list_init(&d);
-    int rc = plan_job(job, &opt, &r, &d);
+    int rc = plan_job(job, &opt, r, &d);
     diag_print_all(&d, stderr);
+    diag_list_free(&d);
+    return rc;
+}
+
+/* The objects the cluster engine makes of the job resolved by plan
+ * (build_request, exec_k8s_objects); a new reference. */
+static json_t *job_objects(const render_ctx *c, const spec_job *job, const spec_job *resolved,
+                           const plan_result *plan)
+{
+    exec_job_req req;
+    build_request(c, job, resolved, plan, &req);
+    json_t *objs = exec_k8s_objects(&req.q, c->k, true);
+    exec_job_req_free(&req);
+    return objs;
+}
+
+/* Plans one job and appends its objects to items; returns its exit code. */
+static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
+{
+    plan_result r;
+    int rc = plan_one(c, job, &r);
     if (rc == LT_EXIT_NOFIT)
         fprintf(stderr, "lathe render: %s: job %s fits no GPU (`lathe plan %s%s%s` says why)\n",
                 job->file ? job->file : c->a->file, job->name, c->a->file,
                 c->a->cluster ? " --cluster " : "", c->a->cluster ? c->a->cluster : "");
     if (rc == LT_EXIT_OK) {
         spec_job *resolved = plan_resolved_job(&r, job);
-        exec_job_req req;
-        build_request(c, job, resolved, &r, &req);
-        json_t *objs = exec_k8s_objects(&req.q, c->k, true);
+        json_t *objs = job_objects(c, job, resolved, &r);
         json_array_extend(items, objs);
         json_decref(objs);
-        exec_job_req_free(&req);
         spec_job_free(resolved);
     }
     plan_result_free(&r);
-    diag_list_free(&d);
     return rc;
 }
 
@@ -702,30 +720,21 @@ typedef struct serve_from {
 
 /* Where job's training pods leave its adapter: the job is planned and
  * turned into the executor's request as `lathe render FILE` does
- * (build_request, exec_k8s_objects), and the Job read back
+ * (plan_one, job_objects), and the Job read back
  * (k8s_serve_source_of_job), so the serving pod mounts exactly what the
  * training pod wrote. A job that fits no GPU here still has its Job's
  * volumes (serving does not need the training's GPUs). */
 static int job_source(const render_ctx *c, const spec_job *job, serve_from *f)
 {
-    plan_options opt;
-    plan_options_defaults(&opt);
-    if (c->has_catalog) opt.catalog = &c->catalog;
     plan_result r;
-    diag_list d;
-    diag_list_init(&d);
-    int rc = plan_job(job, &opt, &r, &d);
-    diag_print_all(&d, stderr);
-    diag_list_free(&d);
+    int rc = plan_one(c, job, &r);
     if (rc == LT_EXIT_INVALID) {
         plan_result_free(&r);
         return rc;
     }
     f->model_bytes = r.params.total > 0 ? 2.0 * (double)r.params.total : 0;
     spec_job *resolved = r.found ? plan_resolved_job(&r, job) : spec_job_clone(job);
-    exec_job_req req;
-    build_request(c, job, resolved, &r, &req);
-    json_t *objs = exec_k8s_objects(&req.q, c->k, true);
+    json_t *objs = job_objects(c, job, resolved, &r);
     rc = LT_EXIT_INVALID;
     char err[512] = "the job renders no Job";
     size_t i;
@@ -743,7 +752,6 @@ static int job_source(const render_ctx *c, const spec_job *job, serve_from *f)
                         "the folder with --adapter, --model-path and --name instead of the "
                         "file\n", job->name, f->src.adapter_path);
     json_decref(objs);
-    exec_job_req_free(&req);
     spec_job_free(resolved);
     plan_result_free(&r);
     return rc;
