@@ -298,6 +298,16 @@ static sv_engine *engine(const sv_engine_opts *o, bool adapters)
     return e;
 }
 
+/* The end of a test: every KV block is back; frees the engine and c. */
+static void free_all_back(sv_engine *e, collector *c)
+{
+    sv_engine_stats st;
+    sv_engine_get_stats(e, &st);
+    assert_int_equal(st.kv_blocks_used, 0);
+    sv_engine_free(e);
+    collector_destroy(c);
+}
+
 /* 32 mixed jobs: base and three adapters, prompts of 1..45 tokens (chunk 8),
  * max_tokens 1..16; sampled with temperature temp when > 0. */
 static void mixed_jobs(job *jobs, int n, float temp)
@@ -632,10 +642,7 @@ static void test_admission_waits_for_blocks(void **state)
     wait_done(&c, N + 1);
     for (int i = 0; i < N; i++) check_equal(&jobs[i], &slots[i].r, i);
     check_equal(&small, &slots[N].r, N);
-    sv_engine_get_stats(e, &st);
-    assert_int_equal(st.kv_blocks_used, 0);
-    sv_engine_free(e);
-    collector_destroy(&c);
+    free_all_back(e, &c);
 }
 
 /* max_waiting requests wait already: SV_SUBMIT_FULL; too long: INVALID. */
@@ -996,11 +1003,7 @@ static void test_cancel(void **state)
     check_equal(&wait, &s[2].r, 2);
     assert_false(sv_engine_cancel(e, s[0].id)); /* ended already */
     assert_true(c.order_ok);
-    sv_engine_stats st;
-    sv_engine_get_stats(e, &st);
-    assert_int_equal(st.kv_blocks_used, 0);
-    sv_engine_free(e);
-    collector_destroy(&c);
+    free_all_back(e, &c);
 }
 
 /* Drain waits for everything, then refuses; freeing a busy engine cancels. */
