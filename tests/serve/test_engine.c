@@ -192,6 +192,15 @@ static void wait_gate(collector *c)
 }
 
 /* Moves the closed gate to another request's token, releasing the held one. */
+/* Before the requests that reach it are submitted: the gate shut at
+ * request id's index-th token. */
+static void shut_gate(collector *c, uint64_t id, int index)
+{
+    c->gate_id = id;
+    c->gate_index = index;
+    c->gate_open = false;
+}
+
 static void move_gate(collector *c, uint64_t id, int index)
 {
     pthread_mutex_lock(&c->mu);
@@ -624,9 +633,7 @@ static void test_admission_waits_for_blocks(void **state)
     sv_engine *e = engine(&o, true);
     collector c;
     collector_init(&c);
-    c.gate_id = 1;
-    c.gate_index = 0;
-    c.gate_open = false;
+    shut_gate(&c, 1, 0);
     submit_ok(e, &small, &slots[N], &c);
     wait_gate(&c); /* the engine thread is held in the small one's first token */
     for (int i = 0; i < N; i++) submit_ok(e, &jobs[i], &slots[i], &c);
@@ -653,9 +660,7 @@ static void test_submit_full_and_invalid(void **state)
     sv_engine *e = engine(&o, false);
     collector c;
     collector_init(&c);
-    c.gate_id = 1;
-    c.gate_index = 0;
-    c.gate_open = false;
+    shut_gate(&c, 1, 0);
     job j = make_job(1, 5, -1, 5, 0.0f, 1);
     slot s[4];
     char err[512];
@@ -949,9 +954,7 @@ static void test_adapter_error_and_remove(void **state)
     assert_non_null(strstr(s[0].r.message, "fragile"));
     assert_non_null(strstr(s[0].r.message, "adapter_model.safetensors"));
     /* gamma removed while its request runs (held in its first token) */
-    c.gate_id = 2;
-    c.gate_index = 0;
-    c.gate_open = false;
+    shut_gate(&c, 2, 0);
     job g = make_job(5, 7, 2, 6, 0.0f, 1);
     submit_ok(e, &g, &s[1], &c);
     wait_gate(&c);
@@ -984,9 +987,7 @@ static void test_cancel(void **state)
     c.cancel_engine = e;
     c.cancel_id = 1;
     c.cancel_index = 3;
-    c.gate_id = 1;
-    c.gate_index = 1;
-    c.gate_open = false;
+    shut_gate(&c, 1, 1);
     job run = make_job(1, 6, 2, 200, 0.0f, 1), wait = make_job(2, 6, -1, 5, 0.0f, 1);
     slot s[3];
     submit_ok(e, &run, &s[0], &c);
@@ -1029,9 +1030,7 @@ static void test_drain_and_free(void **state)
     /* free with requests running and waiting: all end cancelled */
     e = engine(&(sv_engine_opts){.max_batch = 1}, false);
     c.done = 0;
-    c.gate_id = 1;
-    c.gate_index = 0;
-    c.gate_open = false;
+    shut_gate(&c, 1, 0);
     job big = make_job(1, 5, -1, 200, 0.0f, 1);
     submit_ok(e, &big, &s[0], &c);
     wait_gate(&c);
