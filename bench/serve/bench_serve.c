@@ -9,8 +9,11 @@
  *   (c) llama.cpp (npm's node-llama-cpp 3.21.1, its prebuilt CPU build) on the
  *       GGUF that `lathe export` writes with the adapter merged
  *       (bench/serve/llama_cpp_bench.mjs; 1 adapter only).
- * Every request has the same prompt length and generates exactly --new
- * tokens greedily (no end-of-sequence stop), so the sides do the same work.
+ * Every request has the same prompt length and generates greedily (no
+ * end-of-sequence stop) a number of tokens drawn from [new/4, 2 new - new/4]
+ * (mean --new), the same for every side, so the sides do the same useful
+ * work; --uniform makes it exactly --new for all (static batching's best
+ * case). tok/s counts the tokens requests asked for.
  * Streams are closed-loop clients: each sends its next request when the last
  * one finished; the time to first token runs from a request's submission.
  * Greedy tokens are compared: the engine's must equal (a)'s exactly; (b) and
@@ -18,7 +21,7 @@
  *
  * usage: bench_serve [--threads N] [--prompt T] [--new N] [--per-stream R]
  *                    [--streams 1,8,32] [--adapters 1,4] [--rank R]
- *                    [--no-torch] [--no-llama-cpp] [--small] [--dir DIR]
+ *                    [--no-torch] [--no-llama-cpp] [--small] [--uniform] [--dir DIR]
  * The model and adapters are written once under DIR (default
  * /tmp/lathe-bench-serve[-small]) and reused.
  * PyTorch runs under $PYTHON (default /usr/bin/python3, Debian's, which
@@ -47,7 +50,7 @@ typedef struct bench_opts {
     int threads, prompt, new_tokens, per_stream, rank;
     int streams[MAX_LIST], n_streams;
     int adapters[MAX_LIST], n_adapters;
-    bool torch, llama, small;
+    bool torch, llama, small, mixed;
     const char *dir;
 } bench_opts;
 
@@ -63,6 +66,7 @@ static double now_s(void)
 typedef struct breq {
     int32_t *prompt;
     int adapter; /* -1 = base */
+    int max_new;
     int32_t *out;
     int n_out;
     double t_submit, t_first, t_done;
@@ -70,20 +74,26 @@ typedef struct breq {
 
 typedef struct bset {
     breq *r;
-    int n, n_prompt, n_new;
+    int n, n_prompt, n_new; /* n_new: the most tokens a request generates */
 } bset;
 
-/* n requests with random prompts; adapter k of n_adapters round-robin. */
-static bset bset_make(int n, int n_prompt, int n_new, int n_adapters, int vocab, uint64_t seed)
+/* n requests with random prompts; adapter k of n_adapters round-robin.
+ * Each generates mean_new tokens, or, when mixed, a number drawn uniformly
+ * from [mean_new/4, 2 mean_new - mean_new/4] (mean mean_new), as a server's
+ * requests differ: static batches then wait for their longest request. */
+static bset bset_make(int n, int n_prompt, int mean_new, bool mixed, int n_adapters, int vocab,
+                      uint64_t seed)
 {
-    bset s = {xcalloc((size_t)n, sizeof(breq)), n, n_prompt, n_new};
+    int lo = mean_new / 4 > 0 ? mean_new / 4 : 1, hi = mixed ? 2 * mean_new - lo : mean_new;
+    bset s = {xcalloc((size_t)n, sizeof(breq)), n, n_prompt, hi};
     tr_rng rng;
     tr_rng_seed(&rng, seed);
     for (int i = 0; i < n; i++) {
         s.r[i].prompt = xmalloc((size_t)n_prompt * sizeof(int32_t));
         for (int t = 0; t < n_prompt; t++) s.r[i].prompt[t] = (int32_t)(tr_rng_next(&rng) % (uint64_t)vocab);
         s.r[i].adapter = n_adapters > 0 ? i % n_adapters : -1;
-        s.r[i].out = xcalloc((size_t)n_new, sizeof(int32_t));
+        s.r[i].max_new = mixed ? lo + (int)(tr_rng_next(&rng) % (uint64_t)(hi - lo + 1)) : mean_new;
+        s.r[i].out = xcalloc((size_t)hi, sizeof(int32_t));
     }
     return s;
 }
@@ -105,15 +115,15 @@ static void bset_free(bset *s)
     free(s->r);
 }
 
-/* The requests as JSON for the PyTorch and llama.cpp scripts. */
-static bool bset_write_json(const bset *s, const char *path)
+/* The first n requests as JSON for the PyTorch and llama.cpp scripts. */
+static bool bset_write_json(const bset *s, int n, const char *path)
 {
     json_t *a = json_array();
-    for (int i = 0; i < s->n; i++) {
+    for (int i = 0; i < n; i++) {
         json_t *p = json_array();
         for (int t = 0; t < s->n_prompt; t++) json_array_append_new(p, json_integer(s->r[i].prompt[t]));
         json_array_append_new(a, json_pack("{s:o, s:i, s:i}", "prompt", p, "adapter", s->r[i].adapter,
-                                           "max_new", s->n_new));
+                                           "max_new", s->r[i].max_new));
     }
     bool ok = json_dump_file(a, path, JSON_COMPACT) == 0;
     json_decref(a);
@@ -193,7 +203,7 @@ static void run_single(tr_model *models, int n_adapters, bset *s, int n, bresult
     for (int i = 0; i < n; i++) {
         breq *r = &s->r[i];
         tr_model *m = r->adapter >= 0 ? &models[r->adapter] : &models[n_adapters];
-        tr_sample_opts so = {.temperature = 0, .top_p = 1, .max_new = s->n_new, .eos_id = -1};
+        tr_sample_opts so = {.temperature = 0, .top_p = 1, .max_new = r->max_new, .eos_id = -1};
         single_ud ud = {r};
         r->t_submit = now_s();
         int got = tr_generate(m, r->prompt, s->n_prompt, &so, r->out, single_token, &ud);
@@ -248,7 +258,7 @@ static bool eng_submit(sv_engine *e, eng_run *run, eng_ud *uds, int i)
     char name[16], err[512];
     sv_request q = {.prompt = r->prompt, .n_prompt = run->s->n_prompt,
                     .adapter = adapter_name(r->adapter, name, sizeof name),
-                    .sample = {.temperature = 0, .top_p = 1, .max_new = run->s->n_new, .eos_id = -1},
+                    .sample = {.temperature = 0, .top_p = 1, .max_new = r->max_new, .eos_id = -1},
                     .on_event = eng_event, .ud = &uds[i]};
     r->t_submit = now_s();
     if (sv_engine_submit(e, &q, &run->ids[i], err, sizeof err) != SV_SUBMIT_OK) {
@@ -408,6 +418,7 @@ static int parse(bench_opts *o, int argc, char **argv)
         if (strcmp(a, "--no-torch") == 0) o->torch = false;
         else if (strcmp(a, "--no-llama-cpp") == 0) o->llama = false;
         else if (strcmp(a, "--small") == 0) o->small = true;
+        else if (strcmp(a, "--uniform") == 0) o->mixed = false;
         else if (v && strcmp(a, "--threads") == 0) o->threads = atoi(v), i++;
         else if (v && strcmp(a, "--prompt") == 0) o->prompt = atoi(v), i++;
         else if (v && strcmp(a, "--new") == 0) o->new_tokens = atoi(v), i++;
@@ -419,7 +430,7 @@ static int parse(bench_opts *o, int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_serve [--threads N] [--prompt T] [--new N] [--per-stream R]\n"
                             "                   [--streams 1,8,32] [--adapters 1,4] [--rank R]\n"
-                            "                   [--no-torch] [--no-llama-cpp] [--small] [--dir DIR]\n");
+                            "                   [--no-torch] [--no-llama-cpp] [--small] [--uniform] [--dir DIR]\n");
             return 1;
         }
     }
@@ -451,7 +462,7 @@ int main(int argc, char **argv)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     bench_opts o = {.threads = cores > 0 ? (int)cores : 2, .prompt = 32, .new_tokens = 32,
                     .per_stream = 2, .rank = 8, .streams = {1, 8, 32}, .n_streams = 3,
-                    .adapters = {1, 4}, .n_adapters = 2, .torch = true, .llama = true};
+                    .adapters = {1, 4}, .n_adapters = 2, .torch = true, .llama = true, .mixed = true};
     if (parse(&o, argc, argv)) return 1;
     tr_set_threads(o.threads);
     char *dir = o.dir ? xstrdup(o.dir) : xstrdup(o.small ? "/tmp/lathe-bench-serve-small" : "/tmp/lathe-bench-serve");
@@ -493,7 +504,7 @@ int main(int argc, char **argv)
     int max_streams = 0;
     for (int i = 0; i < o.n_streams; i++) max_streams = o.streams[i] > max_streams ? o.streams[i] : max_streams;
     sv_engine_opts eo = {.max_batch = max_streams, .max_waiting = 4 * max_streams,
-                         .max_adapters = max_adapters, .max_context = o.prompt + o.new_tokens};
+                         .max_adapters = max_adapters, .max_context = o.prompt + 2 * o.new_tokens};
     sv_engine *e = sv_engine_create(&base, &eo, err, sizeof err);
     if (!e) {
         fprintf(stderr, "bench_serve: %s\n", err);
@@ -531,45 +542,52 @@ int main(int argc, char **argv)
     }
     long long np = (long long)tr_config_param_count(&c);
     printf("\nbench_serve: Qwen2.5-0.5B-shaped (%lld parameters, f32, random), LoRA rank %d on all "
-           "projections; prompt %d tokens, %d generated (greedy, no stop), %d request(s) per stream, "
+           "projections; prompt %d tokens, %s %d generated (greedy, no stop), %d request(s) per stream, "
            "%d threads\n",
-           np, o.rank, o.prompt, o.new_tokens, o.per_stream, o.threads);
+           np, o.rank, o.prompt, o.mixed ? "on average" : "exactly", o.new_tokens, o.per_stream, o.threads);
     printf("  baseline (a): lathe one request at a time (tr_generate); tok/s ratios are against it;\n"
            "  'equal' counts requests whose greedy tokens equal (a)'s\n");
     int rc = 0;
     char *reqp = path_join(dir, "requests.json"), *outp = path_join(dir, "out.json");
     char thr[16], str[16];
     snprintf(thr, sizeof thr, "%d", o.threads);
-    for (int ai = 0; ai < o.n_adapters; ai++) {
+    int n_all = max_streams * o.per_stream, n_single = n_all < 4 ? n_all : 4;
+    for (int ai = 0; ai < o.n_adapters && rc != 1; ai++) {
         int na = o.adapters[ai];
+        /* one set of requests per adapter count; a stream count takes its
+         * first streams x per-stream. (a) runs the first four once: its rate
+         * does not depend on streams, and every side's first four are
+         * compared with its tokens */
+        uint64_t seed = 1000 + (uint64_t)na;
+        bset ref = bset_make(n_all, o.prompt, o.new_tokens, o.mixed, na, c.vocab, seed);
+        bresult ra = {0};
+        run_single(models, max_adapters, &ref, n_single, &ra);
+        ra.equal = ra.compared = n_single;
         for (int si = 0; si < o.n_streams; si++) {
-            int streams = o.streams[si], n = streams * o.per_stream;
-            /* (a) over at most 4 requests: its rate does not depend on streams */
-            int n_single = n < 4 ? n : 4;
-            bset s = bset_make(n, o.prompt, o.new_tokens, na, c.vocab, 1000 + (uint64_t)na * 100 + (uint64_t)streams);
-            bset ref = bset_make(n, o.prompt, o.new_tokens, na, c.vocab, 1000 + (uint64_t)na * 100 + (uint64_t)streams);
-            bresult ra = {0}, re = {0}, rt = {0}, rl = {0};
-            run_single(models, max_adapters, &ref, n_single, &ra);
-            ra.equal = ra.compared = n_single;
+            int streams = o.streams[si], n = streams * o.per_stream, n_cmp = n < n_single ? n : n_single;
+            bset s = bset_make(n_all, o.prompt, o.new_tokens, o.mixed, na, c.vocab, seed);
+            bresult re = {0}, rt = {0}, rl = {0};
             if (!run_engine(e, &s, n, streams, &re)) {
                 rc = 1;
+                bset_free(&s);
                 break;
             }
-            compare(&s, &ref, n_single, &re);
+            compare(&s, &ref, n_cmp, &re);
             if (re.equal != re.compared) rc = 2;
-            bset_write_json(&s, reqp);
+            bset_write_json(&s, n, reqp);
             snprintf(str, sizeof str, "%d", streams);
             if (o.torch) {
-                char *tv[2 * 4 + 12] = {(char *)python, torch_py, mdir, reqp, outp, "--streams", str, "--threads", thr};
+                char *tv[2 * MAX_LIST + 12] = {(char *)python, torch_py, mdir, reqp, outp, "--streams", str,
+                                               "--threads", thr};
                 int k = 9;
                 for (int a = 0; a < na; a++) {
                     tv[k++] = "--adapter";
                     tv[k++] = adirs[a];
                 }
                 tv[k] = NULL;
-                bset ts = bset_make(n, o.prompt, o.new_tokens, na, c.vocab, 1);
+                bset ts = bset_make(n_all, o.prompt, o.new_tokens, o.mixed, na, c.vocab, seed);
                 int trc = run_child(tv);
-                if (trc == 0 && read_script_out(outp, &ts, n, &rt)) compare(&ts, &ref, n_single, &rt);
+                if (trc == 0 && read_script_out(outp, &ts, n, &rt)) compare(&ts, &ref, n_cmp, &rt);
                 else snprintf(rt.note, sizeof rt.note, "not run (torch_gen.py exit %d; Debian's python3-torch?)", trc);
                 bset_free(&ts);
             } else {
@@ -583,9 +601,9 @@ int main(int argc, char **argv)
             else {
                 char *lv[] = {"node", llama_mjs, gguf, reqp, outp, "--streams", str, "--threads", thr,
                               "--modules", nlc, NULL};
-                bset ls = bset_make(n, o.prompt, o.new_tokens, na, c.vocab, 1);
+                bset ls = bset_make(n_all, o.prompt, o.new_tokens, o.mixed, na, c.vocab, seed);
                 int lrc = run_child(lv);
-                if (lrc == 0 && read_script_out(outp, &ls, n, &rl)) compare(&ls, &ref, n_single, &rl);
+                if (lrc == 0 && read_script_out(outp, &ls, n, &rl)) compare(&ls, &ref, n_cmp, &rl);
                 else snprintf(rl.note, sizeof rl.note, "not run (llama_cpp_bench.mjs exit %d)", lrc);
                 bset_free(&ls);
             }
@@ -601,9 +619,8 @@ int main(int argc, char **argv)
             if (rl.ran) printf("  lathe engine / llama.cpp: %.2fx\n", re.tok_s / rl.tok_s);
             fflush(stdout);
             bset_free(&s);
-            bset_free(&ref);
         }
-        if (rc == 1) break;
+        bset_free(&ref);
     }
     if (rc == 2) printf("\nbench_serve: the engine's greedy tokens differ from the one-at-a-time path\n");
     sv_engine_free(e);
