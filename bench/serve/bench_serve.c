@@ -503,8 +503,13 @@ int main(int argc, char **argv)
     }
     int max_streams = 0;
     for (int i = 0; i < o.n_streams; i++) max_streams = o.streams[i] > max_streams ? o.streams[i] : max_streams;
+    /* KV cache for every stream's longest request (the engine's default,
+     * eight full contexts, would hold only eight of these short ones) */
+    int max_context = o.prompt + 2 * o.new_tokens;
+    size_t kv_token = 2 * (size_t)c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float);
     sv_engine_opts eo = {.max_batch = max_streams, .max_waiting = 4 * max_streams,
-                         .max_adapters = max_adapters, .max_context = o.prompt + 2 * o.new_tokens};
+                         .max_adapters = max_adapters, .max_context = max_context,
+                         .kv_bytes = (size_t)max_streams * (max_context + 32) * kv_token};
     sv_engine *e = sv_engine_create(&base, &eo, err, sizeof err);
     if (!e) {
         fprintf(stderr, "bench_serve: %s\n", err);
