@@ -10,6 +10,8 @@
 #include "base/base.h"
 #include "k8s/k8s.h"
 
+#include "../common/bench_clock.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,13 +22,6 @@
 #include <unistd.h>
 
 /* ---- small helpers (as bench_k8s.c has them) ---- */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* CPU seconds (user + system) of process pid, from /proc/PID/stat. */
 static double cpu_of(pid_t pid)
 {

@@ -15,6 +15,7 @@
 #include "train/train.h"
 
 #include "../common/bench_model.h"
+#include "../common/bench_clock.h"
 
 #include <cblas.h>
 #include <jansson.h>
@@ -39,13 +40,6 @@ static double cpu_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
