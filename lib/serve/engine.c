@@ -48,7 +48,10 @@ static void fill_defaults(sv_engine_opts *o, const tr_model *m)
     if (o->kv_bytes == 0) {
         size_t ctx = sv_kv_block_bytes(m, o->kv_block) *
                      (size_t)((o->max_context + o->kv_block - 1) / o->kv_block);
-        o->kv_bytes = 8 * ctx < ((size_t)1 << 30) ? 8 * ctx : (size_t)1 << 30;
+        /* a full context for each sequence that may run at once (at least
+         * eight), so a short max_context never admits fewer than max_batch */
+        size_t n = (size_t)(o->max_batch > 8 ? o->max_batch : 8);
+        o->kv_bytes = n * ctx < ((size_t)1 << 30) ? n * ctx : (size_t)1 << 30;
         if (o->kv_bytes < ctx) o->kv_bytes = ctx; /* one full context at least */
     }
 }

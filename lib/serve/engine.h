@@ -41,7 +41,7 @@ typedef struct sv_engine_opts {
     int prefill_chunk;  /* prompt tokens of one sequence per step (default 256) */
     int step_tokens;    /* rows of one step in all (default 512) */
     int kv_block;       /* tokens per KV-cache block (default 16) */
-    size_t kv_bytes;    /* bytes of the KV cache in all (default: 8 full contexts, at most 1 GiB) */
+    size_t kv_bytes;    /* bytes of the KV cache in all (default: max(8, max_batch) full contexts, at most 1 GiB) */
     int max_adapters;   /* adapters in memory at once (default 8) */
     int max_context;    /* prompt + generated tokens of one request (default cfg.max_pos) */
 } sv_engine_opts;
