@@ -32,6 +32,7 @@
 #include "serve/engine.h"
 
 #include "../common/bench_model.h"
+#include "../common/bench_clock.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -53,13 +54,6 @@ typedef struct bench_opts {
     bool torch, llama, small, mixed;
     const char *dir;
 } bench_opts;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---------------------------------------------------------------- requests */
 
@@ -503,13 +497,9 @@ int main(int argc, char **argv)
     }
     int max_streams = 0;
     for (int i = 0; i < o.n_streams; i++) max_streams = o.streams[i] > max_streams ? o.streams[i] : max_streams;
-    /* KV cache for every stream's longest request (the engine's default,
-     * eight full contexts, would hold only eight of these short ones) */
-    int max_context = o.prompt + 2 * o.new_tokens;
-    size_t kv_token = 2 * (size_t)c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float);
+    /* the engine's default KV cache holds a full context per stream */
     sv_engine_opts eo = {.max_batch = max_streams, .max_waiting = 4 * max_streams,
-                         .max_adapters = max_adapters, .max_context = max_context,
-                         .kv_bytes = (size_t)max_streams * (max_context + 32) * kv_token};
+                         .max_adapters = max_adapters, .max_context = o.prompt + 2 * o.new_tokens};
     sv_engine *e = sv_engine_create(&base, &eo, err, sizeof err);
     if (!e) {
         fprintf(stderr, "bench_serve: %s\n", err);
