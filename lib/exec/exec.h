@@ -144,6 +144,53 @@ typedef struct exec_cluster_req {
     const char *placement_json;
 } exec_cluster_req;
 
+/* ---- the sandbox of a local trainer (exec_sandbox.c, docs/security.md) ----
+ * The supervisor starts the trainer in its own mount, PID and IPC
+ * namespaces (as root; else inside a user namespace of the server's user),
+ * on a new root that holds read-only the system's folders (/usr, /bin,
+ * /lib*, /etc without its secrets such as /etc/shadow, /sys), a fresh /proc
+ * of its own PID namespace, a small /dev (null, zero, random, urandom, tty,
+ * shm, the NVIDIA devices), the binds below, and nothing else: not the
+ * server's data folder, database or tokens, not other jobs' folders. Then
+ * resource limits, its own cgroup where the system delegates one, the
+ * team's Unix user and group, PR_SET_NO_NEW_PRIVS, and exec. The
+ * environment is lathe's allow-list (exec_sandbox_env): never a token. */
+typedef struct exec_bind {
+    const char *path;  /* absolute; visible at the same path inside */
+    bool writable;     /* read-write (the job's checkpoints and work folder); else read-only */
+} exec_bind;
+
+/* A path of the spec checked again right before the trainer starts (a
+ * link swapped after submission is caught): it must still resolve under
+ * one of roots (or inside the job's folder). */
+typedef struct exec_path_check {
+    const char *field;             /* "trainingData.datasetPath" */
+    const char *path;              /* as the contract passes it (absolute) */
+    const char *const *roots;      /* resolved roots of its kind */
+    size_t n_roots;
+} exec_path_check;
+
+typedef struct exec_sandbox {
+    bool required;     /* no start without it; else (the built-in trainer in
+                          auto mode) it runs unsandboxed where the system cannot
+                          make one, and the handle says why */
+    long long uid, gid; /* the trainer's user and group; -1 = the supervisor's own */
+    const exec_bind *binds;  /* besides the system folders */
+    size_t n_binds;
+    const exec_path_check *checks;
+    size_t n_checks;
+    double memory;     /* bytes: cgroup memory.max, else RLIMIT_AS for a job
+                          without GPUs; 0 = no limit */
+    long processes;    /* cgroup pids.max and RLIMIT_NPROC; 0 = no limit */
+    long open_files;   /* RLIMIT_NOFILE; 0 = 65536 */
+    spec_toggle cgroup; /* its own cgroup: auto where delegated, on = required, off */
+} exec_sandbox;
+
+/* Whether this process can make the sandbox (mount and PID namespaces:
+ * as root, or through a user namespace), tried in a child; false with the
+ * reason ("unshare(CLONE_NEWNS): Operation not permitted") in why. */
+bool exec_sandbox_probe(char *why, size_t whysz);
+
 /* ---- a start request ---- */
 typedef struct exec_request {
     char *const *argv;        /* the trainer: argv[0] is a path or a name found
@@ -162,6 +209,8 @@ typedef struct exec_request {
                                   (EXEC_BUILTIN_NO_RETRY for lathe train) */
     size_t n_no_retry_codes;
     exec_cluster_req cluster;  /* for cluster engines (k8s); ignored locally */
+    const exec_sandbox *sandbox; /* local: run the trainer in this sandbox; NULL = none
+                                    (ServerConfig policy.sandbox.mode off) */
 } exec_request;
 
 /* The request of one attempt from the job's resolved spec, as the server

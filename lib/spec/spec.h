@@ -348,8 +348,87 @@ typedef struct spec_server_token {
     char *sha256; /* 64 lowercase hex digits: SHA-256 of the token's text */
     char *team;   /* the team the token acts for; NULL for an admin token */
     bool admin;   /* sees and acts for every team */
+    /* scope: "read" (GET only), "submit" (read, submit, cancel, delete its
+     * team's jobs) or "admin" (everything, every team; the same as admin:
+     * true). NULL as written = "admin" for an admin token, else "submit". */
+    char *scope;
+    char *expires;     /* RFC 3339 ("2027-01-31T00:00:00Z") as written; NULL = never */
+    double expires_at; /* that time in seconds since the epoch; 0 = never */
     spec_pos pos; /* where the entry starts */
 } spec_server_token;
+
+/* ---- `policy:` what a team's jobs may read, run and write where they run
+ * (docs/security.md; lib/policy applies it). Paths are kept as written;
+ * the server makes them absolute against the config file's folder. ---- */
+typedef enum {
+    SPEC_ROOT_MODELS,   /* baseModel.path */
+    SPEC_ROOT_DATA,     /* trainingData.datasetPath, evalDatasetPath */
+    SPEC_ROOT_ADAPTERS, /* adapters a job starts from or serves */
+    SPEC_ROOT_PROGRAMS, /* trainer.command's program (and what it reads) */
+    SPEC_ROOT_KINDS
+} spec_root_kind;
+
+/* "models", "data", "adapters", "programs". */
+const char *spec_root_kind_name(spec_root_kind k);
+
+typedef struct spec_policy_rules {
+    /* `paths: {models: [...], data: [...], adapters: [...], programs: [...]}`:
+     * folders (or files) a job may read, by the kind of the field naming
+     * them; every one is visible read-only inside the sandbox */
+    char **roots[SPEC_ROOT_KINDS];
+    size_t n_roots[SPEC_ROOT_KINDS];
+    spec_toggle commands;  /* `commands:` may the job run its own trainer.command;
+                              auto = the level above (everyone's: true) */
+    char **images;         /* `images:` fnmatch patterns of trainer.image allowed on
+                              cluster engines; none = the engine's own image only */
+    size_t n_images;
+} spec_policy_rules;
+
+typedef struct spec_policy_team {
+    char *team;              /* required */
+    spec_policy_rules rules; /* added to everyone's; commands: off wins */
+    char *user, *group;      /* Unix user and group (names or numbers) its local
+                                trainers run as; NULL = the sandbox's default */
+    char *service_account;   /* Kubernetes: the pods' service account; NULL = none
+                                mounted (automountServiceAccountToken: false) */
+    char *slurm_account, *slurm_user; /* Slurm: --account, and the user jobs run as */
+    spec_pos pos;
+} spec_policy_team;
+
+typedef enum {
+    SPEC_SANDBOX_AUTO,     /* default: every local trainer in the sandbox where
+                              the machine can make one; where it cannot, the
+                              built-in trainer runs without it (an event says so)
+                              and a trainer.command does not start */
+    SPEC_SANDBOX_REQUIRED, /* no trainer starts without the sandbox */
+    SPEC_SANDBOX_OFF       /* none (a single-user machine); trainer.command then
+                              runs as the server's user */
+} spec_sandbox_mode;
+
+typedef struct spec_policy {
+    spec_policy_rules all;  /* everyone's: `paths`, `commands`, `images` */
+    spec_policy_team *teams;
+    size_t n_teams;
+    struct {
+        spec_sandbox_mode mode;
+        char *user, *group;  /* default user and group of trainers when the
+                                server runs as root; default "nobody" / "nogroup"
+                                (65534 when the names are unknown) */
+        bool allow_root;     /* `allowRoot:` a team's user may be root (uid 0); default false */
+        double memory;       /* bytes per attempt (cgroup memory.max, else RLIMIT_AS for
+                                CPU jobs); 0 = no limit (default) */
+        long processes;      /* processes and threads per attempt (cgroup pids.max,
+                                and RLIMIT_NPROC of the team's user); default 4096 */
+        long open_files;     /* RLIMIT_NOFILE; default 65536 */
+        spec_toggle cgroup;  /* its own cgroup: auto (default) where the system
+                                delegates one, on = required, off = never */
+    } sandbox;
+} spec_policy;
+
+/* `tls:` HTTPS for the API (libmicrohttpd with GnuTLS). */
+typedef struct spec_tls {
+    char *cert_file, *key_file; /* PEM; both or neither; NULL = plain HTTP */
+} spec_tls;
 
 /* The ServerConfig's `kubernetes:` section: how lathe reaches a cluster
  * and what the Jobs it creates look like (lib/k8s renders them; defaults in
@@ -429,6 +508,15 @@ typedef struct spec_server {
     } cluster;
     spec_server_token *tokens;
     size_t n_tokens;
+    char *tokens_file;      /* `tokensFile:` a YAML file whose `tokens:` list adds to
+                               these; re-read with the config's list on SIGHUP */
+    spec_tls tls;
+    struct {
+        double per_second;  /* `rateLimit.requestsPerSecond` per token; default 50;
+                               0 = no limit */
+        int burst;          /* `rateLimit.burst`; default 100 */
+    } rate_limit;
+    spec_policy policy;     /* `policy:` */
     struct {
         char *policy;       /* "fifo", "greedy", "easy" or "lathe" (default) */
         double interval;    /* seconds between periodic passes; default 10 */
