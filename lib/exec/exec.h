@@ -120,6 +120,9 @@ typedef struct exec_cluster_req {
     const char *rack;            /* the rack of those nodes; NULL = any */
     const char *priority_class;  /* NULL = none */
     const char *checkpoint_pvc;  /* checkpoint.storage.pvcName; NULL = the engine's default */
+    const char *service_account; /* the team's policy serviceAccount: the pods run as it;
+                                    NULL = the engine's setting, else no service account
+                                    token is mounted (automountServiceAccountToken false) */
     double grace;                /* timeout.gracePeriod, seconds */
     double max_duration;         /* timeout.maxDuration left for this attempt; 0 = none */
     /* Operator mode (docs/kubernetes.md, "Operator mode"): the custom
