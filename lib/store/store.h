@@ -14,6 +14,8 @@
  *   experiments  name, team, max concurrent jobs
  *   kv           small named values (the scheduler's decayed usage per team,
  *                budget spent per month, ...)
+ *   audit        every change asked of the API (refused ones too) and every
+ *                token reload: when, who, from where, what, the answer
  *
  * Guarantees:
  *
@@ -484,5 +486,35 @@ store_rc store_kv_set(store *st, const char *key, const char *value);
 /* *value is the caller's to free; STORE_NOT_FOUND when absent. */
 store_rc store_kv_get(store *st, const char *key, char **value);
 store_rc store_kv_delete(store *st, const char *key);
+
+/* ---- the audit log (store_audit.c) ---- */
+typedef struct store_audit {
+    int64_t id;      /* increasing; set by the store */
+    double at;       /* 0 on append = the store's clock */
+    char *actor;     /* the token's name ("admin", "user:TEAM" when it has none),
+                        "operator", "controller" or "sighup"; required */
+    char *team;      /* the team it acted for; NULL for admin and the server */
+    char *address;   /* the client's "IP:PORT" ("[V6]:PORT"); NULL = none */
+    char *method;    /* "POST", "DELETE", "SIGHUP"; required */
+    char *path;      /* "/v1/jobs/x/cancel", or a file for a reload */
+    char *target;    /* the job or experiment it named; NULL = none */
+    int status;      /* the HTTP status of the answer (200 for a reload that applied) */
+    char *detail;    /* "created jobs 4, 5", "token expired"; NULL = none */
+} store_audit;
+
+/* Appends a row (its own transaction, or the caller's); id and, when 0,
+ * at are the store's. STORE_INVALID without actor or method. */
+store_rc store_audit_append(store *st, const store_audit *a);
+
+typedef struct store_audit_filter {
+    double since;     /* rows at or after this time; 0 = all */
+    const char *team; /* only this team's; NULL = every row */
+    size_t limit;     /* at most this many; 0 = 100 */
+} store_audit_filter;
+
+/* The newest rows first (by id). Caller frees with store_audit_free. */
+store_rc store_audit_list(store *st, const store_audit_filter *f, store_audit **out, size_t *n);
+void store_audit_clear(store_audit *a);
+void store_audit_free(store_audit *list, size_t n);
 
 #endif

@@ -105,7 +105,29 @@ static const char schema_v2[] =
     "ALTER TABLE jobs ADD COLUMN e_best REAL;\n"
     "ALTER TABLE jobs ADD COLUMN e_best_step INTEGER;\n";
 
-static const char *const migrations[] = {schema_v1, schema_v2};
+/* Version 3: the audit log (store_audit.c). One row per change asked of
+ * the API, refused ones included, and per token reload: when, who (a
+ * token's name, or "operator" / "controller" / "sighup"), its team, from
+ * where (the client's address and port), what (method, path, the job or
+ * experiment it named), the answer's status and a short detail. Append
+ * only: nothing in lathe updates or deletes a row. */
+static const char schema_v3[] =
+    "CREATE TABLE audit (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  at REAL NOT NULL,\n"
+    "  actor TEXT NOT NULL CHECK (actor <> ''),\n"
+    "  team TEXT,\n"
+    "  address TEXT,\n"
+    "  method TEXT NOT NULL CHECK (method <> ''),\n"
+    "  path TEXT NOT NULL,\n"
+    "  target TEXT,\n"
+    "  status INTEGER NOT NULL,\n"
+    "  detail TEXT\n"
+    ");\n"
+    "CREATE INDEX audit_at ON audit (at, id);\n"
+    "CREATE INDEX audit_team ON audit (team, at) WHERE team IS NOT NULL;\n";
+
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
 int store_schema_version(void)

@@ -66,7 +66,7 @@ static const store_event ev_start = {"scheduler", "started", "placed", NULL};
 static void test_open_pragmas_and_version(void **state)
 {
     fx *f = *state;
-    assert_int_equal(store_schema_version(), 2);
+    assert_int_equal(store_schema_version(), 3);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     sqlite3_stmt *s;
