@@ -171,6 +171,13 @@ char *exec_find_program(const char *prog, char *const *env);
 /* mkdir -p; 0 or an errno value. */
 int exec_mkdirs(const char *path, mode_t mode);
 
+/* ---- the sandbox (exec_sandbox.c) ---- */
+/* Unshares the mount, PID and IPC namespaces; when that is refused to a
+ * process that is not root, first a user namespace mapping its own uid and
+ * gid (*userns true: no user switch is possible then). 0, or errno with
+ * *what naming the step. */
+int exec_sandbox_unshare(bool *userns, const char **what);
+
 /* ---- JSON helpers ---- */
 const char *exec_json_str(json_t *o, const char *key);  /* NULL when absent or not a string */
 double exec_json_num(json_t *o, const char *key, double dflt);
