@@ -554,6 +554,15 @@ void spec_server_free(spec_server *s);
  * valid, *out set; otherwise *out is NULL). An unreadable file is one error
  * and sets *io_error (may be NULL). */
 size_t spec_server_load_file(const char *path, spec_server **out, diag_list *d, bool *io_error);
+/* Loads a tokens file (`tokensFile:`): one mapping whose only key is
+ * `tokens:`, a list of the same entries as the config's `tokens:`, with the
+ * same checks (no hash twice within the file). Returns the number of
+ * errors added to d (may be NULL); 0 = *out (n entries, possibly none;
+ * free with spec_server_tokens_free) set. An unreadable file is one error
+ * and sets *io_error (may be NULL). */
+size_t spec_server_tokens_load_file(const char *path, spec_server_token **out, size_t *n,
+                                    diag_list *d, bool *io_error);
+void spec_server_tokens_free(spec_server_token *t, size_t n);
 /* The config as a ServerConfig document (apiVersion, kind, metadata,
  * spec) that spec_server_load_string reads back to the same settings:
  * only what differs from the defaults, durations in seconds, sizes in

@@ -256,6 +256,15 @@ spec_cluster *spec_decode_cluster(spec_dctx *c, const spec_ynode *root, const sp
 void spec_experiment_free(spec_experiment *e);
 void spec_cluster_free(spec_cluster *c);
 
+/* ---- the ServerConfig's `policy:` section (spec_policy.c) ---- */
+/* Its table; offsets into spec_server (the decoder's SF_OBJ keeps the base). */
+extern const spec_schema spec_server_policy_schema;
+void spec_policy_defaults(spec_policy *p);
+void spec_policy_free(spec_policy *p);
+/* The checks across its fields (no team twice); pn is the `policy:` node,
+ * the context's path at it. */
+void spec_policy_check(spec_dctx *c, const spec_ynode *pn, const spec_policy *p);
+
 /* Deep copies and frees of key/value lists and string lists. */
 spec_kv *spec_kv_clone(const spec_kv *kv, size_t n);
 void spec_kv_free(spec_kv *kv, size_t n);

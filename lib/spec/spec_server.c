@@ -1,11 +1,15 @@
 /* spec_server.c: the ServerConfig, the configuration file of `lathe server`
  * (apiVersion lathe/v1, kind ServerConfig): listen address, data folder,
- * the cluster it runs on, bearer tokens (stored as SHA-256 hashes), the
+ * the cluster it runs on, bearer tokens (stored as SHA-256 hashes, with a
+ * scope and an expiry), a tokens file, TLS, the per-token rate limit, the
  * scheduler's policy and settings, retry limits, poll interval, request
  * limits, log rotation. Its schema tables, defaults, the checks across
- * fields (a token is for a team or admin, a hash is 64 hex digits, the
- * listen address has a port) and its loader, which reads the file through
- * the same YAML layer and decoder as every other spec.
+ * fields (a token is for a team or admin, a hash is 64 hex digits, an
+ * expiry is an RFC 3339 time, TLS names both files, the listen address has
+ * a port) and its loader, which reads the file through the same YAML layer
+ * and decoder as every other spec. The `policy:` section's tables are in
+ * spec_policy.c; the tokens file's loader (spec_server_tokens_load_file)
+ * shares the token table.
  *
  * The loader is separate from spec_load_file: a ServerConfig is not a job
  * document, and `lathe validate` reports it as an unknown kind.
@@ -14,6 +18,7 @@
 
 #include <ctype.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +44,9 @@ spec_server *spec_server_new_default(void)
     s->limits.connection_timeout = 60;
     s->logs.max_size = 64.0 * 1024.0 * 1024.0;
     s->logs.keep = 3;
+    s->rate_limit.per_second = 50;
+    s->rate_limit.burst = 100;
+    spec_policy_defaults(&s->policy);
     s->executor = SPEC_EXECUTOR_LOCAL;
     spec_k8s_defaults(&s->k8s);
     return s;
@@ -122,6 +130,18 @@ char *spec_k8s_namespace(const spec_k8s *k, const char *team)
     return xasprintf("%s%s", k->namespace_prefix ? k->namespace_prefix : "", team);
 }
 
+void spec_server_tokens_free(spec_server_token *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(t[i].name);
+        free(t[i].sha256);
+        free(t[i].team);
+        free(t[i].scope);
+        free(t[i].expires);
+    }
+    free(t);
+}
+
 void spec_server_free(spec_server *s)
 {
     if (!s) return;
@@ -131,12 +151,11 @@ void spec_server_free(spec_server *s)
     free(s->data_dir);
     free(s->cluster.file);
     free(s->cluster.gpus);
-    for (size_t i = 0; i < s->n_tokens; i++) {
-        free(s->tokens[i].name);
-        free(s->tokens[i].sha256);
-        free(s->tokens[i].team);
-    }
-    free(s->tokens);
+    spec_server_tokens_free(s->tokens, s->n_tokens);
+    free(s->tokens_file);
+    free(s->tls.cert_file);
+    free(s->tls.key_file);
+    spec_policy_free(&s->policy);
     free(s->scheduler.policy);
     free(s->trainer_program);
     spec_k8s_free(&s->k8s);
@@ -163,11 +182,112 @@ static bool hex64(const char *s)
     return n == 64;
 }
 
-/* A token entry: a valid hash, and exactly one of team / admin. */
+static const spec_enum_entry scope_tab[] = {
+    {"read", 0, false}, {"submit", 1, false}, {"admin", 2, false},
+};
+ENUM_DEF(enum_scope, scope_tab);
+
+/* n digits at s as a number, or -1. */
+static int digits(const char *s, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i])) return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* Days from 1970-01-01 to a date of the proleptic Gregorian calendar. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* An RFC 3339 date-time ("2027-01-31T00:00:00Z", "2027-01-31T09:30:00.5+02:00")
+ * as seconds since the epoch. The zone is required: a time without one
+ * would mean something else on every server. */
+static bool parse_rfc3339(const char *s, double *out)
+{
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (strlen(s) < 20) return false;
+    int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
+    int h = digits(s + 11, 2), mi = digits(s + 14, 2), se = digits(s + 17, 2);
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
+        se < 0 || se > 60 || s[4] != '-' || s[7] != '-' || s[13] != ':' || s[16] != ':' ||
+        (s[10] != 'T' && s[10] != 't' && s[10] != ' '))
+        return false;
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > mdays[mo - 1] + (mo == 2 && leap)) return false;
+    const char *p = s + 19;
+    double frac = 0;
+    if (*p == '.') {
+        double scale = 0.1;
+        if (!isdigit((unsigned char)p[1])) return false;
+        for (p++; isdigit((unsigned char)*p); p++, scale /= 10) frac += (*p - '0') * scale;
+    }
+    int offset = 0;
+    if ((*p == 'Z' || *p == 'z') && !p[1]) {
+        offset = 0;
+    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
+        int oh = digits(p + 1, 2), om = digits(p + 4, 2);
+        if (oh < 0 || oh > 23 || om < 0 || om > 59) return false;
+        offset = (oh * 60 + om) * 60 * (*p == '-' ? -1 : 1);
+    } else {
+        return false;
+    }
+    *out = (double)(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset) + frac;
+    return true;
+}
+
+/* A token entry: a valid hash, exactly one of team / admin, a scope that
+ * fits it, an expiry that is a time. Shared by the config's `tokens:` and
+ * the tokens file. */
 static void token_after(spec_dctx *c, const spec_ynode *m, void *elem)
 {
     spec_server_token *t = elem;
     t->pos = (spec_pos){m->line, m->col};
+    if (t->expires) {
+        if (!parse_rfc3339(t->expires, &t->expires_at)) {
+            size_t old = spec_path_push(c, "expires");
+            diag *x = spec_report(c, DIAG_ERROR, spec_ymap_get(m, "expires"),
+                                  "not an RFC 3339 time");
+            diag_set_expected(x, "a date and time with its zone, such as "
+                                 "\"2027-01-31T00:00:00Z\" or \"2027-01-31T09:00:00+01:00\"");
+            diag_set_found(x, "\"%s\"", t->expires);
+            diag_set_suggestion(x, "write the date as YYYY-MM-DD, then T, the time as "
+                                   "HH:MM:SS, then Z for UTC or the offset from UTC");
+            spec_path_pop(c, old);
+        }
+    }
+    if (t->scope) {
+        bool admin_scope = strcmp(t->scope, "admin") == 0;
+        if (admin_scope && t->team) {
+            size_t old = spec_path_push(c, "scope");
+            diag *x = spec_report(c, DIAG_ERROR, spec_ymap_get(m, "scope"),
+                                  "scope admin is for admin tokens, which name no team");
+            diag_set_expected(x, "read or submit for a team's token");
+            diag_set_suggestion(x, "write `scope: submit` (or read) for team %s's token, or "
+                                   "remove `team:` to make an admin token",
+                                t->team);
+            spec_path_pop(c, old);
+        } else if (!admin_scope && t->admin) {
+            size_t old = spec_path_push(c, "scope");
+            diag *x = spec_report(c, DIAG_ERROR, spec_ymap_get(m, "scope"),
+                                  "an admin token (admin: true) must have scope admin");
+            diag_set_found(x, "scope %s", t->scope);
+            diag_set_suggestion(x, "remove `scope:`, or replace `admin: true` with the "
+                                   "team the token acts for");
+            spec_path_pop(c, old);
+        } else if (admin_scope) {
+            t->admin = true; /* scope: admin is admin: true */
+        }
+    }
     const spec_ynode *h = spec_ymap_get(m, "sha256");
     if (t->sha256 && !hex64(t->sha256)) {
         size_t old = spec_path_push(c, "sha256");
@@ -201,6 +321,8 @@ static const spec_field token_fields[] = {
     {.key = "sha256", .type = SF_STR, .off = TK(sha256), .flags = SF_REQUIRED},
     {.key = "team", .type = SF_STR, .off = TK(team), .flags = SF_DNS},
     {.key = "admin", .type = SF_BOOL, .off = TK(admin)},
+    {.key = "scope", .type = SF_ENUM_STR, .off = TK(scope), .enm = &enum_scope},
+    {.key = "expires", .type = SF_STR, .off = TK(expires)},
 };
 static const spec_schema token_schema = SCHEMA(token_fields, spec_server_token, NULL, token_after);
 
@@ -333,6 +455,21 @@ static const spec_field k8s_fields[] = {
 #undef K
 static const spec_schema k8s_schema = SCHEMA0(k8s_fields);
 
+static const spec_field tls_fields[] = {
+    {.key = "certFile", .type = SF_STR, .off = S(tls.cert_file)},
+    {.key = "keyFile", .type = SF_STR, .off = S(tls.key_file)},
+};
+static const spec_schema tls_schema = SCHEMA0(tls_fields);
+
+static const spec_field rate_fields[] = {
+    {.key = "requestsPerSecond", .type = SF_DOUBLE, .off = S(rate_limit.per_second),
+     .flags = SF_MIN | SF_MAX, .min = 0, .max = 1e6,
+     .hint = "requests per second per token; 0 sets no limit, 50 is the default"},
+    {.key = "burst", .type = SF_INT, .off = S(rate_limit.burst), .flags = SF_MIN | SF_MAX,
+     .min = 1, .max = 1000000, .hint = "requests a token may send at once; 100 is the default"},
+};
+static const spec_schema rate_schema = SCHEMA0(rate_fields);
+
 static const spec_field spec_fields[] = {
     {.key = "executor", .type = SF_ENUM, .off = S(executor), .enm = &enum_executor},
     {.key = "kubernetes", .type = SF_OBJ, .sub = &k8s_schema},
@@ -341,6 +478,10 @@ static const spec_field spec_fields[] = {
     {.key = "cluster", .type = SF_OBJ, .sub = &cluster_schema},
     {.key = "tokens", .type = SF_LIST, .off = S(tokens), .off_n = S(n_tokens),
      .sub = &token_schema},
+    {.key = "tokensFile", .type = SF_STR, .off = S(tokens_file)},
+    {.key = "tls", .type = SF_OBJ, .sub = &tls_schema},
+    {.key = "rateLimit", .type = SF_OBJ, .sub = &rate_schema},
+    {.key = "policy", .type = SF_OBJ, .sub = &spec_server_policy_schema},
     {.key = "scheduler", .type = SF_OBJ, .sub = &sched_schema},
     {.key = "retry", .type = SF_OBJ, .sub = &retry_schema},
     {.key = "pollInterval", .type = SF_DURATION, .off = S(poll_interval),
@@ -389,14 +530,29 @@ static void check_listen(spec_dctx *c, const spec_ynode *body, const spec_server
     spec_path_pop(c, old);
 }
 
+/* TLS needs the certificate and its key, or neither (plain HTTP). */
+static void check_tls(spec_dctx *c, const spec_ynode *body, const spec_server *s)
+{
+    if (!s->tls.cert_file == !s->tls.key_file) return;
+    const spec_ynode *tn = spec_ymap_get(body, "tls");
+    const char *missing = s->tls.cert_file ? "keyFile" : "certFile";
+    size_t old = spec_path_push(c, "tls");
+    diag *x = spec_report(c, DIAG_ERROR, tn ? tn : body, "TLS needs both files; %s is missing",
+                          missing);
+    diag_set_expected(x, "certFile (the PEM certificate chain) and keyFile (its private key)");
+    diag_set_suggestion(x, "add `%s:`, or remove `tls:` to serve plain HTTP", missing);
+    spec_path_pop(c, old);
+}
+
 /* Two entries with one hash would make the token's team ambiguous. */
-static void check_tokens(spec_dctx *c, const spec_ynode *body, const spec_server *s)
+static void check_tokens(spec_dctx *c, const spec_ynode *body, const spec_server_token *tokens,
+                         size_t n_tokens)
 {
     const spec_ynode *list = spec_ymap_get(body, "tokens");
-    for (size_t i = 0; i < s->n_tokens; i++) {
+    for (size_t i = 0; i < n_tokens; i++) {
         for (size_t k = 0; k < i; k++) {
-            if (!s->tokens[i].sha256 || !s->tokens[k].sha256 ||
-                strcmp(s->tokens[i].sha256, s->tokens[k].sha256) != 0)
+            if (!tokens[i].sha256 || !tokens[k].sha256 ||
+                strcmp(tokens[i].sha256, tokens[k].sha256) != 0)
                 continue;
             char path[64];
             snprintf(path, sizeof path, "tokens[%zu].sha256", i);
@@ -499,8 +655,15 @@ static spec_server *decode_server(spec_dctx *c, const spec_ynode *root)
     if (!spec_yabsent(body) && body->kind == SPEC_YMAP) {
         size_t old = spec_path_push(c, "spec");
         check_listen(c, body, s);
-        check_tokens(c, body, s);
+        check_tokens(c, body, s->tokens, s->n_tokens);
+        check_tls(c, body, s);
         check_operator(c, body, s);
+        const spec_ynode *pn = spec_ymap_get(body, "policy");
+        if (pn) {
+            size_t old2 = spec_path_push(c, "policy");
+            spec_policy_check(c, pn, &s->policy);
+            spec_path_pop(c, old2);
+        }
         spec_path_pop(c, old);
     }
     if (c->d->errors != before) {
@@ -568,4 +731,77 @@ size_t spec_server_load_file(const char *path, spec_server **out, diag_list *d, 
     size_t n = spec_server_load_string(path, text, len, out, d);
     free(text);
     return n;
+}
+
+/* ---- the tokens file (`tokensFile:`) ----
+ * A mapping with one key, `tokens:`, holding entries of the config's own
+ * `tokens:` table, checked the same way (token_after, no hash twice). */
+typedef struct tokens_doc {
+    spec_server_token *tokens;
+    size_t n_tokens;
+} tokens_doc;
+
+static const spec_field tokens_doc_fields[] = {
+    {.key = "tokens", .type = SF_LIST, .off = offsetof(tokens_doc, tokens),
+     .off_n = offsetof(tokens_doc, n_tokens), .sub = &token_schema, .flags = SF_REQUIRED},
+};
+static const spec_schema tokens_doc_schema = SCHEMA0(tokens_doc_fields);
+
+static size_t tokens_load_string(const char *file, const char *text, size_t len,
+                                 spec_server_token **out, size_t *n, diag_list *d)
+{
+    size_t before = d->errors;
+    spec_ystream ys;
+    spec_yaml_parse(file, text, len, &ys, d);
+    spec_dctx c;
+    spec_dctx_init(&c, file, d);
+    tokens_doc doc = {0};
+    if (d->errors == before && ys.n_docs != 1) {
+        diag *x = diag_add(d, DIAG_ERROR, file, ys.n_docs ? ys.docs[1].line : 0,
+                           ys.n_docs ? ys.docs[1].col : 0, NULL,
+                           ys.n_docs ? "a tokens file is one document"
+                                     : "the file holds no document");
+        diag_set_suggestion(x, "write one mapping `tokens:` with a list of entries "
+                               "{name, sha256, team, scope, expires}; `tokens: []` for none");
+    } else if (d->errors == before) {
+        const spec_ynode *root = ys.docs[0].root;
+        spec_decode_map(&c, root, root, &tokens_doc_schema, &doc);
+        if (root->kind == SPEC_YMAP) check_tokens(&c, root, doc.tokens, doc.n_tokens);
+    }
+    spec_dctx_free(&c);
+    spec_ystream_free(&ys);
+    if (d->errors != before) {
+        spec_server_tokens_free(doc.tokens, doc.n_tokens);
+        return d->errors - before;
+    }
+    *out = doc.tokens;
+    *n = doc.n_tokens;
+    return 0;
+}
+
+size_t spec_server_tokens_load_file(const char *path, spec_server_token **out, size_t *n,
+                                    diag_list *d, bool *io_error)
+{
+    char err[512];
+    size_t len;
+    if (io_error) *io_error = false;
+    *out = NULL;
+    *n = 0;
+    diag_list local;
+    diag_list_init(&local);
+    if (!d) d = &local;
+    size_t errors;
+    char *text = file_read_all(path, SPEC_MAX_FILE_BYTES, &len, err, sizeof err);
+    if (!text) {
+        diag *x = diag_add(d, DIAG_ERROR, path, 0, 0, NULL, err);
+        diag_set_suggestion(x, "tokensFile names a YAML file with a `tokens:` list, read at "
+                               "start and on SIGHUP");
+        if (io_error) *io_error = true;
+        errors = 1;
+    } else {
+        errors = tokens_load_string(path, text, len, out, n, d);
+        free(text);
+    }
+    diag_list_free(&local);
+    return errors;
 }
