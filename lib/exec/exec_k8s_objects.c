@@ -110,6 +110,7 @@ void exec_k8s_params_init(exec_k8s_params *out, const exec_request *req, const s
     p->n_nodes = c->n_nodes;
     p->rack = c->rack;
     p->priority_class = c->priority_class;
+    p->service_account = c->service_account;
     p->checkpoint_pvc = c->checkpoint_pvc ? c->checkpoint_pvc : k->checkpoint_pvc;
     p->checkpoint_subpath = job;
     p->spec_yaml = c->spec_yaml;

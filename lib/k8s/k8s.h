@@ -318,6 +318,9 @@ typedef struct k8s_job_params {
     size_t n_nodes;
     const char *rack;       /* required rack (settings' rack label); NULL = any */
     const char *priority_class; /* NULL = none */
+    const char *service_account; /* the team's (ServerConfig policy); NULL = the settings'
+                                    service_account; with neither, the pod mounts no
+                                    service account token */
     const char *checkpoint_pvc; /* NULL = no checkpoint volume */
     const char *checkpoint_subpath; /* the job's folder in it (CHECKPOINT_DIR = mount/sub) */
     const char *spec_yaml;  /* the resolved spec, as the file under spec_mount; NULL = none */

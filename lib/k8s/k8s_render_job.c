@@ -14,6 +14,7 @@
  *           template: {metadata: {labels, annotations?},
  *                      spec: {restartPolicy: Never, terminationGracePeriodSeconds,
  *                             subdomain?, priorityClassName?, serviceAccountName?,
+ *                             automountServiceAccountToken,
  *                             securityContext, containers: [trainer],
  *                             volumes?, nodeSelector?, affinity?, tolerations?}}}}
  */
@@ -477,7 +478,8 @@ static json_t *pod_failure_policy(const k8s_job_params *p)
 }
 
 /* The pod template's spec: {restartPolicy, terminationGracePeriodSeconds,
- * subdomain?, priorityClassName?, serviceAccountName?, securityContext:
+ * subdomain?, priorityClassName?, serviceAccountName?,
+ * automountServiceAccountToken (true only with a service account), securityContext:
  * {runAsNonRoot, runAsUser, runAsGroup, fsGroup, seccompProfile},
  * containers: [trainer], volumes?, nodeSelector?, affinity?, tolerations?} */
 static json_t *pod_spec(const k8s_job_params *p)
@@ -491,8 +493,15 @@ static json_t *pod_spec(const k8s_job_params *p)
     if (nnodes_of(p) > 1) json_object_set_new(s, "subdomain", json_string(p->name ? p->name : ""));
     if (given(p->priority_class))
         json_object_set_new(s, "priorityClassName", json_string(p->priority_class));
-    if (k && given(k->service_account))
-        json_object_set_new(s, "serviceAccountName", json_string(k->service_account));
+    /* The pod reaches the Kubernetes API only as a service account someone
+     * chose for it (the team's in the policy, else the settings'): the
+     * namespace's default account's token is never mounted, so a trainer
+     * holds no credential of the cluster by accident. */
+    const char *sa = given(p->service_account)         ? p->service_account
+                     : k && given(k->service_account) ? k->service_account
+                                                       : NULL;
+    if (sa) json_object_set_new(s, "serviceAccountName", json_string(sa));
+    json_object_set_new(s, "automountServiceAccountToken", json_boolean(sa != NULL));
     json_t *sc = json_object();
     json_object_set_new(sc, "runAsNonRoot", json_true());
     json_object_set_new(sc, "runAsUser", json_integer(k ? k->run_as_user : 1000));

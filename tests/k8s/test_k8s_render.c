@@ -210,6 +210,8 @@ static void test_job_top(void **state)
     assert_int_equal(int_at(job, "spec.template.spec.terminationGracePeriodSeconds"), 120);
     assert_string_equal(str_at(job, "spec.template.spec.priorityClassName"), "high-priority");
     assert_null(at(job, "spec.template.spec.serviceAccountName"));
+    /* no service account chosen: no token of the namespace's default one */
+    assert_true(json_is_false(at(job, "spec.template.spec.automountServiceAccountToken")));
     json_decref(job);
 
     /* admitted, no deadline, finished Jobs kept, a service account */
@@ -224,6 +226,18 @@ static void test_job_top(void **state)
     assert_null(at(job, "spec.ttlSecondsAfterFinished"));
     assert_null(at(job, "spec.template.spec.priorityClassName"));
     assert_string_equal(str_at(job, "spec.template.spec.serviceAccountName"), "lathe-trainer");
+    assert_true(json_is_true(at(job, "spec.template.spec.automountServiceAccountToken")));
+    json_decref(job);
+
+    /* the team's service account (its policy) wins over the settings' */
+    p.service_account = "team-a-trainer";
+    job = k8s_render_job(&p);
+    assert_string_equal(str_at(job, "spec.template.spec.serviceAccountName"), "team-a-trainer");
+    assert_true(json_is_true(at(job, "spec.template.spec.automountServiceAccountToken")));
+    /* whatever the account, the container stays locked down */
+    assert_true(json_is_false(
+        at(job, "spec.template.spec.containers.0.securityContext.allowPrivilegeEscalation")));
+    assert_true(json_is_true(at(job, "spec.template.spec.securityContext.runAsNonRoot")));
     json_decref(job);
     spec_k8s_free(&k);
 }
