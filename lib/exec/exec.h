@@ -180,6 +180,10 @@ typedef struct exec_sandbox {
     long long uid, gid; /* the trainer's user and group; -1 = the supervisor's own */
     const exec_bind *binds;  /* besides the system folders */
     size_t n_binds;
+    const char *const *hide; /* folders covered by an empty read-only tmpfs where a
+                                bind would show them (the server's data folder
+                                inside a root); a bind inside one still shows */
+    size_t n_hide;
     const exec_path_check *checks;
     size_t n_checks;
     double memory;     /* bytes: cgroup memory.max, else RLIMIT_AS for a job

@@ -55,6 +55,11 @@ typedef struct exec_local_desc {
     size_t n_no_retry;
     double term_at, kill_at; /* a cancel: SIGTERM sent at, SIGKILL due at (0 = none) */
     bool kill_sent;
+    /* the sandbox ("sandbox" in the JSON; absent in handles of older lathes
+     * and of requests without one) */
+    bool sandbox_set, sandboxed;
+    long long sandbox_uid, sandbox_gid; /* -1 = the supervisor's */
+    char *sandbox_note;                 /* what was applied, or why not */
 } exec_local_desc;
 
 /* The handle as JSON text (caller frees). */
@@ -177,6 +182,83 @@ int exec_mkdirs(const char *path, mode_t mode);
  * gid (*userns true: no user switch is possible then). 0, or errno with
  * *what naming the step. */
 int exec_sandbox_unshare(bool *userns, const char **what);
+
+/* The environment: true for a name that may carry a secret (TOKEN, SECRET,
+ * PASSWORD, KEY, CREDENTIAL in any case), never passed on from the
+ * server's environment; true for the names of the sandbox's allow-list
+ * (PATH, LANG, LC_*, TZ, TERM, CUDA_*, NVIDIA_*, NCCL_*, OMP_*, OPENBLAS_*,
+ * MKL_*, HF_HOME, HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE, PYTHON* but
+ * PYTHONSTARTUP, the sanitizers' options), secrets excepted. */
+bool exec_env_secret_name(const char *entry);
+bool exec_env_allowed(const char *entry);
+
+/* The sandbox as the supervisor's config carries it ("sandbox"); gpus:
+ * the job has GPUs (no RLIMIT_AS then). */
+json_t *exec_sandbox_json(const exec_sandbox *sb, bool gpus);
+/* Parsed back; sb points into the fields below. */
+typedef struct exec_sandbox_cfg {
+    exec_sandbox sb;
+    exec_bind *binds;
+    exec_path_check *checks;
+    const char **hide;
+    const char ***roots;
+    json_t *json; /* holds the strings */
+    bool gpus;
+} exec_sandbox_cfg;
+bool exec_sandbox_parse(json_t *o, exec_sandbox_cfg *c, char *err, size_t errsz);
+void exec_sandbox_cfg_free(exec_sandbox_cfg *c);
+
+/* Each check's path resolved now (policy_resolve): under one of its roots
+ * or inside job_dir, else false with the sentence in err. */
+bool exec_sandbox_recheck(const exec_sandbox *sb, const char *job_dir, char *err, size_t errsz);
+
+/* The attempt's own cgroup: a child "name" of the supervisor's cgroup v2
+ * where that delegates memory or pids, else of its v1 memory and pids
+ * hierarchies where they are writable; limits written where given. note
+ * says what was made ("no cgroup: ..." when none). */
+typedef struct exec_cgroup {
+    char *dirs[2];
+    size_t n;
+    char *memory_dir; /* the one holding the memory controller */
+    bool v2, memory_limited, pids_limited;
+    char note[512];
+} exec_cgroup;
+void exec_cgroup_make(exec_cgroup *cg, const char *name, double memory, long processes);
+/* Moves this process into it; 0 or errno. */
+int exec_cgroup_join(const exec_cgroup *cg);
+/* Its OOM killer count, -1 when unknown. */
+int exec_cgroup_oom_count(const exec_cgroup *cg);
+/* Removes the folders (waiting briefly for the last processes to go). */
+void exec_cgroup_remove(exec_cgroup *cg);
+
+/* lchown of path and everything below it, never following a link (a
+ * trainer's link cannot give it the server's files). uid or gid -1 = kept.
+ * 0 or errno. */
+int exec_chown_tree(const char *path, long long uid, long long gid);
+
+/* What a child that could not run the trainer writes to the error pipe. */
+typedef struct exec_spawn_msg {
+    int err;
+    char what[240];
+} exec_spawn_msg;
+/* Writes it and _exits 127. path may be NULL. */
+void exec_spawn_fail(int fd, int e, const char *what, const char *path) __attribute__((noreturn));
+
+/* What the sandboxed child needs (exec_sandbox_child, in the supervisor's
+ * child after its process group, PDEATHSIG and descriptors are set). */
+typedef struct exec_sandbox_run {
+    const exec_sandbox *sb;
+    const char *root_dir;    /* an empty folder: the new root's mount point */
+    const char *trainer_dir; /* the trainer's cwd, inside a writable bind */
+    const char *prog;
+    char *const *argv, *const *env;
+    int out_w, err_w, errpipe, lock_fd;
+    const exec_cgroup *cgroup; /* NULL = none */
+    bool gpus, memory_in_cgroup;
+} exec_sandbox_run;
+/* Namespaces, the new root, limits, the user, the trainer; ends the way
+ * the trainer ended. Never returns. */
+void exec_sandbox_child(const exec_sandbox_run *r) __attribute__((noreturn));
 
 /* ---- JSON helpers ---- */
 const char *exec_json_str(json_t *o, const char *key);  /* NULL when absent or not a string */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,17 +184,44 @@ static void env_override(char **env, size_t *n, const char *entry)
     *n = w;
 }
 
-/* The trainer's environment: the server's (without lathe's own names), the
- * request's extras, then the contract's variables, later ones winning. */
-static json_t *build_env(const exec_request *req)
+/* The user name of uid for USER and LOGNAME; NULL when it has none. */
+static char *user_name(uid_t uid)
+{
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) != 0 || !res) return NULL;
+    return xstrdup(res->pw_name);
+}
+
+/* The trainer's environment: the server's, then the request's extras, then
+ * the contract's variables, later ones winning. Of the server's: without a
+ * sandbox everything but lathe's own names and names that carry secrets
+ * (TOKEN, KEY, ...); in the sandbox only the allow-list (exec_env_allowed),
+ * with HOME and TMPDIR the trainer's work folder and USER / LOGNAME its
+ * user's. */
+static json_t *build_env(const exec_request *req, const char *trainer_dir)
 {
     char **env = NULL;
     size_t n = 0;
     for (char **e = environ; e && *e; e++)
-        if (!reserved_name(*e) && strchr(*e, '=')) {
+        if (!reserved_name(*e) && strchr(*e, '=') && !exec_env_secret_name(*e) &&
+            (!req->sandbox || exec_env_allowed(*e))) {
             env = xrealloc(env, (n + 1) * sizeof *env);
             env[n++] = xstrdup(*e);
         }
+    if (req->sandbox) {
+        long long uid = req->sandbox->uid;
+        char *user = user_name(uid >= 0 ? (uid_t)uid : geteuid());
+        char *own[] = {xasprintf("HOME=%s", trainer_dir), xasprintf("TMPDIR=%s", trainer_dir),
+                       user ? xasprintf("USER=%s", user) : NULL,
+                       user ? xasprintf("LOGNAME=%s", user) : NULL};
+        free(user);
+        for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+            if (own[i]) {
+                env = xrealloc(env, (n + 1) * sizeof *env);
+                env[n++] = own[i];
+            }
+    }
     char **extra = NULL;
     size_t n_extra = 0;
     for (size_t i = 0; i < req->n_env; i++)
@@ -214,15 +242,30 @@ static json_t *build_env(const exec_request *req)
     return a;
 }
 
+/* The trainer's cwd: in the sandbox the attempt's work folder (the only
+ * one it writes besides its checkpoints: the supervisor's files beside it
+ * stay read-only); else the attempt's folder, as always. */
+static char *trainer_dir(const exec_request *req, const char *work_dir)
+{
+    return req->sandbox ? path_join(work_dir, "work") : xstrdup(work_dir);
+}
+
 static char *build_config(const local_backend *lb, const exec_request *req, const char *work_dir)
 {
+    char *tdir = trainer_dir(req, work_dir);
     json_t *o = json_object();
     json_t *argv = json_array();
     for (size_t i = 0; i < req->argc; i++) json_array_append_new(argv, json_string(req->argv[i]));
     json_object_set_new(o, "argv", argv);
-    json_object_set_new(o, "env", build_env(req));
+    json_object_set_new(o, "env", build_env(req, tdir));
     json_object_set_new(o, "job_dir", json_string(req->job_dir));
     json_object_set_new(o, "work_dir", json_string(work_dir));
+    json_object_set_new(o, "trainer_dir", json_string(tdir));
+    free(tdir);
+    if (req->sandbox) {
+        const char *g = req->contract.gpus;
+        json_object_set_new(o, "sandbox", exec_sandbox_json(req->sandbox, g && *g));
+    }
     if (req->contract.checkpoint_dir)
         json_object_set_new(o, "checkpoint_dir", json_string(req->contract.checkpoint_dir));
     json_object_set_new(o, "attempt", json_integer(req->attempt));

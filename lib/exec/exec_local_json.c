@@ -54,6 +54,14 @@ char *exec_local_desc_json(const exec_local_desc *d)
     if (d->term_at > 0) json_object_set_new(o, "term_at", json_real(d->term_at));
     if (d->kill_at > 0) json_object_set_new(o, "kill_at", json_real(d->kill_at));
     if (d->kill_sent) json_object_set_new(o, "kill_sent", json_true());
+    if (d->sandbox_set) {
+        json_t *b = json_object();
+        json_object_set_new(b, "on", json_boolean(d->sandboxed));
+        json_object_set_new(b, "uid", json_integer(d->sandbox_uid));
+        json_object_set_new(b, "gid", json_integer(d->sandbox_gid));
+        if (d->sandbox_note) json_object_set_new(b, "note", json_string(d->sandbox_note));
+        json_object_set_new(o, "sandbox", b);
+    }
     return dump(o);
 }
 
@@ -122,6 +130,15 @@ static bool parse_desc(json_t *o, exec_local_desc *d, char *err, size_t errsz)
     d->term_at = exec_json_num(o, "term_at", 0);
     d->kill_at = exec_json_num(o, "kill_at", 0);
     d->kill_sent = json_is_true(json_object_get(o, "kill_sent"));
+    json_t *b = json_object_get(o, "sandbox"); /* absent in older handles */
+    if (json_is_object(b)) {
+        d->sandbox_set = true;
+        d->sandboxed = json_is_true(json_object_get(b, "on"));
+        d->sandbox_uid = (long long)exec_json_num(b, "uid", -1);
+        d->sandbox_gid = (long long)exec_json_num(b, "gid", -1);
+        const char *note = exec_json_str(b, "note");
+        d->sandbox_note = note ? xstrdup(note) : NULL;
+    }
     json_t *codes = json_object_get(o, "no_retry_codes");
     size_t n = json_is_array(codes) ? json_array_size(codes) : 0;
     d->no_retry = xcalloc(n ? n : 1, sizeof *d->no_retry);
@@ -156,6 +173,7 @@ void exec_local_desc_free(exec_local_desc *d)
     free(d->log_path);
     free(d->checkpoint_dir);
     free(d->no_retry);
+    free(d->sandbox_note);
     memset(d, 0, sizeof *d);
 }
 

@@ -23,6 +23,7 @@
  * trainer's own end. */
 #define _GNU_SOURCE
 #include "exec_internal.h"
+#include "policy/policy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +32,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <grp.h>
+#include <strings.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -190,4 +199,896 @@ bool exec_sandbox_probe(char *why, size_t whysz)
         return false;
     }
     return true;
+}
+
+/* ---- the environment ---- */
+
+/* Names a secret would carry: never passed on from the server. */
+bool exec_env_secret_name(const char *entry)
+{
+    static const char *const words[] = {"TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"};
+    size_t len = strcspn(entry, "=");
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+        size_t wl = strlen(words[w]);
+        for (size_t i = 0; i + wl <= len; i++)
+            if (strncasecmp(entry + i, words[w], wl) == 0) return true;
+    }
+    return false;
+}
+
+bool exec_env_allowed(const char *entry)
+{
+    static const char *const exact[] = {
+        "PATH",          "LANG",          "TZ",           "TERM",         "HF_HOME",
+        "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ASAN_OPTIONS", "UBSAN_OPTIONS",
+        "LSAN_OPTIONS",  "LLVM_PROFILE_FILE",
+    };
+    static const char *const prefix[] = {"LC_", "CUDA_", "NVIDIA_", "NCCL_", "OMP_",
+                                         "OPENBLAS_", "MKL_", "PYTHON"};
+    size_t len = strcspn(entry, "=");
+    if (entry[len] != '=' || exec_env_secret_name(entry)) return false;
+    if (len == strlen("PYTHONSTARTUP") && strncmp(entry, "PYTHONSTARTUP", len) == 0) return false;
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (strlen(exact[i]) == len && strncmp(entry, exact[i], len) == 0) return true;
+    for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
+        if (str_starts_with(entry, prefix[i])) return true;
+    return false;
+}
+
+/* ---- the sandbox in the supervisor's config ---- */
+
+static const char *toggle_word(spec_toggle t)
+{
+    return t == TOGGLE_ON ? "on" : t == TOGGLE_OFF ? "off" : "auto";
+}
+
+json_t *exec_sandbox_json(const exec_sandbox *box, bool gpus)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "required", json_boolean(box->required));
+    json_object_set_new(o, "uid", json_integer(box->uid));
+    json_object_set_new(o, "gid", json_integer(box->gid));
+    json_t *binds = json_array();
+    for (size_t i = 0; i < box->n_binds; i++) {
+        if (!box->binds[i].path) continue;
+        json_t *b = json_object();
+        json_object_set_new(b, "path", json_string(box->binds[i].path));
+        json_object_set_new(b, "writable", json_boolean(box->binds[i].writable));
+        json_array_append_new(binds, b);
+    }
+    json_object_set_new(o, "binds", binds);
+    json_t *hide = json_array();
+    for (size_t i = 0; i < box->n_hide; i++)
+        if (box->hide[i]) json_array_append_new(hide, json_string(box->hide[i]));
+    json_object_set_new(o, "hide", hide);
+    json_t *checks = json_array();
+    for (size_t i = 0; i < box->n_checks; i++) {
+        const exec_path_check *c = &box->checks[i];
+        if (!c->path || !c->field) continue;
+        json_t *k = json_object(), *roots = json_array();
+        json_object_set_new(k, "field", json_string(c->field));
+        json_object_set_new(k, "path", json_string(c->path));
+        for (size_t r = 0; r < c->n_roots; r++)
+            if (c->roots[r]) json_array_append_new(roots, json_string(c->roots[r]));
+        json_object_set_new(k, "roots", roots);
+        json_array_append_new(checks, k);
+    }
+    json_object_set_new(o, "checks", checks);
+    json_object_set_new(o, "memory", json_real(box->memory));
+    json_object_set_new(o, "processes", json_integer(box->processes));
+    json_object_set_new(o, "open_files", json_integer(box->open_files));
+    json_object_set_new(o, "cgroup", json_string(toggle_word(box->cgroup)));
+    json_object_set_new(o, "gpus", json_boolean(gpus));
+    return o;
+}
+
+static bool abs_path(const char *p)
+{
+    return p && p[0] == '/';
+}
+
+bool exec_sandbox_parse(json_t *o, exec_sandbox_cfg *c, char *err, size_t errsz)
+{
+    memset(c, 0, sizeof *c);
+    if (!json_is_object(o)) {
+        snprintf(err, errsz, "the config's \"sandbox\" is not an object");
+        return false;
+    }
+    c->json = json_incref(o);
+    exec_sandbox *box = &c->sb;
+    box->required = json_is_true(json_object_get(o, "required"));
+    box->uid = (long long)exec_json_num(o, "uid", -1);
+    box->gid = (long long)exec_json_num(o, "gid", -1);
+    box->memory = exec_json_num(o, "memory", 0);
+    box->processes = (long)exec_json_num(o, "processes", 0);
+    box->open_files = (long)exec_json_num(o, "open_files", 0);
+    const char *cg = exec_json_str(o, "cgroup");
+    box->cgroup = cg && !strcmp(cg, "on") ? TOGGLE_ON : cg && !strcmp(cg, "off") ? TOGGLE_OFF
+                                                                                 : TOGGLE_AUTO;
+    c->gpus = json_is_true(json_object_get(o, "gpus"));
+    json_t *binds = json_object_get(o, "binds"), *hide = json_object_get(o, "hide");
+    json_t *checks = json_object_get(o, "checks");
+    size_t nb = json_array_size(binds), nh = json_array_size(hide), nc = json_array_size(checks);
+    c->binds = xcalloc(nb + 1, sizeof *c->binds);
+    c->hide = xcalloc(nh + 1, sizeof *c->hide);
+    c->checks = xcalloc(nc + 1, sizeof *c->checks);
+    c->roots = xcalloc(nc + 1, sizeof *c->roots);
+    for (size_t i = 0; i < nb; i++) {
+        json_t *b = json_array_get(binds, i);
+        const char *p = exec_json_str(b, "path");
+        if (!abs_path(p)) goto bad;
+        c->binds[box->n_binds].path = p;
+        c->binds[box->n_binds++].writable = json_is_true(json_object_get(b, "writable"));
+    }
+    for (size_t i = 0; i < nh; i++) {
+        const char *p = json_string_value(json_array_get(hide, i));
+        if (!abs_path(p)) goto bad;
+        c->hide[box->n_hide++] = p;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        json_t *k = json_array_get(checks, i), *roots = json_object_get(k, "roots");
+        exec_path_check *pc = &c->checks[box->n_checks];
+        pc->field = exec_json_str(k, "field");
+        pc->path = exec_json_str(k, "path");
+        if (!pc->field || !pc->path) goto bad;
+        size_t nr = json_array_size(roots);
+        c->roots[box->n_checks] = xcalloc(nr + 1, sizeof(char *));
+        for (size_t r = 0; r < nr; r++) {
+            const char *root = json_string_value(json_array_get(roots, r));
+            if (root) c->roots[box->n_checks][pc->n_roots++] = root;
+        }
+        pc->roots = c->roots[box->n_checks];
+        box->n_checks++;
+    }
+    box->binds = c->binds;
+    box->hide = c->hide;
+    box->checks = c->checks;
+    return true;
+bad:
+    snprintf(err, errsz, "the config's \"sandbox\" has a bind, hidden folder or check without "
+                         "an absolute path");
+    exec_sandbox_cfg_free(c);
+    return false;
+}
+
+void exec_sandbox_cfg_free(exec_sandbox_cfg *c)
+{
+    if (c->roots)
+        for (size_t i = 0; i < c->sb.n_checks; i++) free((void *)c->roots[i]);
+    free(c->roots);
+    free(c->binds);
+    free(c->hide);
+    free(c->checks);
+    json_decref(c->json);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- the re-check right before the start ---- */
+
+bool exec_sandbox_recheck(const exec_sandbox *box, const char *job_dir, char *err, size_t errsz)
+{
+    char why[512];
+    char *own = NULL;
+    if (job_dir && policy_resolve(NULL, job_dir, &own, why, sizeof why) != POLICY_OK) own = NULL;
+    bool ok = true;
+    for (size_t i = 0; ok && i < box->n_checks; i++) {
+        const exec_path_check *c = &box->checks[i];
+        char *res = NULL;
+        policy_rc rc = policy_resolve(NULL, c->path, &res, why, sizeof why);
+        if (rc != POLICY_OK) {
+            snprintf(err, errsz, "%s: %s cannot be resolved now: %s; it changed after submission",
+                     c->field, c->path, why);
+            ok = false;
+            break;
+        }
+        bool inside = own && policy_path_under(res, own);
+        for (size_t r = 0; !inside && r < c->n_roots; r++)
+            inside = policy_path_under(res, c->roots[r]);
+        if (!inside) {
+            sb list;
+            sb_init(&list);
+            for (size_t r = 0; r < c->n_roots; r++)
+                sb_printf(&list, "%s%s", r ? ", " : "", c->roots[r]);
+            snprintf(err, errsz,
+                     "%s: %s now resolves to %s, outside its roots (%s) and the job's folder; it "
+                     "changed after submission",
+                     c->field, c->path, res, c->n_roots ? sb_str(&list) : "none configured");
+            sb_free(&list);
+            ok = false;
+        }
+        free(res);
+    }
+    free(own);
+    return ok;
+}
+
+/* ---- the attempt's cgroup ---- */
+
+/* The mount point of the hierarchy whose mountinfo line has type `fstype`
+ * and (for v1) the controller among its super options; its mount root in
+ * *root. NULL when there is none. */
+static char *cgroup_mount(const char *fstype, const char *controller, char **root)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) return NULL;
+    char *line = NULL, *found = NULL;
+    size_t cap = 0;
+    while (!found && getline(&line, &cap, f) > 0) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS */
+        char *fields[6] = {0};
+        char *save = NULL, *tok = strtok_r(line, " \n", &save);
+        for (int i = 0; tok && i < 6; i++, tok = strtok_r(NULL, " \n", &save)) fields[i] = tok;
+        while (tok && strcmp(tok, "-") != 0) tok = strtok_r(NULL, " \n", &save);
+        char *type = tok ? strtok_r(NULL, " \n", &save) : NULL;
+        char *source = type ? strtok_r(NULL, " \n", &save) : NULL;
+        char *super = source ? strtok_r(NULL, " \n", &save) : NULL;
+        if (!type || !fields[4] || strcmp(type, fstype) != 0) continue;
+        if (controller) {
+            bool has = false;
+            char *s2 = NULL;
+            for (char *o = super ? strtok_r(super, ",", &s2) : NULL; o; o = strtok_r(NULL, ",", &s2))
+                if (!strcmp(o, controller)) has = true;
+            if (!has) continue;
+        }
+        found = xstrdup(fields[4]);
+        *root = xstrdup(fields[3]);
+    }
+    free(line);
+    fclose(f);
+    return found;
+}
+
+/* This process's cgroup path in the hierarchy of `controller` (v1), or
+ * the 0:: line (controller NULL: v2), from /proc/self/cgroup. */
+static char *own_cgroup(const char *controller)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f) return NULL;
+    char *line = NULL, *found = NULL;
+    size_t cap = 0;
+    while (!found && getline(&line, &cap, f) > 0) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = '\0';
+        const char *ctrls = c1 + 1;
+        if (!controller) {
+            if (!strcmp(line, "0") && !*ctrls) found = xstrdup(c2 + 1);
+            continue;
+        }
+        char *dup = xstrdup(ctrls), *s2 = NULL;
+        for (char *o = strtok_r(dup, ",", &s2); o && !found; o = strtok_r(NULL, ",", &s2))
+            if (!strcmp(o, controller)) found = xstrdup(c2 + 1);
+        free(dup);
+    }
+    free(line);
+    fclose(f);
+    return found;
+}
+
+/* The folder of this process's cgroup: the mount point plus its path
+ * below the mount's root. */
+static char *cgroup_dir(const char *fstype, const char *controller)
+{
+    char *root = NULL, *mnt = cgroup_mount(fstype, controller, &root);
+    char *own = mnt ? own_cgroup(!strcmp(fstype, "cgroup2") ? NULL : controller) : NULL;
+    char *dir = NULL;
+    if (own) {
+        const char *rel = own;
+        if (strcmp(root, "/") != 0 && str_starts_with(own, root)) rel = own + strlen(root);
+        dir = xasprintf("%s%s%s", mnt, *rel == '/' ? "" : "/", rel);
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+    }
+    free(root);
+    free(mnt);
+    free(own);
+    return dir;
+}
+
+static bool has_word(const char *path, const char *word)
+{
+    char err[64];
+    size_t len;
+    char *text = file_read_all(path, 4096, &len, err, sizeof err);
+    bool found = false;
+    char *save = NULL;
+    for (char *w = text ? strtok_r(text, " \n", &save) : NULL; w && !found;
+         w = strtok_r(NULL, " \n", &save))
+        found = !strcmp(w, word);
+    free(text);
+    return found;
+}
+
+static int put(const char *dir, const char *file, const char *value)
+{
+    char *path = path_join(dir, file);
+    int e = write_file(path, value);
+    free(path);
+    return e;
+}
+
+static void cg_add(exec_cgroup *cg, char *dir)
+{
+    cg->dirs[cg->n++] = dir;
+}
+
+/* cgroup v2: a child of this process's cgroup, where that one delegates
+ * the controllers (they are in its cgroup.subtree_control, or can be put
+ * there). */
+static bool cgroup_v2(exec_cgroup *cg, const char *name, double memory, long processes)
+{
+    char *parent = cgroup_dir("cgroup2", NULL);
+    if (!parent) return false;
+    char *ctl = path_join(parent, "cgroup.controllers");
+    char *sub = path_join(parent, "cgroup.subtree_control");
+    bool mem = has_word(ctl, "memory"), pids = has_word(ctl, "pids");
+    if (mem && !has_word(sub, "memory")) mem = write_file(sub, "+memory") == 0;
+    if (pids && !has_word(sub, "pids")) pids = write_file(sub, "+pids") == 0;
+    free(ctl);
+    free(sub);
+    char *dir = path_join(parent, name);
+    free(parent);
+    if ((!mem && !pids) || (mkdir(dir, 0755) != 0 && errno != EEXIST)) {
+        free(dir);
+        return false;
+    }
+    char v[32];
+    if (mem) {
+        cg->memory_dir = xstrdup(dir);
+        cg->v2 = true;
+        if (memory > 0) {
+            utoa((unsigned long long)memory, v);
+            cg->memory_limited = put(dir, "memory.max", v) == 0;
+            put(dir, "memory.swap.max", "0"); /* absent without swap accounting */
+        }
+    }
+    if (pids && processes > 0) {
+        utoa((unsigned long long)processes, v);
+        cg->pids_limited = put(dir, "pids.max", v) == 0;
+    }
+    cg_add(cg, dir);
+    snprintf(cg->note, sizeof cg->note, "cgroup v2 %s", dir);
+    return true;
+}
+
+/* cgroup v1: a child in the memory and in the pids hierarchy each, where
+ * they are mounted and writable. */
+static void cgroup_v1(exec_cgroup *cg, const char *name, double memory, long processes)
+{
+    char v[32];
+    char *mdir = cgroup_dir("cgroup", "memory");
+    if (mdir) {
+        char *dir = path_join(mdir, name);
+        if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
+            cg->memory_dir = xstrdup(dir);
+            if (memory > 0) {
+                utoa((unsigned long long)memory, v);
+                cg->memory_limited = put(dir, "memory.limit_in_bytes", v) == 0;
+                /* memory + swap: the same, so the hog is killed, not swapped */
+                put(dir, "memory.memsw.limit_in_bytes", v);
+            }
+            cg_add(cg, dir);
+        } else {
+            free(dir);
+        }
+        free(mdir);
+    }
+    char *pdir = cgroup_dir("cgroup", "pids");
+    if (pdir) {
+        char *dir = path_join(pdir, name);
+        if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
+            if (processes > 0) {
+                utoa((unsigned long long)processes, v);
+                cg->pids_limited = put(dir, "pids.max", v) == 0;
+            }
+            cg_add(cg, dir);
+        } else {
+            free(dir);
+        }
+        free(pdir);
+    }
+    if (cg->n) snprintf(cg->note, sizeof cg->note, "cgroup v1 %s%s%s", cg->dirs[0],
+                        cg->n > 1 ? " and " : "", cg->n > 1 ? cg->dirs[1] : "");
+}
+
+void exec_cgroup_make(exec_cgroup *cg, const char *name, double memory, long processes)
+{
+    memset(cg, 0, sizeof *cg);
+    if (!cgroup_v2(cg, name, memory, processes)) cgroup_v1(cg, name, memory, processes);
+    if (!cg->n) snprintf(cg->note, sizeof cg->note, "no cgroup: none is delegated or writable");
+}
+
+int exec_cgroup_join(const exec_cgroup *cg)
+{
+    char pid[24];
+    utoa((unsigned long long)getpid(), pid);
+    for (size_t i = 0; i < cg->n; i++) {
+        int e = put(cg->dirs[i], "cgroup.procs", pid);
+        if (e) return e;
+    }
+    return 0;
+}
+
+int exec_cgroup_oom_count(const exec_cgroup *cg)
+{
+    if (!cg->memory_dir) return -1;
+    char *path = path_join(cg->memory_dir, cg->v2 ? "memory.events" : "memory.oom_control");
+    char err[64];
+    size_t len;
+    char *text = file_read_all(path, 65536, &len, err, sizeof err);
+    free(path);
+    if (!text) return -1;
+    const char *p = strstr(text, "oom_kill ");
+    int n = p ? atoi(p + strlen("oom_kill ")) : -1;
+    free(text);
+    return n;
+}
+
+void exec_cgroup_remove(exec_cgroup *cg)
+{
+    for (size_t i = 0; i < cg->n; i++) {
+        /* the processes of the namespace take a moment to be gone */
+        for (int tries = 0; tries < 200 && rmdir(cg->dirs[i]) != 0 && errno == EBUSY; tries++)
+            usleep(10000);
+        free(cg->dirs[i]);
+    }
+    free(cg->memory_dir);
+    memset(cg, 0, sizeof *cg);
+}
+
+/* ---- the sandbox's processes (in the supervisor's child: the supervisor
+ * has one thread, so everything here may allocate) ---- */
+
+void exec_spawn_fail(int fd, int e, const char *what, const char *path)
+{
+    exec_spawn_msg m;
+    memset(&m, 0, sizeof m);
+    m.err = e;
+    snprintf(m.what, sizeof m.what, "%s%s%s", what, path ? " " : "", path ? path : "");
+    ssize_t w = write(fd, &m, sizeof m);
+    (void)w;
+    _exit(127);
+}
+
+/* The per-mount flags statvfs reports, which a bind's remount must keep
+ * (in a user namespace the kernel refuses to drop locked ones). */
+static unsigned long kept_flags(const char *path)
+{
+    struct statvfs v;
+    if (statvfs(path, &v) != 0) return 0;
+    unsigned long f = 0;
+    if (v.f_flag & ST_NOSUID) f |= MS_NOSUID;
+    if (v.f_flag & ST_NODEV) f |= MS_NODEV;
+    if (v.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    if (v.f_flag & ST_RDONLY) f |= MS_RDONLY;
+    if (v.f_flag & ST_NOATIME) f |= MS_NOATIME;
+    if (v.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+#ifdef ST_RELATIME
+    if (v.f_flag & ST_RELATIME) f |= MS_RELATIME;
+#endif
+    return f;
+}
+
+typedef struct sbx {
+    const exec_sandbox_run *r;
+    int fd; /* errpipe */
+    bool userns;
+    char *root;
+} sbx;
+
+static char *in_root(const sbx *s, const char *path)
+{
+    return xasprintf("%s%s", s->root, path);
+}
+
+/* Makes the mount point for src at dst: a folder, or an empty file. */
+static void make_point(const sbx *s, const char *src, const char *dst)
+{
+    struct stat st;
+    if (stat(src, &st) != 0) exec_spawn_fail(s->fd, errno, "cannot bind", src);
+    struct stat dt;
+    if (stat(dst, &dt) == 0) return; /* a bind of a parent shows it already */
+    if (S_ISDIR(st.st_mode)) {
+        int e = exec_mkdirs(dst, 0755);
+        if (e) exec_spawn_fail(s->fd, e, "making the mount point", dst);
+        return;
+    }
+    char *parent = xstrdup(dst);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) *slash = '\0';
+    int e = exec_mkdirs(parent, 0755);
+    free(parent);
+    int fd = e ? -1 : open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+    if (fd < 0) exec_spawn_fail(s->fd, e ? e : errno, "making the mount point", dst);
+    close(fd);
+}
+
+/* Binds src at dst (inside the new root), read-only unless writable. */
+static void bind_at(const sbx *s, const char *src, const char *dst, bool writable, bool rec)
+{
+    make_point(s, src, dst);
+    unsigned long f = MS_BIND | (rec ? MS_REC : 0);
+    if (mount(src, dst, NULL, f, NULL) != 0) {
+        /* a user namespace may not bind a tree alone whose submounts are locked */
+        if (rec || errno != EINVAL || mount(src, dst, NULL, f | MS_REC, NULL) != 0)
+            exec_spawn_fail(s->fd, errno, "binding", src);
+    }
+    unsigned long keep = kept_flags(dst);
+    unsigned long r = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (keep & ~MS_RDONLY) |
+                      (writable && !(keep & MS_RDONLY) ? 0 : MS_RDONLY);
+    if (mount(NULL, dst, NULL, r, NULL) != 0)
+        exec_spawn_fail(s->fd, errno, "making read-only", dst);
+}
+
+/* /usr, /bin, /lib* ...: the same links where the system has links (merged
+ * /usr), read-only binds of the folders. */
+static void system_folders(const sbx *s)
+{
+    static const char *const dirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32",
+                                       "/lib64", "/libx32", "/etc"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        struct stat st;
+        if (lstat(dirs[i], &st) != 0) continue;
+        char *dst = in_root(s, dirs[i]);
+        if (S_ISLNK(st.st_mode)) {
+            char target[4096];
+            ssize_t n = readlink(dirs[i], target, sizeof target - 1);
+            if (n > 0) {
+                target[n] = '\0';
+                if (symlink(target, dst) != 0) exec_spawn_fail(s->fd, errno, "linking", dst);
+            }
+        } else if (S_ISDIR(st.st_mode)) {
+            bind_at(s, dirs[i], dst, false, true);
+        }
+        free(dst);
+    }
+}
+
+/* An empty read-only file over each secret of /etc. */
+static void mask_file(const sbx *s, const char *path)
+{
+    char *dst = in_root(s, path);
+    struct stat st;
+    if (lstat(dst, &st) == 0 && S_ISREG(st.st_mode)) {
+        char *empty = in_root(s, "/.empty");
+        if (mount(empty, dst, NULL, MS_BIND, NULL) != 0 ||
+            mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+                                       (kept_flags(dst) & ~MS_RDONLY),
+                  NULL) != 0)
+            exec_spawn_fail(s->fd, errno, "masking", path);
+        free(empty);
+    }
+    free(dst);
+}
+
+static void mask_dir(const sbx *s, const char *path)
+{
+    char *dst = in_root(s, path);
+    struct stat st;
+    if (lstat(dst, &st) == 0 && S_ISDIR(st.st_mode) &&
+        mount("tmpfs", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,mode=0755") != 0)
+        exec_spawn_fail(s->fd, errno, "masking", path);
+    free(dst);
+}
+
+static void mask_etc(const sbx *s)
+{
+    char *empty = in_root(s, "/.empty");
+    int fd = open(empty, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+    if (fd < 0) exec_spawn_fail(s->fd, errno, "creating", empty);
+    close(fd);
+    free(empty);
+    static const char *const files[] = {"/etc/shadow", "/etc/shadow-", "/etc/gshadow",
+                                        "/etc/gshadow-", "/etc/sudoers", "/etc/security/opasswd",
+                                        "/etc/ssl/private"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) mask_file(s, files[i]);
+    mask_dir(s, "/etc/sudoers.d");
+    mask_dir(s, "/etc/ssl/private");
+    DIR *d = opendir("/etc/ssh");
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+        if (str_starts_with(e->d_name, "ssh_host_") && !str_ends_with(e->d_name, ".pub")) {
+            char *p = xasprintf("/etc/ssh/%s", e->d_name);
+            mask_file(s, p);
+            free(p);
+        }
+    if (d) closedir(d);
+}
+
+static void mount_fs(const sbx *s, const char *type, const char *path, unsigned long flags,
+                     const char *opts)
+{
+    char *dst = in_root(s, path);
+    int e = exec_mkdirs(dst, 0755);
+    if (e || mount(type, dst, type, flags, opts) != 0)
+        exec_spawn_fail(s->fd, e ? e : errno, "mounting", path);
+    free(dst);
+}
+
+/* A small /dev: the harmless devices, shm, the NVIDIA devices. */
+static void devices(const sbx *s)
+{
+    mount_fs(s, "tmpfs", "/dev", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
+    static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        char *src = xasprintf("/dev/%s", nodes[i]);
+        char *dst = in_root(s, src);
+        if (access(src, F_OK) == 0) {
+            make_point(s, src, dst);
+            if (mount(src, dst, NULL, MS_BIND, NULL) != 0)
+                exec_spawn_fail(s->fd, errno, "binding", src);
+        }
+        free(src);
+        free(dst);
+    }
+    DIR *d = opendir("/dev");
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+        if (str_starts_with(e->d_name, "nvidia")) {
+            char *src = xasprintf("/dev/%s", e->d_name);
+            char *dst = in_root(s, src);
+            make_point(s, src, dst);
+            if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
+                exec_spawn_fail(s->fd, errno, "binding", src);
+            free(src);
+            free(dst);
+        }
+    if (d) closedir(d);
+    static const char *const links[][2] = {{"/proc/self/fd", "/dev/fd"},
+                                           {"/proc/self/fd/0", "/dev/stdin"},
+                                           {"/proc/self/fd/1", "/dev/stdout"},
+                                           {"/proc/self/fd/2", "/dev/stderr"}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        char *dst = in_root(s, links[i][1]);
+        if (symlink(links[i][0], dst) != 0) exec_spawn_fail(s->fd, errno, "linking", dst);
+        free(dst);
+    }
+    mount_fs(s, "tmpfs", "/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777");
+}
+
+/* The spec's binds and the hidden folders, parents first. */
+typedef struct entry {
+    const char *path;
+    int kind; /* 0 read-only, 1 read-write, 2 hidden */
+} entry;
+
+static int by_length(const void *a, const void *b)
+{
+    size_t la = strlen(((const entry *)a)->path), lb = strlen(((const entry *)b)->path);
+    return la < lb ? -1 : la > lb;
+}
+
+static void binds(const sbx *s)
+{
+    const exec_sandbox *box = s->r->sb;
+    size_t n = box->n_binds + box->n_hide;
+    entry *es = xcalloc(n + 1, sizeof *es);
+    size_t k = 0;
+    for (size_t i = 0; i < box->n_binds; i++)
+        es[k++] = (entry){box->binds[i].path, box->binds[i].writable ? 1 : 0};
+    for (size_t i = 0; i < box->n_hide; i++) es[k++] = (entry){box->hide[i], 2};
+    qsort(es, k, sizeof *es, by_length);
+    for (size_t i = 0; i < k; i++) {
+        char *dst = in_root(s, es[i].path);
+        if (es[i].kind == 2) {
+            struct stat st;
+            /* only where a bind shows it */
+            if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode) &&
+                mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "size=64k,mode=0755") != 0)
+                exec_spawn_fail(s->fd, errno, "hiding", es[i].path);
+        } else {
+            bind_at(s, es[i].path, dst, es[i].kind == 1, false);
+        }
+        free(dst);
+    }
+    /* the hidden folders were writable for the mount points of binds inside them */
+    for (size_t i = 0; i < k; i++)
+        if (es[i].kind == 2) {
+            char *dst = in_root(s, es[i].path);
+            mount(NULL, dst, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=64k,mode=0755"); /* fails only where nothing was mounted */
+            free(dst);
+        }
+    free(es);
+}
+
+static void new_root(sbx *s)
+{
+    const exec_sandbox_run *r = s->r;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        exec_spawn_fail(s->fd, errno, "making / private", NULL);
+    s->root = xstrdup(r->root_dir);
+    if (mount("tmpfs", s->root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+        exec_spawn_fail(s->fd, errno, "mounting the new root's tmpfs at", s->root);
+    system_folders(s);
+    mask_etc(s);
+    char *sys = in_root(s, "/sys");
+    bind_at(s, "/sys", sys, false, false);
+    free(sys);
+    mount_fs(s, "proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    devices(s);
+    mount_fs(s, "tmpfs", "/tmp", MS_NOSUID | MS_NODEV, "mode=1777");
+    binds(s);
+    if (chdir(s->root) != 0) exec_spawn_fail(s->fd, errno, "chdir", s->root);
+    if (syscall(SYS_pivot_root, ".", ".") != 0) exec_spawn_fail(s->fd, errno, "pivot_root", NULL);
+    if (umount2(".", MNT_DETACH) != 0)
+        exec_spawn_fail(s->fd, errno, "detaching the old root", NULL);
+    if (chdir("/") != 0 ||
+        mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0)
+        exec_spawn_fail(s->fd, errno, "making the new root read-only", NULL);
+    if (chdir(r->trainer_dir) != 0) exec_spawn_fail(s->fd, errno, "chdir", r->trainer_dir);
+}
+
+static void limit(const sbx *s, int res, rlim_t v, const char *name)
+{
+    struct rlimit cur;
+    if (getrlimit(res, &cur) != 0) return;
+    struct rlimit rl = {v, v};
+    /* without privilege a limit cannot rise above the hard one */
+    if (cur.rlim_max != RLIM_INFINITY && v > cur.rlim_max) rl.rlim_cur = rl.rlim_max = cur.rlim_max;
+    if (setrlimit(res, &rl) != 0) exec_spawn_fail(s->fd, errno, "setrlimit", name);
+}
+
+static void limits_and_user(const sbx *s)
+{
+    const exec_sandbox *box = s->r->sb;
+    long long uid = s->userns ? -1 : box->uid;
+    uid_t final = uid >= 0 ? (uid_t)uid : geteuid();
+    limit(s, RLIMIT_NOFILE, (rlim_t)(box->open_files > 0 ? box->open_files : 65536), "RLIMIT_NOFILE");
+    if (box->processes > 0 && final != 0)
+        limit(s, RLIMIT_NPROC, (rlim_t)box->processes, "RLIMIT_NPROC");
+    if (box->memory > 0 && !s->r->gpus && !s->r->memory_in_cgroup)
+        limit(s, RLIMIT_AS, (rlim_t)box->memory, "RLIMIT_AS");
+    limit(s, RLIMIT_CORE, 0, "RLIMIT_CORE");
+    if (!s->userns && (box->gid >= 0 || box->uid >= 0)) {
+        gid_t gid = box->gid >= 0 ? (gid_t)box->gid : getegid();
+        if (setgroups(1, &gid) != 0) exec_spawn_fail(s->fd, errno, "setgroups", NULL);
+        if (setgid(gid) != 0 || getgid() != gid || getegid() != gid)
+            exec_spawn_fail(s->fd, errno ? errno : EPERM, "setgid", NULL);
+        if (box->uid >= 0 && (setuid((uid_t)box->uid) != 0 || getuid() != (uid_t)box->uid ||
+                             geteuid() != (uid_t)box->uid))
+            exec_spawn_fail(s->fd, errno ? errno : EPERM, "setuid", NULL);
+        if (box->uid > 0 && setuid(0) == 0) exec_spawn_fail(s->fd, EPERM, "dropping root", NULL);
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        exec_spawn_fail(s->fd, errno, "PR_SET_NO_NEW_PRIVS", NULL);
+}
+
+static void empty_handler(int sig)
+{
+    (void)sig;
+}
+
+/* C and G outlive the signals the supervisor sends the group; T gets
+ * them with its default dispositions (exec resets caught ones). */
+static void survive_forwarded(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = empty_handler;
+    sa.sa_flags = SA_RESTART;
+    int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2, SIGUSR1};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static void trainer(const sbx *s)
+{
+    const exec_sandbox_run *r = s->r;
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < 65; sig++) sigaction(sig, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(r->prog, r->argv, r->env);
+    exec_spawn_fail(s->fd, errno, "running the trainer", NULL);
+}
+
+/* G: PID 1 of the namespace. */
+static void init_process(sbx *s, int status_w)
+{
+    const exec_sandbox_run *r = s->r;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    new_root(s);
+    limits_and_user(s);
+    survive_forwarded();
+    pid_t t = fork();
+    if (t < 0) exec_spawn_fail(s->fd, errno, "fork of the trainer", NULL);
+    if (t == 0) trainer(s);
+    close(s->fd);
+    close(r->out_w);
+    close(r->err_w);
+    close(r->lock_fd);
+    for (;;) {
+        int st;
+        pid_t p = wait(&st);
+        if (p == t) {
+            ssize_t w = write(status_w, &st, sizeof st);
+            (void)w;
+            _exit(0);
+        }
+        if (p < 0 && errno != EINTR) _exit(127);
+    }
+}
+
+/* Ends this process as the wait status says: the same exit code, or the
+ * same signal. */
+__attribute__((noreturn)) static void reproduce(int st)
+{
+    if (WIFSIGNALED(st)) {
+        int sig = WTERMSIG(st);
+        signal(sig, SIG_DFL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);
+        _exit(128 + sig);
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+}
+
+void exec_sandbox_child(const exec_sandbox_run *r)
+{
+    sbx s = {.r = r, .fd = r->errpipe};
+    if (r->cgroup && exec_cgroup_join(r->cgroup) != 0)
+        exec_spawn_fail(r->errpipe, errno, "joining the attempt's cgroup", NULL);
+    struct rlimit core = {0, 0};
+    setrlimit(RLIMIT_CORE, &core);
+    const char *what;
+    int e = exec_sandbox_unshare(&s.userns, &what);
+    if (e) exec_spawn_fail(r->errpipe, e, what, NULL);
+    if (s.userns && (r->sb->uid >= 0 || r->sb->gid >= 0))
+        exec_spawn_fail(r->errpipe, EPERM, "switching to the team's user (the supervisor is not "
+                                           "root)", NULL);
+    int sp[2];
+    if (pipe2(sp, O_CLOEXEC) != 0) exec_spawn_fail(r->errpipe, errno, "pipe", NULL);
+    survive_forwarded();
+    pid_t g = fork();
+    if (g < 0) exec_spawn_fail(r->errpipe, errno, "fork in the new PID namespace", NULL);
+    if (g == 0) {
+        close(sp[0]);
+        init_process(&s, sp[1]);
+    }
+    close(sp[1]);
+    close(r->errpipe);
+    close(r->out_w);
+    close(r->err_w);
+    int st = 0;
+    ssize_t n;
+    while ((n = read(sp[0], &st, sizeof st)) < 0 && errno == EINTR) {
+    }
+    int gst = 0;
+    while (waitpid(g, &gst, 0) < 0 && errno == EINTR) {
+    }
+    reproduce(n == (ssize_t)sizeof st ? st : gst);
+}
+
+/* ---- the trainer's folders ---- */
+
+static uid_t chown_uid;
+static gid_t chown_gid;
+
+static int chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return lchown(path, chown_uid, chown_gid) == 0 ? 0 : errno;
+}
+
+int exec_chown_tree(const char *path, long long uid, long long gid)
+{
+    chown_uid = uid >= 0 ? (uid_t)uid : (uid_t)-1;
+    chown_gid = gid >= 0 ? (gid_t)gid : (gid_t)-1;
+    int rc = nftw(path, chown_one, 16, FTW_PHYS | FTW_MOUNT);
+    return rc < 0 ? errno : rc;
 }

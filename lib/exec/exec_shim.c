@@ -17,6 +17,15 @@
  *      and turns SIGUSR1 into SIGKILL of the group;
  *   6. when the trainer has ended, kills what is left of its group, and
  *      writes exit.json atomically (file_write_atomic).
+ *
+ * With a sandbox in its config (exec_sandbox.c), before step 3 it resolves
+ * the spec's paths again (a link swapped after submission refuses the
+ * start), makes the attempt's cgroup, gives the checkpoint and work
+ * folders to the trainer's user, and its child enters the namespaces and
+ * the new root before the trainer runs (exec_sandbox_child); the cgroup
+ * is removed at the end. Where the system cannot make a sandbox, a
+ * required one fails the start and an optional one (the built-in trainer
+ * in auto mode) is skipped, said in shim.log and the handle.
  */
 #include "exec_internal.h"
 
@@ -43,6 +52,9 @@ typedef struct shim_cfg {
     char **argv, **env;
     size_t argc, n_env;
     char *job_dir, *work_dir, *checkpoint_dir;
+    char *trainer_dir; /* the trainer's cwd (the work folder); default work_dir */
+    bool has_sandbox;
+    exec_sandbox_cfg sandbox;
     int attempt;
     long long log_max;
     int log_keep;
@@ -76,6 +88,11 @@ typedef struct shim {
     long line_no;
     int oom_kills_start;
     exec_exit_record rec;
+    /* the sandbox, when the config has one */
+    bool sandboxed;       /* it is applied */
+    char sandbox_note[1280]; /* what was applied, or why not */
+    char *root_dir;       /* the new root's mount point (removed at the end) */
+    exec_cgroup cg;
 } shim;
 
 static double now_s(void)
@@ -114,6 +131,16 @@ static bool cfg_parse(const char *text, shim_cfg *c, char *err, size_t errsz)
     c->job_dir = jd ? xstrdup(jd) : NULL;
     c->work_dir = wd ? xstrdup(wd) : NULL;
     c->checkpoint_dir = ck ? xstrdup(ck) : NULL;
+    const char *td = exec_json_str(o, "trainer_dir");
+    c->trainer_dir = td ? xstrdup(td) : wd ? xstrdup(wd) : NULL;
+    json_t *sbx = json_object_get(o, "sandbox");
+    if (sbx && !json_is_null(sbx)) {
+        if (!exec_sandbox_parse(sbx, &c->sandbox, err, errsz)) {
+            json_decref(o);
+            return false;
+        }
+        c->has_sandbox = true;
+    }
     c->attempt = (int)exec_json_num(o, "attempt", 0);
     c->log_max = (long long)exec_json_num(o, "log_max_bytes", 64 << 20);
     c->log_keep = (int)exec_json_num(o, "log_keep", 3);
@@ -137,6 +164,8 @@ static void cfg_free(shim_cfg *c)
     free(c->job_dir);
     free(c->work_dir);
     free(c->checkpoint_dir);
+    free(c->trainer_dir);
+    if (c->has_sandbox) exec_sandbox_cfg_free(&c->sandbox);
     free(c->no_retry);
 }
 
@@ -266,7 +295,8 @@ static void stream_read(shim *sh, shim_stream *s)
 
 /* ---- the trainer ---- */
 
-/* In the child between fork and exec: only async-signal-safe calls. */
+/* In the child between fork and exec (the supervisor has one thread, so
+ * the sandbox's setup may allocate). */
 static void child_exec(const shim *sh, const char *prog, int out_w, int err_w, int errpipe)
 {
     pid_t parent = getppid();
@@ -275,9 +305,19 @@ static void child_exec(const shim *sh, const char *prog, int out_w, int err_w, i
     if (getppid() != parent) _exit(127); /* the supervisor died already */
     int e = 0;
     int devnull = open("/dev/null", O_RDONLY);
-    if (chdir(sh->cfg.work_dir) != 0 || devnull < 0 || dup2(devnull, 0) < 0 ||
-        dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0 || fcntl(sh->lock_fd, F_SETFD, 0) != 0)
-        e = errno;
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0 ||
+        fcntl(sh->lock_fd, F_SETFD, 0) != 0)
+        exec_spawn_fail(errpipe, errno, "preparing the trainer's descriptors", NULL);
+    if (sh->sandboxed) {
+        exec_sandbox_run r = {
+            .sb = &sh->cfg.sandbox.sb, .root_dir = sh->root_dir,
+            .trainer_dir = sh->cfg.trainer_dir, .prog = prog, .argv = sh->cfg.argv,
+            .env = sh->cfg.env, .out_w = 1, .err_w = 2, .errpipe = errpipe,
+            .lock_fd = sh->lock_fd, .cgroup = sh->cg.n ? &sh->cg : NULL,
+            .gpus = sh->cfg.sandbox.gpus, .memory_in_cgroup = sh->cg.memory_limited};
+        exec_sandbox_child(&r);
+    }
+    if (chdir(sh->cfg.trainer_dir) != 0) e = errno;
     if (!e) {
         sigset_t none;
         sigemptyset(&none);
@@ -287,11 +327,9 @@ static void child_exec(const shim *sh, const char *prog, int out_w, int err_w, i
         for (int sig = 1; sig < 65; sig++) sigaction(sig, &dfl, NULL);
         sigprocmask(SIG_SETMASK, &none, NULL);
         execve(prog, sh->cfg.argv, sh->cfg.env);
-        e = errno;
+        exec_spawn_fail(errpipe, errno, "running the trainer", NULL);
     }
-    ssize_t w = write(errpipe, &e, sizeof e);
-    (void)w;
-    _exit(127);
+    exec_spawn_fail(errpipe, e, "chdir", sh->cfg.trainer_dir);
 }
 
 /* A pipe whose ends close on exec (the supervisor has one thread, so
@@ -304,9 +342,11 @@ static int pipe_cloexec(int p[2])
     return 0;
 }
 
-/* Starts the trainer; 0, or an errno value (the exec's) with *what set. */
+/* Starts the trainer; 0, or an errno value (the exec's) with *what set
+ * (into sh's buffer). */
 static int spawn(shim *sh, const char *prog, const char **what)
 {
+    static exec_spawn_msg msg;
     int outp[2], errp[2], xp[2];
     *what = "creating pipes";
     if (pipe_cloexec(outp) != 0) return errno;
@@ -319,17 +359,18 @@ static int spawn(shim *sh, const char *prog, const char **what)
     close(outp[1]);
     close(errp[1]);
     close(xp[1]);
-    int e = 0;
+    memset(&msg, 0, sizeof msg);
     ssize_t r;
-    while ((r = read(xp[0], &e, sizeof e)) < 0 && errno == EINTR) {
+    while ((r = read(xp[0], &msg, sizeof msg)) < 0 && errno == EINTR) {
     }
     close(xp[0]);
     sh->out.fd = outp[0];
     sh->err.fd = errp[0];
-    if (r == sizeof e) { /* the exec failed: collect the child */
+    if (r == (ssize_t)sizeof msg) { /* the exec failed: collect the child */
         waitpid(pid, NULL, 0);
-        *what = "running the trainer";
-        return e ? e : EIO;
+        msg.what[sizeof msg.what - 1] = '\0';
+        *what = msg.what;
+        return msg.err ? msg.err : EIO;
     }
     sh->child = pid;
     return 0;
@@ -459,6 +500,13 @@ static char *publish_handle(shim *sh)
     d.ids.trainer_start = exec_proc_start_time((int)sh->child);
     d.no_retry = sh->cfg.no_retry;
     d.n_no_retry = sh->cfg.n_no_retry;
+    if (sh->cfg.has_sandbox) {
+        d.sandbox_set = true;
+        d.sandboxed = sh->sandboxed;
+        d.sandbox_uid = sh->sandboxed ? sh->cfg.sandbox.sb.uid : -1;
+        d.sandbox_gid = sh->sandboxed ? sh->cfg.sandbox.sb.gid : -1;
+        d.sandbox_note = sh->sandbox_note;
+    }
     char *json = exec_local_desc_json(&d);
     char *beside = path_join(sh->cfg.work_dir, EXEC_HANDLE_FILE);
     char *current = path_join(sh->cfg.job_dir, EXEC_CURRENT_FILE);
@@ -474,6 +522,7 @@ static void write_exit(shim *sh)
 {
     int end = exec_cgroup_oom_kills();
     sh->rec.oom_kills = end >= 0 && sh->oom_kills_start >= 0 ? end - sh->oom_kills_start : -1;
+    if (sh->cg.memory_dir) sh->rec.oom_kills = exec_cgroup_oom_count(&sh->cg); /* new: from 0 */
     char *json = exec_exit_record_json(&sh->rec);
     char *path = path_join(sh->cfg.work_dir, EXEC_EXIT_FILE);
     int e = file_write_atomic(path, json, strlen(json));
@@ -482,16 +531,92 @@ static void write_exit(shim *sh)
     free(json);
 }
 
+/* The sandbox's preparations in the supervisor: the re-check of the
+ * spec's paths, whether the system can make one, the folders the trainer
+ * writes given to its user, the cgroup. False after answering the server. */
+static bool prepare_sandbox(shim *sh, char *err, size_t errsz)
+{
+    const exec_sandbox *box = &sh->cfg.sandbox.sb;
+    if (!exec_sandbox_recheck(box, sh->cfg.job_dir, err, errsz)) {
+        answer(sh, "invalid", err);
+        return false;
+    }
+    char why[256];
+    if (!exec_sandbox_probe(why, sizeof why)) {
+        if (box->required) {
+            snprintf(err, errsz, "the trainer must run in the sandbox, and this machine cannot "
+                                 "make one (%s)", why);
+            answer(sh, "system", err);
+            return false;
+        }
+        snprintf(sh->sandbox_note, sizeof sh->sandbox_note,
+                 "not sandboxed: this machine cannot make a sandbox (%s)", why);
+        fprintf(stderr, "exec-shim: %s\n", sh->sandbox_note);
+        return true;
+    }
+    const char *mkd[] = {sh->cfg.trainer_dir, sh->cfg.checkpoint_dir};
+    for (size_t i = 0; i < 2; i++) {
+        struct stat st;
+        int e = mkd[i] ? exec_mkdirs(mkd[i], 0755) : 0;
+        if (!e && mkd[i] && (lstat(mkd[i], &st) != 0 || !S_ISDIR(st.st_mode))) e = ENOTDIR;
+        if (!e && mkd[i] && (box->uid >= 0 || box->gid >= 0))
+            e = exec_chown_tree(mkd[i], box->uid, box->gid);
+        if (e) {
+            snprintf(err, errsz, "preparing %s for the trainer: %s", mkd[i], strerror(e));
+            answer(sh, "system", err);
+            return false;
+        }
+    }
+    sh->root_dir = path_join(sh->cfg.work_dir, ".root");
+    if (mkdir(sh->root_dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errsz, "cannot create %s: %s", sh->root_dir, strerror(errno));
+        answer(sh, "system", err);
+        return false;
+    }
+    if (box->cgroup != TOGGLE_OFF) {
+        char name[64];
+        snprintf(name, sizeof name, "lathe-%d-%d", (int)getpid(), sh->cfg.attempt);
+        exec_cgroup_make(&sh->cg, name, box->memory, box->processes);
+        bool enough = sh->cg.n > 0 && (box->memory <= 0 || sh->cg.memory_limited) &&
+                      (box->processes <= 0 || sh->cg.pids_limited);
+        if (box->cgroup == TOGGLE_ON && !enough) {
+            snprintf(err, errsz, "the sandbox's cgroup is required (cgroup: true) and %s%s",
+                     sh->cg.n ? "its limits could not be written: " : "", sh->cg.note);
+            exec_cgroup_remove(&sh->cg);
+            answer(sh, "system", err);
+            return false;
+        }
+    }
+    sh->sandboxed = true;
+    char uid[32] = "the supervisor's", gid[32] = "the supervisor's";
+    if (box->uid >= 0) snprintf(uid, sizeof uid, "%lld", box->uid);
+    if (box->gid >= 0) snprintf(gid, sizeof gid, "%lld", box->gid);
+    snprintf(sh->sandbox_note, sizeof sh->sandbox_note,
+             "sandboxed: uid %s, gid %s; %s; memory %s, processes %s%s", uid, gid,
+             box->cgroup == TOGGLE_OFF ? "no cgroup (cgroup: false)" : sh->cg.note,
+             box->memory <= 0 ? "unlimited"
+             : sh->cg.memory_limited ? "limited by the cgroup"
+             : sh->cfg.sandbox.gpus ? "unlimited (a GPU job gets no RLIMIT_AS)"
+                                    : "limited by RLIMIT_AS",
+             box->processes <= 0 ? "unlimited"
+             : sh->cg.pids_limited ? "limited by the cgroup and RLIMIT_NPROC"
+                                   : "limited by RLIMIT_NPROC",
+             "");
+    fprintf(stderr, "exec-shim: %s\n", sh->sandbox_note);
+    return true;
+}
+
 /* Everything up to the running trainer; false after answering the server. */
 static bool start(shim *sh)
 {
-    char err[512];
+    char err[1536];
     if (!take_lock(sh)) {
         snprintf(err, sizeof err, "another attempt of this job runs (%s/%s is locked)",
                  sh->cfg.job_dir, EXEC_LOCK_FILE);
         answer(sh, "busy", err);
         return false;
     }
+    if (sh->cfg.has_sandbox && !prepare_sandbox(sh, err, sizeof err)) return false;
     char *prog = exec_find_program(sh->cfg.argv[0], sh->cfg.env);
     if (!prog) {
         snprintf(err, sizeof err, "cannot run '%s': %s", sh->cfg.argv[0], strerror(errno));
@@ -533,6 +658,9 @@ static void shim_free(shim *sh)
     free(sh->out.buf);
     free(sh->err.buf);
     free(sh->log.path);
+    if (sh->cg.n) exec_cgroup_remove(&sh->cg);
+    if (sh->root_dir) rmdir(sh->root_dir);
+    free(sh->root_dir);
     cfg_free(&sh->cfg);
 }
 
