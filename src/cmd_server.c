@@ -1,7 +1,8 @@
 /* cmd_server.c: `lathe server`, the controller and HTTP API (lib/server,
  * docs/server.md), and `lathe server hash-token`, which prints the SHA-256
  * a ServerConfig's tokens list holds. Owns the one piece of global state a
- * signal handler needs: the stop flag that SIGTERM and SIGINT raise. */
+ * signal handler needs: the stop flag that SIGTERM and SIGINT raise, and
+ * the reload flag of SIGHUP (the tokens are re-read). */
 #include "cli.h"
 
 #include "base/base.h"
@@ -12,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static volatile sig_atomic_t server_stop_flag;
+static volatile sig_atomic_t server_stop_flag, server_reload_flag;
 
 static void server_on_signal(int sig)
 {
-    (void)sig;
-    server_stop_flag = 1;
+    if (sig == SIGHUP) server_reload_flag = 1;
+    else server_stop_flag = 1;
 }
 
 static const char server_help[] =
@@ -28,7 +29,9 @@ static const char server_help[] =
     "in the data folder) and the controller that schedules, runs, retries,\n"
     "preempts and re-attaches to trainers. Trainers keep running when the\n"
     "server stops or is killed; a new server on the same data folder takes\n"
-    "them over. SIGTERM or Ctrl-C stops it.\n"
+    "them over. SIGTERM or Ctrl-C stops it. SIGHUP re-reads the tokens (the\n"
+    "config's tokens list and its tokensFile) without a restart; other settings\n"
+    "need one.\n"
     "\n"
     "options:\n"
     "  --config FILE       a ServerConfig (docs/server.md); without one: this\n"
@@ -109,7 +112,10 @@ static int server_run(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     server_stop_flag = 0;
+    server_reload_flag = 0;
+    o.reload = &server_reload_flag;
     return srv_run(&o, &server_stop_flag);
 }
 

@@ -33,6 +33,10 @@ typedef struct srv_options {
     const char *listen;      /* "HOST:PORT", overrides spec.listen */
     const char *data_dir;    /* overrides spec.dataDir */
     bool quiet;              /* no log lines on stderr */
+    /* srv_run: a flag a SIGHUP handler raises; srv_run then re-reads the
+     * tokens (the config's list and its tokens file) and clears it. NULL =
+     * no reloads. */
+    volatile sig_atomic_t *reload;
 } srv_options;
 
 typedef struct srv srv;

@@ -97,17 +97,65 @@ static void sched_settings(const spec_server *s, sched_config *out)
     out->reasons = true;
 }
 
-static void load_tokens(srv_config *cfg)
+bool srv_tokens_load(const srv_config *cfg, const spec_server *spec, srv_token **out, size_t *n,
+                     char *err, size_t errsz)
 {
-    cfg->n_tokens = cfg->spec->n_tokens;
-    cfg->tokens = xcalloc(cfg->n_tokens + 1, sizeof *cfg->tokens);
-    for (size_t i = 0; i < cfg->n_tokens; i++) {
-        const spec_server_token *t = &cfg->spec->tokens[i];
-        srv_unhex(t->sha256, cfg->tokens[i].hash, 32);
-        cfg->tokens[i].team = t->team ? xstrdup(t->team) : NULL;
-        cfg->tokens[i].admin = t->admin;
-        cfg->tokens[i].name = t->name ? xstrdup(t->name) : NULL;
+    *out = NULL;
+    *n = 0;
+    srv_tokens_add_spec(out, n, spec->tokens, spec->n_tokens);
+    if (spec->tokens_file) {
+        char *path = absolute(cfg->config_dir, spec->tokens_file);
+        spec_server_token *ft = NULL;
+        size_t nft = 0;
+        bool io = false;
+        diag_list d;
+        diag_list_init(&d);
+        size_t bad = spec_server_tokens_load_file(path, &ft, &nft, &d, &io);
+        if (bad || io) {
+            sb msg;
+            sb_init(&msg);
+            if (io || d.len == 0) sb_printf(&msg, "%s: cannot read the tokens file", path);
+            for (size_t i = 0; i < d.len; i++) {
+                if (msg.len) sb_puts(&msg, "; ");
+                diag_format(&d.items[i], &msg);
+            }
+            snprintf(err, errsz, "%s", sb_str(&msg));
+            sb_free(&msg);
+        } else {
+            srv_tokens_add_spec(out, n, ft, nft);
+        }
+        spec_server_tokens_free(ft, nft);
+        diag_list_free(&d);
+        free(path);
+        if (bad || io) {
+            srv_token_list_free(*out, *n);
+            *out = NULL;
+            *n = 0;
+            return false;
+        }
     }
+    /* the admin-token file's token (made when no token was configured)
+     * stays valid across reloads: it is the last of the start's list */
+    if (cfg->admin_token_file && cfg->n_tokens > 0) {
+        const srv_token *a = &cfg->tokens[cfg->n_tokens - 1];
+        *out = xrealloc(*out, (*n + 1) * sizeof **out);
+        srv_token *o = &(*out)[(*n)++];
+        *o = *a;
+        o->team = NULL;
+        o->name = a->name ? xstrdup(a->name) : NULL;
+    }
+    return true;
+}
+
+/* The config's tokens and those of its tokens file; an unreadable or
+ * invalid tokens file stops the start (exit 2 or 4). */
+static int load_tokens(srv_config *cfg, char *err, size_t errsz)
+{
+    srv_config none = {.config_dir = cfg->config_dir}; /* no admin-token file yet */
+    if (!srv_tokens_load(&none, cfg->spec, &cfg->tokens, &cfg->n_tokens, err, errsz))
+        return strstr(err, "cannot read") ? LT_EXIT_IO : LT_EXIT_INVALID;
+    if (!cfg->tokens) cfg->tokens = xcalloc(1, sizeof *cfg->tokens);
+    return LT_EXIT_OK;
 }
 
 int srv_config_load(const srv_options *o, srv_config *cfg, diag_list *d, char *err, size_t errsz)
@@ -138,8 +186,7 @@ int srv_config_load(const srv_options *o, srv_config *cfg, diag_list *d, char *e
     if (cfg->spec->cluster.file) cfg->cluster_file = absolute(cfg->config_dir, cfg->spec->cluster.file);
     cfg->trainer_program = trainer_program(cfg);
     sched_settings(cfg->spec, &cfg->sched);
-    load_tokens(cfg);
-    return LT_EXIT_OK;
+    return load_tokens(cfg, err, errsz);
 }
 
 /* mkdir -p. Returns 0 or an errno value. */
@@ -188,6 +235,7 @@ static int admin_token(srv_config *cfg, char *err, size_t errsz)
     memset(t, 0, sizeof *t);
     srv_sha256(token, strlen(token), t->hash);
     t->admin = true;
+    t->scope = SRV_SCOPE_ADMIN;
     t->name = xstrdup("admin-token file");
     return LT_EXIT_OK;
 }
@@ -213,11 +261,7 @@ void srv_config_free(srv_config *cfg)
     free(cfg->jobs_dir);
     free(cfg->cluster_file);
     free(cfg->trainer_program);
-    for (size_t i = 0; i < cfg->n_tokens; i++) {
-        free(cfg->tokens[i].team);
-        free(cfg->tokens[i].name);
-    }
-    free(cfg->tokens);
+    srv_token_list_free(cfg->tokens, cfg->n_tokens);
     free(cfg->admin_token_file);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -7,11 +7,16 @@
  *     limits.maxBodySize; a larger body is read and dropped, then refused
  *     with 413), the bearer token, a store handle from the pool;
  *   - routing: the paths of docs/api.md to the handlers of srv_api.c,
- *     srv_submit.c, srv_logs.c and srv_metrics.c, with 401 for /v1/ without
- *     a known token, 404 for unknown paths, 405 for a known path with
- *     another method, 414 for URLs over 4 KiB, 503 while shutting down;
+ *     srv_submit.c, srv_logs.c, srv_audit.c and srv_metrics.c, with 401
+ *     for /v1/ without a known token (or with an expired one), 403 for a
+ *     read-only token asking for a change, 429 over the token's rate
+ *     limit, 404 for unknown paths, 405 for a known path with another
+ *     method, 414 for URLs over 4 KiB, 503 while shutting down;
+ *   - the audit row of every request that is not a GET (srv_audit.c),
+ *     written once its handler replied and before the reply is sent;
  *   - replies: JSON, text, empty, streamed, and the error object;
- *   - the request counters behind lathe_http_requests_total.
+ *   - the request counters behind lathe_http_requests_total;
+ *   - TLS (tls.certFile / keyFile) through libmicrohttpd's GnuTLS.
  */
 #include "srv_internal.h"
 
@@ -23,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define SRV_MAX_URL 4096
 
@@ -33,8 +39,13 @@ struct srv_req {
     sb body;
     bool too_large;
     const srv_token *token;
+    srv_tokens *tokens; /* the table token points into, referenced until the end */
     store *st;
     char actor[96];
+    char who[128];      /* the audit log's actor */
+    char address[80];   /* the client's IP:PORT */
+    char target[256];   /* the job or experiment the request named */
+    char detail[256];   /* what the reply said, in short */
     int status;
     struct MHD_Response *resp;
 };
@@ -121,6 +132,31 @@ const char *srv_req_actor(const srv_req *r)
     return r->actor;
 }
 
+const char *srv_req_address(const srv_req *r)
+{
+    return r->address;
+}
+
+const char *srv_req_who(const srv_req *r)
+{
+    return r->who;
+}
+
+static bool is(const srv_req *r, const char *m);
+
+bool srv_req_need_scope(srv_req *r, srv_scope need, const char *what)
+{
+    if (r->token && r->token->scope >= need) return true;
+    srv_reply_error(r, 403, "forbidden",
+                    "the token %s has scope %s; %s needs a token of scope %s%s", r->who,
+                    r->token ? srv_scope_name(r->token->scope) : "none", what,
+                    srv_scope_name(need),
+                    need == SRV_SCOPE_ADMIN ? "" : " (or admin)");
+    snprintf(r->detail, sizeof r->detail, "scope %s, needs %s",
+             r->token ? srv_scope_name(r->token->scope) : "none", srv_scope_name(need));
+    return false;
+}
+
 const char *srv_req_team(const srv_req *r)
 {
     if (!r->token) return NULL;
@@ -147,6 +183,8 @@ void srv_reply_text(srv_req *r, int status, const char *content_type, char *text
 
 void srv_reply_json(srv_req *r, int status, json_t *body)
 {
+    if (!is(r, "GET") && !is(r, "HEAD") && !r->detail[0])
+        srv_audit_describe(body, r->target, sizeof r->target, r->detail, sizeof r->detail);
     char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10));
     json_decref(body);
     /* jansson's buffer is malloc'd: MHD frees it with free() */
@@ -256,7 +294,7 @@ static void not_allowed(srv_req *r, const char *allow)
 
 static bool is(const srv_req *r, const char *m)
 {
-    return strcmp(r->method, m) == 0;
+    return r->method && strcmp(r->method, m) == 0;
 }
 
 /* Operator mode: jobs are objects of the Kubernetes API, the store a
@@ -334,25 +372,109 @@ static void route_v1(srv_req *r)
         route_get(r, srv_api_teams);
     } else if (strcmp(seg[0], "priorityclasses") == 0 && n == 1) {
         route_get(r, srv_api_priority_classes);
+    } else if (strcmp(seg[0], "audit") == 0 && n == 1) {
+        route_get(r, srv_api_audit);
     } else {
         srv_reply_error(r, 404, "not_found", "no such path: %s", r->url);
     }
 }
 
-/* Checks the token and takes a store handle; false after replying. */
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double real_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One request from key's bucket; false after replying 429. */
+static bool rate_ok(srv_req *r, const unsigned char key[32], const char *label)
+{
+    int retry = 0;
+    if (srv_ratelimit_take(&r->s->ratelimit, key, label, mono_now(), &retry)) return true;
+    srv_reply_error(r, 429, "rate_limited",
+                    "too many requests for %s: the limit is %g per second (burst %g); retry in "
+                    "%d s",
+                    label, r->s->ratelimit.rate, r->s->ratelimit.burst, retry);
+    char v[16];
+    snprintf(v, sizeof v, "%d", retry);
+    MHD_add_response_header(r->resp, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    snprintf(r->detail, sizeof r->detail, "rate limited (retry after %d s)", retry);
+    return false;
+}
+
+/* The bucket key of a request without a known token: its client's IP
+ * (not the port: a new connection is a new port). */
+static void address_key(const srv_req *r, unsigned char key[32])
+{
+    char ip[96];
+    snprintf(ip, sizeof ip, "address %s", r->address);
+    char *colon = strrchr(ip, ':');
+    if (colon) *colon = '\0';
+    srv_sha256(ip, strlen(ip), key);
+}
+
+static void format_utc(double t, char *out, size_t outsz)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Checks the token (known, not expired, within its rate, of a scope that
+ * may do this) and takes a store handle; false after replying. */
 static bool v1_prepare(srv_req *r)
 {
-    r->token = srv_auth_lookup(&r->s->cfg, srv_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION));
-    if (!r->token) {
-        bool given = srv_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION) != NULL;
-        srv_reply_error(r, 401, "unauthenticated",
-                        given ? "the token is not known to this server"
-                              : "no token: send `Authorization: Bearer TOKEN`");
+    const char *auth = srv_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+    r->tokens = srv_token_table_get(&r->s->tokens);
+    const srv_token *t = NULL;
+    srv_auth_result ar = srv_auth_check(r->tokens, auth, real_now(), &t);
+    if (ar != SRV_AUTH_OK) {
+        unsigned char key[32];
+        address_key(r, key);
+        if (ar == SRV_AUTH_EXPIRED) {
+            if (t->name) snprintf(r->who, sizeof r->who, "%s", t->name);
+            else if (t->admin) snprintf(r->who, sizeof r->who, "admin");
+            else snprintf(r->who, sizeof r->who, "user:%s", t->team);
+        } else {
+            snprintf(r->who, sizeof r->who, "%s", ar == SRV_AUTH_NONE ? "anonymous" : "unknown");
+        }
+        if (!rate_ok(r, key, ar == SRV_AUTH_EXPIRED ? r->who : "unknown")) return false;
+        if (ar == SRV_AUTH_EXPIRED) {
+            char when[32];
+            format_utc(t->expires_at, when, sizeof when);
+            srv_reply_error(r, 401, "unauthenticated",
+                            "the token %s expired at %s: ask for a new one (or an operator "
+                            "to extend its expires in the tokens list and send SIGHUP)",
+                            r->who, when);
+            snprintf(r->detail, sizeof r->detail, "token expired at %s", when);
+        } else {
+            srv_reply_error(r, 401, "unauthenticated",
+                            ar == SRV_AUTH_UNKNOWN ? "the token is not known to this server"
+                                                   : "no token: send `Authorization: Bearer TOKEN`");
+            snprintf(r->detail, sizeof r->detail, "%s",
+                     ar == SRV_AUTH_UNKNOWN ? "unknown token" : "no token");
+        }
         MHD_add_response_header(r->resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
         return false;
     }
+    r->token = t;
     if (r->token->admin) snprintf(r->actor, sizeof r->actor, "admin");
     else snprintf(r->actor, sizeof r->actor, "user:%s", r->token->team);
+    snprintf(r->who, sizeof r->who, "%s", t->name ? t->name : r->actor);
+    if (!rate_ok(r, t->hash, r->who)) return false;
+    if (!is(r, "GET") && !is(r, "HEAD")) {
+        char what[160];
+        snprintf(what, sizeof what, "%s %.100s", r->method, r->url);
+        if (!srv_req_need_scope(r, SRV_SCOPE_SUBMIT, what)) return false;
+    }
     if (atomic_load(&r->s->stopping)) {
         srv_reply_error(r, 503, "unavailable", "the server is shutting down");
         return false;
@@ -368,6 +490,46 @@ static bool v1_prepare(srv_req *r)
         return false;
     }
     return true;
+}
+
+/* The job or experiment a /v1/ path names: /v1/jobs/NAME[/...],
+ * /v1/experiments/NAME. */
+static void path_target(srv_req *r)
+{
+    char seg[4][256];
+    size_t n = str_starts_with(r->url, "/v1/") ? split_path(r->url + 4, seg) : 0;
+    if (n >= 2 && (strcmp(seg[0], "jobs") == 0 || strcmp(seg[0], "experiments") == 0))
+        snprintf(r->target, sizeof r->target, "%s", seg[1]);
+}
+
+/* Every request that is not a GET (or HEAD) leaves an audit row, through
+ * the HTTP write path, before its reply is queued: a change the client
+ * hears of is on record. */
+static void audit(srv_req *r)
+{
+    if (is(r, "GET") || is(r, "HEAD")) return;
+    char err[512];
+    if (!r->st) {
+        if (!srv_active(r->s, err, sizeof err)) return; /* standby replica: no store */
+        r->st = srv_pool_get(&r->s->pool, err, sizeof err);
+        if (!r->st) {
+            srv_log(r->s, "audit: %s %s: the store cannot be opened: %s", r->method, r->url, err);
+            return;
+        }
+    }
+    if (!r->who[0]) snprintf(r->who, sizeof r->who, "anonymous");
+    if (!r->target[0]) path_target(r);
+    const char *team = NULL;
+    if (r->token) team = r->token->admin ? srv_req_team(r) : r->token->team;
+    char path[512];
+    snprintf(path, sizeof path, "%s", r->url);
+    store_audit a = {.actor = r->who, .team = (char *)team, .address = r->address,
+                     .method = (char *)r->method, .path = path,
+                     .target = r->target[0] ? r->target : NULL, .status = r->status,
+                     .detail = r->detail[0] ? r->detail : NULL};
+    if (srv_audit_write(r, &a) != STORE_OK)
+        srv_log(r->s, "audit: %s %s (%d): cannot write the audit row: %s", r->method, r->url,
+                r->status, store_error(r->st));
 }
 
 static void dispatch(srv_req *r)
@@ -397,9 +559,27 @@ static void dispatch(srv_req *r)
         srv_reply_error(r, 404, "not_found", "no such path: %s (the API is under /v1/)", r->url);
     }
     if (!r->resp) srv_reply_error(r, 500, "internal", "the handler gave no reply");
+    audit(r);
 }
 
 /* ---- libmicrohttpd callbacks ---- */
+
+/* "IP:PORT" or "[V6]:PORT" of the connection's peer. */
+static void client_address(struct MHD_Connection *conn, char *out, size_t outsz)
+{
+    out[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return;
+    const struct sockaddr *sa = ci->client_addr;
+    socklen_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                              : sizeof(struct sockaddr_in);
+    char host[64], port[16];
+    if (getnameinfo(sa, len, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        return;
+    snprintf(out, outsz, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+}
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version,
                                  const char *upload, size_t *upload_size, void **con_cls)
@@ -413,6 +593,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         r->conn = conn;
         r->method = method;
         r->url = url;
+        client_address(conn, r->address, sizeof r->address);
         sb_init(&r->body);
         *con_cls = r;
         return MHD_YES;
@@ -445,6 +626,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r->status) srv_counters_add(&s->counters, r->method, r->status);
     if (r->resp) MHD_destroy_response(r->resp);
     srv_pool_put(&s->pool, r->st);
+    srv_token_table_put(&s->tokens, r->tokens);
     sb_free(&r->body);
     free(r);
     *con_cls = NULL;
@@ -480,6 +662,46 @@ static bool resolve(const char *host, int port, struct sockaddr_storage *out, so
     return true;
 }
 
+/* Reads one PEM file of tls: (relative to the config's folder). */
+static char *read_pem(const srv *s, const char *path, const char *key, char *err, size_t errsz)
+{
+    char *abs = path[0] == '/' ? xstrdup(path) : path_join(s->cfg.config_dir, path);
+    char msg[256];
+    size_t len = 0;
+    char *text = file_read_all(abs, 1 << 20, &len, msg, sizeof msg);
+    if (!text) snprintf(err, errsz, "tls.%s %s: %s", key, abs, msg);
+    else if (!strstr(text, "-----BEGIN ")) {
+        snprintf(err, errsz, "tls.%s %s: not a PEM file (no -----BEGIN line)", key, abs);
+        free(text);
+        text = NULL;
+    }
+    free(abs);
+    return text;
+}
+
+/* tls.certFile and tls.keyFile, both or neither (the spec checks that
+ * too), into s->tls_cert / tls_key. */
+static int load_tls(srv *s, char *err, size_t errsz)
+{
+    const spec_tls *t = &s->cfg.spec->tls;
+    if (!t->cert_file || !t->key_file) {
+        snprintf(err, errsz, "tls: give both certFile and keyFile (a PEM certificate and its key)");
+        return LT_EXIT_INVALID;
+    }
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(err, errsz,
+                 "tls: this libmicrohttpd is built without TLS (GnuTLS); install one with it "
+                 "(Debian's libmicrohttpd12 has it) or put a TLS proxy in front and remove tls:");
+        return LT_EXIT_UNAVAILABLE;
+    }
+    s->tls_cert = read_pem(s, t->cert_file, "certFile", err, errsz);
+    if (!s->tls_cert) return LT_EXIT_IO;
+    s->tls_key = read_pem(s, t->key_file, "keyFile", err, errsz);
+    if (!s->tls_key) return LT_EXIT_IO;
+    s->tls = true;
+    return LT_EXIT_OK;
+}
+
 int srv_http_start(srv *s, char *err, size_t errsz)
 {
     struct sockaddr_storage addr;
@@ -493,6 +715,15 @@ int srv_http_start(srv *s, char *err, size_t errsz)
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     const spec_server *c = s->cfg.spec;
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
+                                    {MHD_OPTION_END, 0, NULL}};
+    if (c->tls.cert_file || c->tls.key_file) {
+        int rc = load_tls(s, err, errsz);
+        if (rc != LT_EXIT_OK) return rc;
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+    }
     errno = 0;
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->cfg.listen_port, NULL, NULL, on_access, s,
                               MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
@@ -500,10 +731,19 @@ int srv_http_start(srv *s, char *err, size_t errsz)
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->limits.max_connections,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->limits.connection_timeout,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!s->mhd) {
-        snprintf(err, errsz, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
-                 errno ? strerror(errno) : "libmicrohttpd refused to start");
+        if (s->tls)
+            snprintf(err, errsz,
+                     "cannot listen with TLS on %s:%d: %s (check that %s and %s are a PEM "
+                     "certificate and its private key, without a passphrase)",
+                     s->cfg.listen_host, s->cfg.listen_port,
+                     errno ? strerror(errno) : "libmicrohttpd refused the certificate or key",
+                     c->tls.cert_file, c->tls.key_file);
+        else
+            snprintf(err, errsz, "cannot listen on %s:%d: %s", s->cfg.listen_host,
+                     s->cfg.listen_port, errno ? strerror(errno) : "libmicrohttpd refused to start");
         return LT_EXIT_UNAVAILABLE;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);

@@ -5,7 +5,11 @@
  *   srv_cluster.c  the cluster the server schedules on (Cluster file and /
  *                  or NVML GPUs), its planner catalogue and GPU ids;
  *                  immutable once the server runs
- *   srv_auth.c     token hashing and lookup
+ *   srv_auth.c     token hashing, the token table (scope, expiry; swapped
+ *                  whole on SIGHUP) and lookup
+ *   srv_ratelimit.c  a token bucket per token (per client address for
+ *                  requests without a known token)
+ *   srv_audit.c    the audit row of every change asked of the API
  *   srv_pool.c     store handles for the HTTP threads
  *   srv_http.c     libmicrohttpd: requests, bodies, routing, replies
  *   srv_json.c     jobs, events and errors as JSON
@@ -40,11 +44,17 @@
 typedef struct ctl ctl;
 
 /* ---- configuration (srv_config.c) ---- */
+/* What a token may do: read = GET (and HEAD) only; submit = read, submit,
+ * cancel and delete its team's jobs; admin = everything, every team. */
+typedef enum { SRV_SCOPE_READ, SRV_SCOPE_SUBMIT, SRV_SCOPE_ADMIN } srv_scope;
+
 typedef struct srv_token {
     unsigned char hash[32];
     char *team; /* NULL for admin */
-    bool admin;
+    bool admin; /* sees and acts for every team (admin: true or scope admin) */
     char *name; /* label; may be NULL */
+    srv_scope scope;
+    double expires_at; /* seconds since the epoch; 0 = never */
 } srv_token;
 
 typedef struct srv_config {
@@ -77,10 +87,105 @@ char *srv_job_dir(const srv_config *cfg, int64_t id);
 void srv_sha256(const void *data, size_t len, unsigned char out[32]);
 void srv_hex(const unsigned char *b, size_t n, char *out); /* out: 2n+1 bytes */
 bool srv_unhex(const char *hex, unsigned char *out, size_t n);
-/* The token an "Authorization: Bearer X" header names, or NULL. */
-const srv_token *srv_auth_lookup(const srv_config *cfg, const char *authorization);
 /* A new random token: 32 random bytes as 64 hex digits (out: 65 bytes). */
 bool srv_random_token(char out[65]);
+/* "read", "submit", "admin". */
+const char *srv_scope_name(srv_scope s);
+/* Appends the tokens of a ServerConfig list to *list (n entries): hashes
+ * decoded, scope resolved (written, else admin for admin: true, else
+ * submit), copies of the strings. */
+void srv_tokens_add_spec(srv_token **list, size_t *n, const spec_server_token *t, size_t nt);
+void srv_token_list_free(srv_token *list, size_t n);
+
+/* An immutable token table shared by the HTTP threads: a request holds a
+ * reference for its whole life (its srv_token pointers stay valid), and a
+ * reload swaps in a new table; the old one is freed when its last request
+ * ends. */
+typedef struct srv_tokens {
+    srv_token *items;
+    size_t n;
+    int refs; /* under srv_token_table.mu */
+} srv_tokens;
+
+typedef struct srv_token_table {
+    pthread_mutex_t mu;
+    srv_tokens *cur;
+} srv_token_table;
+
+void srv_token_table_init(srv_token_table *t, const srv_token *items, size_t n); /* copies */
+/* The current table, with a reference the caller releases. */
+srv_tokens *srv_token_table_get(srv_token_table *t);
+void srv_token_table_put(srv_token_table *t, srv_tokens *x);
+/* Makes items (taken: the table owns them) the current table. */
+void srv_token_table_swap(srv_token_table *t, srv_token *items, size_t n);
+void srv_token_table_free(srv_token_table *t);
+
+typedef enum {
+    SRV_AUTH_NONE,    /* no Authorization header, or not "Bearer X" */
+    SRV_AUTH_UNKNOWN, /* no token has that hash */
+    SRV_AUTH_EXPIRED, /* a token's, expired (*out is set) */
+    SRV_AUTH_OK
+} srv_auth_result;
+
+/* The token an "Authorization: Bearer X" header names. Every token's hash
+ * is compared (CRYPTO_memcmp, no early exit), so the time taken does not
+ * depend on which token matched or how much of a hash did. */
+srv_auth_result srv_auth_check(const srv_tokens *t, const char *authorization, double now,
+                               const srv_token **out);
+/* The token list from spec's tokens and its tokens file (resolved against
+ * cfg's config folder), plus the admin-token file's token when the server
+ * made one: what a start and a SIGHUP build (srv_config.c). Returns false
+ * with "FILE:LINE: ..." diagnostics in err when the tokens file is
+ * unreadable or invalid (then nothing is made). */
+bool srv_tokens_load(const srv_config *cfg, const spec_server *spec, srv_token **out, size_t *n,
+                     char *err, size_t errsz);
+/* SIGHUP: re-reads the tokens (srv_tokens_load) and swaps the table; an
+ * invalid file keeps the old table. Logged and audited either way. */
+bool srv_reload_tokens(srv *s);
+
+/* ---- rate limit (srv_ratelimit.c) ---- */
+/* A token bucket: holds up to burst requests, refilled at rate per second.
+ * Pure: the time is passed in. */
+typedef struct srv_bucket {
+    double tokens; /* requests it may take now */
+    double at;     /* when tokens was computed */
+    bool used;     /* false: never taken from (full) */
+} srv_bucket;
+
+/* Takes one request from b at time now: 0 when allowed, else the seconds
+ * until one is available (> 0). rate <= 0: always allowed. */
+double srv_bucket_take(srv_bucket *b, double rate, double burst, double now);
+
+typedef struct srv_rl_entry {
+    unsigned char key[32];
+    srv_bucket b;
+} srv_rl_entry;
+
+typedef struct srv_rl_count {
+    char *label;
+    uint64_t n;
+} srv_rl_count;
+
+/* The buckets of every token (keyed by the token's hash) and of every
+ * client address without a known token, and how often each token was
+ * refused. */
+typedef struct srv_ratelimit {
+    pthread_mutex_t mu;
+    double rate, burst; /* rate 0 = no limit */
+    srv_rl_entry *items;
+    size_t n, cap, max; /* at most max buckets: full ones go first, then the oldest */
+    srv_rl_count *counts;
+    size_t n_counts;
+} srv_ratelimit;
+
+void srv_ratelimit_init(srv_ratelimit *rl, double rate, double burst, size_t max);
+/* One request for key at now (monotonic seconds): true when allowed; else
+ * *retry_after is whole seconds, at least 1, and label's counter grows. */
+bool srv_ratelimit_take(srv_ratelimit *rl, const unsigned char key[32], const char *label,
+                        double now, int *retry_after);
+/* lathe_http_rate_limited_total{token="..."} lines. */
+void srv_ratelimit_metrics(srv_ratelimit *rl, sb *out);
+void srv_ratelimit_free(srv_ratelimit *rl);
 
 /* ---- the cluster (srv_cluster.c) ---- */
 typedef struct srv_gpu {
@@ -204,6 +309,13 @@ struct srv {
      * replica holds the Lease; until then the API answers 503. */
     struct op *op;
     atomic_bool active;
+    /* Tokens: the table requests read (swapped on SIGHUP), the config file
+     * a reload reads, and the rate limiter. */
+    srv_token_table tokens;
+    char *config_path;       /* absolute; NULL = no config file */
+    srv_ratelimit ratelimit;
+    bool tls;                /* listening with HTTPS */
+    char *tls_cert, *tls_key; /* the PEM texts libmicrohttpd was given */
 };
 
 
@@ -254,6 +366,15 @@ srv *srv_req_server(srv_req *r);
 void srv_req_no_timeout(srv_req *r);
 /* "user:TEAM" or "admin" for events. */
 const char *srv_req_actor(const srv_req *r);
+/* The client's address, "IP:PORT" ("[V6]:PORT"), or "" when unknown. */
+const char *srv_req_address(const srv_req *r);
+/* The token's name for the audit log ("admin" / "user:TEAM" when it has
+ * none); "" without a token. */
+const char *srv_req_who(const srv_req *r);
+/* True when the token has at least scope need; otherwise replies 403
+ * forbidden (naming the token's scope and the one needed for what) and
+ * returns false. */
+bool srv_req_need_scope(srv_req *r, srv_scope need, const char *what);
 /* The team a request acts for: the token's team, or for admin ?team= (NULL
  * when admin gave none). */
 const char *srv_req_team(const srv_req *r);
@@ -274,6 +395,18 @@ void srv_reply_stream(srv_req *r, int status, const char *content_type,
                       void (*done)(void *cls));
 /* A store failure: 500 with store_error's text, or 503 when busy. */
 void srv_reply_store_error(srv_req *r, const char *what);
+
+/* ---- the audit log (srv_audit.c) ---- */
+/* Appends a row through srv_write: durable when it returns STORE_OK. */
+store_rc srv_audit_write(srv_req *r, const store_audit *a);
+/* Appends a row with a store handle of the pool (a reload, outside any
+ * request); failures are logged. */
+void srv_audit_server(srv *s, const store_audit *a);
+/* What a reply body says, for its audit row: the job or experiment it
+ * names (target) and a short detail ("job a queued", "jobs a, b", an error's
+ * message). Leaves target alone when the body names none. */
+void srv_audit_describe(const json_t *body, char *target, size_t targetsz, char *detail,
+                        size_t detailsz);
 
 /* ---- JSON (srv_json.c) ---- */
 /* "2026-11-29T21:54:00Z"; null for 0. */
@@ -360,6 +493,7 @@ void srv_api_nodes(srv_req *r);
 void srv_api_teams(srv_req *r);
 void srv_api_priority_classes(srv_req *r);
 void srv_api_metrics(srv_req *r);
+void srv_api_audit(srv_req *r);                        /* GET /v1/audit (admin) */
 void srv_api_healthz(srv_req *r);
 void srv_api_readyz(srv_req *r);
 

@@ -15,6 +15,7 @@
  *   lathe_controller_active_jobs              jobs in the controller's set
  *   lathe_controller_reload_fixes_total       what its consistency checks had to fix
  *   lathe_http_requests_total{method,code}
+ *   lathe_http_rate_limited_total{token}    (srv_ratelimit.c)
  *   lathe_http_write_commits_total            transactions of the HTTP writes (group commit)
  *   lathe_http_writes_total                   writes in them (the ratio: writes per flush)
  *   lathe_http_write_batch_max                the most writes one transaction held
@@ -230,6 +231,7 @@ void srv_api_metrics(srv_req *r)
     view_metrics(s, v, &out);
     ctl_view_release(s->ctl);
     http_counters(s, &out);
+    srv_ratelimit_metrics(&s->ratelimit, &out);
     write_counters(s, &out);
     srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", sb_take(&out));
 }

@@ -2,8 +2,10 @@
  * its lock (one server per data folder: flock on DATA/server.lock, held
  * until the process ends, however it ends), the cluster, the store, the
  * controller (which re-attaches to running trainers), then the HTTP
- * listener; the bound address goes to DATA/server.addr. Stop: the listener
- * first (no new request), then the controller; trainers keep running. */
+ * listener; the bound address goes to DATA/server.addr (https://... when
+ * it listens with TLS). SIGHUP re-reads the tokens (srv_reload_tokens).
+ * Stop: the listener first (no new request), then the controller;
+ * trainers keep running. */
 #include "ctl.h"
 #include "op.h"
 
@@ -91,7 +93,7 @@ static void write_address(srv *s)
 {
     char *path = path_join(s->cfg.data_dir, "server.addr");
     char line[160];
-    int n = snprintf(line, sizeof line, "%s\n", s->address);
+    int n = snprintf(line, sizeof line, "%s%s\n", s->tls ? "https://" : "", s->address);
     int e = file_write_atomic(path, line, (size_t)n);
     if (e) srv_log(s, "%s: %s", path, strerror(e));
     free(path);
@@ -101,11 +103,12 @@ static void announce(srv *s)
 {
     const srv_cluster *c = &s->cluster;
     if (c->cpu_mode)
-        srv_log(s, "listening on http://%s; data %s; CPU mode: %d CPU slots (%s)", s->address,
-                s->cfg.data_dir, c->cpu_slots, c->note[0] ? c->note : "no GPU");
+        srv_log(s, "listening on %s://%s; data %s; CPU mode: %d CPU slots (%s)",
+                s->tls ? "https" : "http", s->address, s->cfg.data_dir, c->cpu_slots,
+                c->note[0] ? c->note : "no GPU");
     else
-        srv_log(s, "listening on http://%s; data %s; %d GPUs on %d nodes (%s), policy %s",
-                s->address, s->cfg.data_dir, c->sched->n_gpus, c->sched->n_nodes, c->source,
+        srv_log(s, "listening on %s://%s; data %s; %d GPUs on %d nodes (%s), policy %s",
+                s->tls ? "https" : "http", s->address, s->cfg.data_dir, c->sched->n_gpus, c->sched->n_nodes, c->source,
                 sched_policy_name(s->cfg.sched.policy));
     if (s->cfg.admin_token_file)
         srv_log(s, "no token in the config: the admin token is in %s", s->cfg.admin_token_file);
@@ -196,6 +199,15 @@ static int start_steps(srv *s, const srv_options *o, diag_list *d, char *err, si
     raise_nofile(s);
     int rc = srv_config_load(o, &s->cfg, d, err, errsz);
     if (rc == LT_EXIT_OK) rc = srv_config_prepare_data(&s->cfg, err, errsz);
+    if (rc == LT_EXIT_OK) {
+        srv_token_table_init(&s->tokens, s->cfg.tokens, s->cfg.n_tokens);
+        const spec_server *sp = s->cfg.spec;
+        srv_ratelimit_init(&s->ratelimit, sp->rate_limit.per_second, sp->rate_limit.burst, 65536);
+        if (o->config_path) {
+            s->config_path = realpath(o->config_path, NULL);
+            if (!s->config_path) s->config_path = xstrdup(o->config_path);
+        }
+    }
     if (rc == LT_EXIT_OK) rc = take_lock(s, err, errsz);
     if (rc == LT_EXIT_OK) rc = make_executor(s, err, errsz);
     if (rc == LT_EXIT_OK) rc = srv_cluster_build(&s->cfg, s->be, &s->cluster, d, err, errsz);
@@ -273,10 +285,75 @@ void srv_stop(srv *s)
     if (s->pool.path) srv_pool_free(&s->pool);
     srv_counters_free(&s->counters);
     store_batcher_free(s->writes);
+    srv_token_table_free(&s->tokens);
+    if (s->ratelimit.burst > 0) srv_ratelimit_free(&s->ratelimit);
+    free(s->config_path);
+    free(s->tls_cert);
+    if (s->tls_key) memset(s->tls_key, 0, strlen(s->tls_key)); /* a private key */
+    free(s->tls_key);
     if (s->cluster.spec || s->cluster.sched) srv_cluster_free(&s->cluster);
     srv_config_free(&s->cfg);
     if (s->lock_fd >= 0) close(s->lock_fd);
     free(s);
+}
+
+bool srv_reload_tokens(srv *s)
+{
+    double t0 = wall_now();
+    char err[2048] = "";
+    srv_token *items = NULL;
+    size_t n = 0;
+    spec_server *spec = NULL;
+    bool ok = true;
+    const char *file = s->config_path; /* the audit row's path */
+    if (s->config_path) {
+        diag_list d;
+        diag_list_init(&d);
+        bool io = false;
+        if (spec_server_load_file(s->config_path, &spec, &d, &io)) {
+            sb msg;
+            sb_init(&msg);
+            if (io) sb_printf(&msg, "%s: cannot read the config file", s->config_path);
+            for (size_t i = 0; i < d.len; i++) {
+                if (msg.len) sb_puts(&msg, "; ");
+                diag_format(&d.items[i], &msg);
+            }
+            snprintf(err, sizeof err, "%s", msg.len ? sb_str(&msg) : "the config file is invalid");
+            sb_free(&msg);
+            ok = false;
+        }
+        diag_list_free(&d);
+    } else {
+        spec = spec_server_new_default();
+    }
+    if (ok && !srv_tokens_load(&s->cfg, spec, &items, &n, err, sizeof err)) ok = false;
+    if (ok) {
+        /* a team the cluster did not know at the start is not scheduled
+         * until a restart: said, not refused */
+        for (size_t i = 0; i < n; i++)
+            if (items[i].team && !srv_cluster_has_team(&s->cluster, items[i].team))
+                srv_log(s, "reload: the token %s names team %s, which this server did not know "
+                        "when it started: its jobs are refused until a restart",
+                        items[i].name ? items[i].name : "(unnamed)", items[i].team);
+        srv_token_table_swap(&s->tokens, items, n);
+        srv_log(s, "SIGHUP: %zu tokens loaded from %s%s%s; other settings of the config need a "
+                "restart", n, s->config_path ? s->config_path : "the defaults",
+                spec->tokens_file ? " and " : "", spec->tokens_file ? spec->tokens_file : "");
+    } else {
+        srv_log(s, "SIGHUP: the tokens were not reloaded, the old ones stay in use: %s", err);
+    }
+    char detail[256];
+    if (ok)
+        snprintf(detail, sizeof detail, "%zu tokens loaded%s%s", n,
+                 spec->tokens_file ? " with the tokens file " : "",
+                 spec->tokens_file ? spec->tokens_file : "");
+    else snprintf(detail, sizeof detail, "kept the old tokens: %s", err);
+    store_audit a = {.at = t0, .actor = (char *)"sighup", .method = (char *)"SIGHUP",
+                     .path = (char *)(file ? file : ""), .status = ok ? 200 : 422,
+                     .detail = detail};
+    srv_audit_server(s, &a);
+    spec_server_free(spec);
+    return ok;
 }
 
 int srv_run(const srv_options *o, volatile sig_atomic_t *stop)
@@ -295,6 +372,10 @@ int srv_run(const srv_options *o, volatile sig_atomic_t *stop)
     while (!*stop) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
+        if (o->reload && *o->reload) {
+            *o->reload = 0;
+            srv_reload_tokens(s);
+        }
     }
     srv_log(s, "stopping (trainers keep running; a new server re-attaches to them)");
     srv_stop(s);
