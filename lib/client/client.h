@@ -59,6 +59,10 @@ typedef struct client_config {
                            the config file's path, or "the default" */
     char *token_from;   /* where token came from: "--token", "LATHE_TOKEN",
                            the config file's path; NULL when none */
+    char *cacert;       /* a PEM file of the CA that signed an https server's
+                           certificate (--cacert, LATHE_CACERT, the config
+                           file's cacert:); NULL = the system's CAs */
+    char *cacert_from;
 } client_config;
 
 /* The config file's path: $LATHE_CONFIG, else $XDG_CONFIG_HOME/lathe/
@@ -68,12 +72,17 @@ char *client_config_path(void);
 
 /* Fills cfg from, in order of precedence, the flags (flag_server,
  * flag_token: NULL when not given), the environment (LATHE_SERVER,
- * LATHE_TOKEN, LATHE_TIMEOUT) and the config file at config_path (NULL =
- * client_config_path(); a missing file is fine). The config file is YAML:
+ * LATHE_TOKEN, LATHE_TIMEOUT, LATHE_CACERT) and the config file at
+ * config_path (NULL = client_config_path(); a missing file is fine). The
+ * config file is YAML:
  *
- *     server: http://gpu-box:8740
+ *     server: https://gpu-box:8740
  *     token: s3cret
  *     timeout: 30s
+ *     cacert: ca.pem        # relative to the config file's folder
+ *
+ * (--cacert is applied by client_open over what this resolves.) A CA file
+ * that does not exist is an error naming it and where it came from.
  *
  * Problems in the file or in a value (unknown key, bad address, bad
  * duration) go to d with file:line:col, and the function returns false;
@@ -81,6 +90,9 @@ char *client_config_path(void);
 bool client_config_resolve(client_config *cfg, const char *flag_server, const char *flag_token,
                            const char *config_path, diag_list *d);
 void client_config_free(client_config *cfg);
+/* False (with a diagnostic naming it and its source) when cfg->cacert is
+ * not a readable file. */
+bool client_config_check_cacert(const client_config *cfg, diag_list *d);
 
 /* "gpu-box:8740" -> "http://gpu-box:8740"; a trailing '/' is dropped.
  * Returns NULL (and a reason in why) for an address that is not
@@ -195,9 +207,10 @@ typedef struct client_flags {
     const char *server; /* --server ADDR */
     const char *token;  /* --token TOKEN */
     const char *team;   /* --team TEAM */
+    const char *cacert; /* --cacert FILE */
 } client_flags;
 
-/* If argv[*i] is --server / --token / --team, takes it and its value (the
+/* If argv[*i] is --server / --token / --team / --cacert, takes it and its value (the
  * next argument; the tool's main.c splits --opt=VALUE into the two),
  * advances *i past them and returns 1; returns 0 for another argument; -1
  * (with a usage message printed) when its value is missing. */
@@ -210,7 +223,9 @@ int client_open(const client_flags *f, const char *cmd, client **out);
     "  --server ADDR            the server (default: LATHE_SERVER, the config file,\n"        \
     "                           then " CLIENT_DEFAULT_SERVER ")\n"                              \
     "  --token TOKEN            bearer token (default: LATHE_TOKEN, the config file)\n"        \
-    "  --team TEAM              act for this team (an admin token)\n"
+    "  --team TEAM              act for this team (an admin token)\n"                        \
+    "  --cacert FILE            the CA of an https server's certificate (default:\n"        \
+    "                           LATHE_CACERT, the config file's cacert, the system's)\n"
 
 /* ---- output (client_out.c) ---- */
 

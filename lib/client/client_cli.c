@@ -1,5 +1,5 @@
 /* client_cli.c: the options every client command takes (--server, --token,
- * --team) and opening a handle from them, with the configuration's problems
+ * --team, --cacert) and opening a handle from them, with the configuration's problems
  * printed the way every lathe command prints them.
  */
 #include "client.h"
@@ -10,9 +10,9 @@
 /* The slot of a shared option "--NAME", or NULL. */
 static const char **flag_slot(client_flags *f, const char *arg)
 {
-    static const char *const names[] = {"--server", "--token", "--team"};
-    const char **slots[] = {&f->server, &f->token, &f->team};
-    for (size_t k = 0; k < 3; k++)
+    static const char *const names[] = {"--server", "--token", "--team", "--cacert"};
+    const char **slots[] = {&f->server, &f->token, &f->team, &f->cacert};
+    for (size_t k = 0; k < 4; k++)
         if (strcmp(arg, names[k]) == 0) return slots[k];
     return NULL;
 }
@@ -37,6 +37,13 @@ int client_open(const client_flags *f, const char *cmd, client **out)
     diag_list d;
     diag_list_init(&d);
     bool ok = client_config_resolve(&cfg, f->server, f->token, NULL, &d);
+    if (f->cacert) { /* the flag outranks LATHE_CACERT and the file */
+        free(cfg.cacert);
+        free(cfg.cacert_from);
+        cfg.cacert = xstrdup(f->cacert);
+        cfg.cacert_from = xstrdup("--cacert");
+        ok = ok && client_config_check_cacert(&cfg, &d);
+    }
     if (!ok) {
         fprintf(stderr, "lathe %s: the client configuration is not usable:\n", cmd);
         diag_print_all(&d, stderr);

@@ -18,7 +18,7 @@
 /* The config file may be no larger than this. */
 #define CLIENT_CONFIG_MAX_BYTES (64u << 10)
 
-static const char *const config_keys[] = {"server", "token", "timeout"};
+static const char *const config_keys[] = {"server", "token", "timeout", "cacert"};
 #define N_CONFIG_KEYS (sizeof config_keys / sizeof config_keys[0])
 
 char *client_config_path(void)
@@ -127,7 +127,7 @@ static void config_entry(client_config *cfg, const char *path, const yaml_node_t
     while (i < N_CONFIG_KEYS && strcmp(key, config_keys[i])) i++;
     if (i == N_CONFIG_KEYS) {
         diag *x = diag_add(d, DIAG_ERROR, path, line, col, key, "unknown key");
-        diag_set_expected(x, "server, token or timeout");
+        diag_set_expected(x, "server, token, timeout or cacert");
         const char *s = str_suggest(key, config_keys, N_CONFIG_KEYS);
         if (s) diag_set_suggestion(x, "did you mean '%s'?", s);
         return;
@@ -141,7 +141,18 @@ static void config_entry(client_config *cfg, const char *path, const yaml_node_t
     const char *val = (const char *)v->data.scalar.value;
     if (i == 0) set_from(&cfg->server, &cfg->server_from, val, path);
     else if (i == 1) set_from(&cfg->token, &cfg->token_from, val, path);
-    else if (!units_parse_duration(val, timeout)) {
+    else if (i == 3) {
+        /* relative to the config file's folder, not the working one */
+        char *dir = xstrdup(path), *slash = strrchr(dir, '/');
+        char *abs = NULL;
+        if (val[0] != '/' && slash) {
+            *slash = '\0';
+            abs = path_join(dir, val);
+        }
+        set_from(&cfg->cacert, &cfg->cacert_from, abs ? abs : val, path);
+        free(abs);
+        free(dir);
+    } else if (!units_parse_duration(val, timeout)) {
         diag *x = diag_add(d, DIAG_ERROR, path, (int)v->start_mark.line + 1,
                            (int)v->start_mark.column + 1, "timeout", "not a duration");
         diag_set_expected(x, "a duration such as 30s or 2m");
@@ -206,6 +217,17 @@ static bool config_normalise(client_config *cfg, diag_list *d)
     return true;
 }
 
+bool client_config_check_cacert(const client_config *cfg, diag_list *d)
+{
+    if (file_exists(cfg->cacert)) return true;
+    diag *x = diag_add(d, DIAG_ERROR, cfg->cacert_from, 0, 0, "cacert",
+                       "the CA file does not exist or cannot be read");
+    diag_set_found(x, "%s", cfg->cacert);
+    diag_set_suggestion(x, "give the PEM file of the CA that signed the server's certificate "
+                           "(for a self-signed server, its certificate file)");
+    return false;
+}
+
 bool client_config_resolve(client_config *cfg, const char *flag_server, const char *flag_token,
                            const char *config_path, diag_list *d)
 {
@@ -215,6 +237,7 @@ bool client_config_resolve(client_config *cfg, const char *flag_server, const ch
     set_from(&cfg->token, &cfg->token_from, flag_token, "--token");
     set_from(&cfg->server, &cfg->server_from, getenv("LATHE_SERVER"), "LATHE_SERVER");
     set_from(&cfg->token, &cfg->token_from, getenv("LATHE_TOKEN"), "LATHE_TOKEN");
+    set_from(&cfg->cacert, &cfg->cacert_from, getenv("LATHE_CACERT"), "LATHE_CACERT");
 
     double file_timeout = 0, env_timeout = 0;
     const char *t = getenv("LATHE_TIMEOUT");
@@ -232,6 +255,7 @@ bool client_config_resolve(client_config *cfg, const char *flag_server, const ch
                    : file_timeout > 0 ? file_timeout
                                       : CLIENT_DEFAULT_TIMEOUT;
     if (d->errors == errors) config_normalise(cfg, d);
+    if (cfg->cacert) client_config_check_cacert(cfg, d);
     return d->errors == errors;
 }
 
@@ -241,5 +265,7 @@ void client_config_free(client_config *cfg)
     free(cfg->token);
     free(cfg->server_from);
     free(cfg->token_from);
+    free(cfg->cacert);
+    free(cfg->cacert_from);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -24,6 +24,8 @@ struct client {
     char *server_from;
     char *token;
     char *token_from;
+    char *cacert;      /* CURLOPT_CAINFO; NULL = the system's CAs */
+    char *cacert_from;
     double timeout;
     char curl_err[CURL_ERROR_SIZE];
 };
@@ -88,6 +90,8 @@ client *client_new(const client_config *cfg)
     c->token = cfg->token ? xstrdup(cfg->token) : NULL;
     c->token_from = cfg->token_from ? xstrdup(cfg->token_from) : NULL;
     c->timeout = cfg->timeout > 0 ? cfg->timeout : CLIENT_DEFAULT_TIMEOUT;
+    c->cacert = cfg->cacert ? xstrdup(cfg->cacert) : NULL;
+    c->cacert_from = cfg->cacert_from ? xstrdup(cfg->cacert_from) : NULL;
     return c;
 }
 
@@ -95,6 +99,8 @@ void client_free(client *c)
 {
     if (!c) return;
     curl_easy_cleanup(c->curl);
+    free(c->cacert);
+    free(c->cacert_from);
     free(c->server);
     free(c->server_from);
     free(c->token);
@@ -145,6 +151,15 @@ static void transfer_error(client *c, CURLcode rc, client_error *err)
         hint = "; is `lathe server` running there?";
     else if (rc == CURLE_OPERATION_TIMEDOUT)
         hint = "; the server is busy or stuck (LATHE_TIMEOUT sets the limit)";
+    else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
+        hint = c->cacert ? "; the server's certificate is not signed by that CA file (check "
+                           "--cacert / LATHE_CACERT / the config's cacert)"
+                         : "; the server's certificate is not trusted: pass the CA that signed "
+                           "it with --cacert FILE, LATHE_CACERT or cacert: in the config file";
+    else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING)
+        hint = str_starts_with(c->server, "http://")
+                   ? "; if the server listens with TLS, use an https:// address"
+                   : "";
     client_error_set(err, LT_EXIT_UNAVAILABLE, "unreachable",
                      "cannot reach the lathe server at %s (from %s): %s%s", c->server,
                      c->server_from, detail, hint);
@@ -160,6 +175,9 @@ static struct curl_slist *request_setup(client *c, const char *method, const cha
     c->curl_err[0] = 0;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
+    /* verification stays on (libcurl's default); a CA file only says whom
+     * to trust */
+    if (c->cacert) curl_easy_setopt(h, CURLOPT_CAINFO, c->cacert);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
