@@ -78,14 +78,19 @@ typedef struct policy_rules {
 
 typedef struct policy_ctx {
     const char *config_dir; /* relative roots start here (absolute) */
-    const char *data_dir;   /* the server's data folder: always denied (absolute) */
-    const char *jobs_dir;   /* its jobs' folders: a job reads only its own */
+    const char *data_dir;   /* the server's data folder: always denied (absolute);
+                               NULL = none */
+    const char *jobs_dir;   /* its jobs' folders: a job reads only its own; NULL = none */
+    const char *cwd;        /* relative paths of a spec start here (the server's
+                               working folder, as the local executor runs them);
+                               NULL = "/" */
     bool local;             /* resolve through this machine's file system (the
                                local executor); false = cluster engine paths,
                                normalised lexically only */
     /* a cluster engine's volumes, added to every team's roots of that kind
-     * (Kubernetes: the model and data mounts); NULL = none */
-    const char *engine_roots[SPEC_ROOT_KINDS];
+     * (Kubernetes: the model, data and checkpoint mounts); up to 4 per
+     * kind, the unused ones NULL */
+    const char *engine_roots[SPEC_ROOT_KINDS][4];
     bool as_root;           /* the server runs as root: trainers get the team's
                                user, or the sandbox's default user */
 } policy_ctx;
@@ -114,12 +119,19 @@ typedef struct policy_verdict {
 void policy_verdict_free(policy_verdict *v);
 
 /* Checks one path of a job: field names it in messages ("baseModel.path");
- * own_dir is the job's own folder (may be NULL before it has one). */
+ * own_dir is the job's own folder (may be NULL before it has one). In
+ * order: the path resolved (relative to ctx->cwd); inside own_dir: OK;
+ * inside ctx->jobs_dir: DENIED (another job's folder); inside
+ * ctx->data_dir: DENIED (the server's data folder); under a root of its
+ * kind: OK; else OUTSIDE. */
 policy_rc policy_check_path(const policy *p, const policy_rules *r, spec_root_kind kind,
                             const char *field, const char *path, const char *own_dir,
                             policy_verdict *v);
 
-/* True when image matches one of the rules' patterns (fnmatch). */
+/* True when image matches one of the rules' patterns: fnmatch(3) without
+ * FNM_PATHNAME, so a star also matches '/' (the pattern
+ * "registry.example.com/team-a/" followed by a star allows
+ * "registry.example.com/team-a/sub/x:1"), and without FNM_PERIOD. */
 bool policy_image_allowed(const policy_rules *r, const char *image);
 
 /* Every check of a resolved job of team `team` at submission: its paths
