@@ -194,6 +194,10 @@ int client_experiment_get(client *c, const char *name, const char *team, json_t 
                           client_error *err);
 int client_nodes_list(client *c, json_t **out, client_error *err);
 int client_teams_list(client *c, json_t **out, client_error *err);
+/* GET /v1/audit (admin tokens): since (RFC 3339 or NULL), at most limit
+ * rows (0 = the server's default), team (NULL = all); newest first. */
+int client_audit_list(client *c, const char *since, int limit, const char *team, json_t **out,
+                      client_error *err);
 int client_priority_classes_list(client *c, json_t **out, client_error *err);
 /* GET /healthz (no token): LT_EXIT_OK when the server answers 200. */
 int client_healthz(client *c, client_error *err);

@@ -236,6 +236,24 @@ int client_nodes_list(client *c, json_t **out, client_error *err)
     return list_call(c, "/v1/nodes", NULL, out, err);
 }
 
+int client_audit_list(client *c, const char *since, int limit, const char *team, json_t **out,
+                      client_error *err)
+{
+    sb b;
+    sb_init(&b);
+    sb_puts(&b, "/v1/audit");
+    put_query(&b, "since", since);
+    if (limit > 0) {
+        char n[24];
+        snprintf(n, sizeof n, "%d", limit);
+        put_query(&b, "limit", n);
+    }
+    put_query(&b, "team", team);
+    int rc = get_json(c, sb_str(&b), "the audit log", out, err);
+    sb_free(&b);
+    return rc;
+}
+
 int client_teams_list(client *c, json_t **out, client_error *err)
 {
     return list_call(c, "/v1/teams", NULL, out, err);

@@ -160,6 +160,24 @@ static json_t *find_row(json_t *items, const char *actor, const char *method, co
     return NULL;
 }
 
+static int run_argv(char *const argv[], const char *dir, const char *out_file);
+
+/* `lathe audit` against h with token; its output in DIR/audit.out (caller
+ * frees *text). Returns the exit status. */
+static int lathe_audit(const hs *h, const char *token, const char *extra, char **text)
+{
+    char *lathe = xasprintf("%s/lathe", LATHE_BINARY_DIR);
+    char *out = path_join(h->dir, "audit.out");
+    char *const argv[] = {lathe, "audit", "--server", (char *)h->addr, "--token", (char *)token,
+                          extra ? (char *)extra : NULL, extra ? "json" : NULL, NULL};
+    int rc = run_argv(argv, h->dir, out);
+    char err[128];
+    *text = file_read_all(out, 1 << 20, NULL, err, sizeof err);
+    free(out);
+    free(lathe);
+    return rc;
+}
+
 /* ---- scope, expiry and the audit log ---- */
 static void test_scope_expiry_audit(void **state)
 {
@@ -255,6 +273,25 @@ static void test_scope_expiry_audit(void **state)
     assert_int_equal(r.status, 400);
     assert_non_null(strstr(err_message(&r), "since"));
     sec_free(&r);
+
+    /* lathe audit: a table for an admin, refused for a team token */
+    char *text = NULL;
+    assert_int_equal(lathe_audit(&h, "token-admin", NULL, &text), 0);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "ACTOR"));
+    assert_non_null(strstr(text, "reader"));
+    assert_non_null(strstr(text, "POST /v1/jobs/sec-job/cancel"));
+    assert_non_null(strstr(text, "403"));
+    free(text);
+    assert_int_equal(lathe_audit(&h, "token-admin", "-o", &text), 0);
+    json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(json_array_size(json_object_get(j, "items")), 6);
+    json_decref(j);
+    free(text);
+    assert_int_not_equal(lathe_audit(&h, "token-a", NULL, &text), 0);
+    assert_non_null(strstr(text, "admin"));
+    free(text);
 
     assert_true(hs_wait_state(&h, "token-a", "sec-job", "succeeded", 60));
     hs_finish(&h);
