@@ -342,16 +342,15 @@ bool srv_reload_tokens(srv *s)
     } else {
         srv_log(s, "SIGHUP: the tokens were not reloaded, the old ones stay in use: %s", err);
     }
-    char detail[256];
-    if (ok)
-        snprintf(detail, sizeof detail, "%zu tokens loaded%s%s", n,
-                 spec->tokens_file ? " with the tokens file " : "",
-                 spec->tokens_file ? spec->tokens_file : "");
-    else snprintf(detail, sizeof detail, "kept the old tokens: %s", err);
+    char *detail = ok ? xasprintf("%zu tokens loaded%s%s", n,
+                                  spec->tokens_file ? " with the tokens file " : "",
+                                  spec->tokens_file ? spec->tokens_file : "")
+                      : xasprintf("kept the old tokens: %.400s", err);
     store_audit a = {.at = t0, .actor = (char *)"sighup", .method = (char *)"SIGHUP",
                      .path = (char *)(file ? file : ""), .status = ok ? 200 : 422,
                      .detail = detail};
     srv_audit_server(s, &a);
+    free(detail);
     spec_server_free(spec);
     return ok;
 }
