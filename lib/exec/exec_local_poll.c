@@ -6,6 +6,7 @@
  * period is over, and says whether the trainer runs, ended (the
  * supervisor's exit.json, classified) or is lost. */
 #include "exec_internal.h"
+#include "policy/policy.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -59,10 +60,11 @@ static void feed(exec_log_reader *r, const char *buf, size_t n, exec_line_fn fn,
 
 static bool open_at(exec_log_reader *r, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* never through a link, nor into a FIFO, that a trainer left there */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
     if (fd < 0) return false;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return false;
     }
@@ -195,9 +197,51 @@ typedef struct poll_ctx {
     double now;
 } poll_ctx;
 
+/* A path a trainer reported (checkpoint path=, resume path=, done
+ * adapter=) counts only inside the job's folder or its checkpoint folder,
+ * resolved (a link out of them, "..", another team's folder are not its
+ * own); else the line is ignored and a warning goes to the attempt's
+ * shim.log. */
+static bool reported_path_ok(local_handle *lh, const char *line, size_t len)
+{
+    exec_progress p;
+    char path[4096];
+    path[0] = '\0';
+    exec_line_kind k = exec_parse_train_line(line, len, &p, path, sizeof path);
+    if ((k != EXEC_LINE_CHECKPOINT && k != EXEC_LINE_RESUME && k != EXEC_LINE_DONE) || !*path)
+        return true;
+    char why[256], *res = NULL, *own = NULL, *ck = NULL;
+    bool ok = policy_resolve(lh->d.work_dir, path, &res, why, sizeof why) == POLICY_OK &&
+              policy_resolve(NULL, lh->d.job_dir, &own, why, sizeof why) == POLICY_OK &&
+              policy_path_under(res, own);
+    /* the checkpoint folder the server chose counts as the job's own */
+    if (!ok && res && lh->d.checkpoint_dir &&
+        policy_resolve(NULL, lh->d.checkpoint_dir, &ck, why, sizeof why) == POLICY_OK)
+        ok = policy_path_under(res, ck);
+    free(ck);
+    if (!ok) {
+        char *log = path_join(lh->d.work_dir, EXEC_SHIM_LOG);
+        int fd = open(log, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0) {
+            char *msg = xasprintf("lathe: ignored the trainer's line %ld: its path %s%s%s is "
+                                  "outside the job's folder %s\n",
+                                  lh->log.line_no, path, res ? " resolves to " : "", res ? res : "",
+                                  lh->d.job_dir);
+            ssize_t w = write(fd, msg, strlen(msg));
+            (void)w;
+            free(msg);
+            close(fd);
+        }
+    }
+    free(res);
+    free(own);
+    return ok;
+}
+
 static void on_line(const char *line, size_t len, void *ctx)
 {
     poll_ctx *pc = ctx;
+    if (!reported_path_ok(pc->lh, line, len)) return;
     exec_tally_line(&pc->lh->tally, line, len, pc->now);
 }
 
@@ -238,23 +282,36 @@ static bool complete_checkpoint(const char *folder)
     return ok;
 }
 
+/* True for a folder that is one, not a link (the trainer writes these). */
+static bool real_dir(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* Lists the complete checkpoint-N folders of dir (and of its sub-folders when
- * deep: ms-swift writes into a versioned sub-folder). */
+ * deep: ms-swift writes into a versioned sub-folder). Links are not
+ * followed: the folder is the trainer's. */
 static void list_checkpoints(const char *dir, bool deep, found_ckpt **out, size_t *n)
 {
+    if (!real_dir(dir)) return;
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char *path = path_join(dir, e->d_name);
+        if (!real_dir(path)) {
+            free(path);
+            continue;
+        }
         int64_t step = checkpoint_step(e->d_name);
         if (step >= 0 && complete_checkpoint(path)) {
             *out = xrealloc(*out, (*n + 1) * sizeof **out);
             (*out)[(*n)++] = (found_ckpt){step, path};
             continue;
         }
-        if (deep && dir_exists(path)) list_checkpoints(path, false, out, n);
+        if (deep) list_checkpoints(path, false, out, n);
         free(path);
     }
     closedir(d);
@@ -264,8 +321,10 @@ static void list_checkpoints(const char *dir, bool deep, found_ckpt **out, size_
  * sub-folder. */
 static char *find_swift_log(const char *dir)
 {
+    if (!real_dir(dir)) return NULL;
     char *direct = path_join(dir, "logging.jsonl");
-    if (file_exists(direct)) return direct;
+    struct stat dst;
+    if (lstat(direct, &dst) == 0 && S_ISREG(dst.st_mode)) return direct;
     free(direct);
     DIR *d = opendir(dir);
     if (!d) return NULL;
@@ -276,9 +335,10 @@ static char *find_swift_log(const char *dir)
         if (e->d_name[0] == '.') continue;
         char *sub = path_join(dir, e->d_name);
         char *p = path_join(sub, "logging.jsonl");
+        bool real = real_dir(sub);
         free(sub);
         struct stat st;
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && (double)st.st_mtime > best_t) {
+        if (real && lstat(p, &st) == 0 && S_ISREG(st.st_mode) && (double)st.st_mtime > best_t) {
             free(best);
             best = p;
             best_t = (double)st.st_mtime;
@@ -295,18 +355,31 @@ static char *find_swift_log(const char *dir)
 static void read_hf_state(local_handle *lh, const char *ckpt, double now)
 {
     char *path = path_join(ckpt, "trainer_state.json");
+    /* a regular file, never through a link or into a FIFO the trainer made */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
-    double mtime = stat(path, &st) == 0 ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9 : 0;
+    bool reg = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+               st.st_size <= (off_t)(256u << 20);
+    double mtime = reg ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9 : 0;
     if (mtime > 0 && mtime != lh->hf_mtime) {
         lh->hf_mtime = mtime;
+        sb text;
+        sb_init(&text);
+        char buf[65536];
+        ssize_t r;
+        while ((r = read(fd, buf, sizeof buf)) > 0 || (r < 0 && errno == EINTR))
+            if (r > 0) sb_putn(&text, buf, (size_t)r);
         exec_progress *pts;
         size_t n;
         char err[256];
-        if (exec_read_hf_state(path, lh->tally.last_step, &pts, &n, err, sizeof err)) {
+        if (r == 0 && exec_parse_hf_state(sb_str(&text), text.len, path, lh->tally.last_step, &pts,
+                                          &n, err, sizeof err)) {
             for (size_t i = 0; i < n; i++) exec_tally_point(&lh->tally, pts[i], now);
             free(pts);
         }
+        sb_free(&text);
     }
+    if (fd >= 0) close(fd);
     free(path);
 }
 

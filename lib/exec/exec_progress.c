@@ -254,16 +254,19 @@ static void push_point(exec_progress **pts, size_t *n, size_t *cap, const exec_p
 bool exec_read_swift_log(exec_jsonl_reader *r, exec_progress **pts, size_t *n, size_t *cap,
                          char *err, size_t errsz)
 {
-    int fd = open(r->path, O_RDONLY | O_CLOEXEC);
+    /* the trainer writes this file: never through a link, nor into a FIFO */
+    int fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT) return true; /* not written yet */
         snprintf(err, errsz, "%s: %s", r->path, strerror(errno));
         return false;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    bool stat_ok = fstat(fd, &st) == 0;
+    int e = stat_ok ? 0 : errno;
+    if (!stat_ok || !S_ISREG(st.st_mode)) {
         close(fd);
-        snprintf(err, errsz, "%s: %s", r->path, strerror(errno));
+        snprintf(err, errsz, "%s: %s", r->path, e ? strerror(e) : "not a regular file");
         return false;
     }
     /* A new file (or a shorter one) starts again from its beginning. */

@@ -869,6 +869,9 @@ static void binds(const sbx *s)
     for (size_t i = 0; i < box->n_hide; i++) es[k++] = (entry){box->hide[i], 2};
     qsort(es, k, sizeof *es, by_length);
     for (size_t i = 0; i < k; i++) {
+        if (!strcmp(es[i].path, "/"))
+            exec_spawn_fail(s->fd, EINVAL, "a bind or hidden folder of / (it would show the "
+                                           "whole system, or hide all of it)", NULL);
         char *dst = in_root(s, es[i].path);
         if (es[i].kind == 2) {
             struct stat st;

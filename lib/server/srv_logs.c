@@ -63,10 +63,16 @@ static void list_files(const char *path, int keep, char ***out, size_t *n)
 static bool open_current(log_reader *lr, uint64_t offset)
 {
     if (lr->fd >= 0) close(lr->fd);
-    lr->fd = open(lr->files[lr->cur], O_RDONLY | O_CLOEXEC);
+    /* never through a link or into a FIFO a trainer left in its folder */
+    lr->fd = open(lr->files[lr->cur], O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (lr->fd < 0) return false;
     struct stat st;
-    if (fstat(lr->fd, &st) == 0) lr->ino = st.st_ino;
+    if (fstat(lr->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(lr->fd);
+        lr->fd = -1;
+        return false;
+    }
+    lr->ino = st.st_ino;
     lseek(lr->fd, (off_t)offset, SEEK_SET);
     return true;
 }
@@ -145,7 +151,12 @@ static void tail_start(char **files, size_t n, long lines, size_t *file, uint64_
     long need = lines;
     bool skip_last_newline = true;
     for (size_t f = n; f-- > 0;) {
-        int fd = open(files[f], O_RDONLY | O_CLOEXEC);
+        int fd = open(files[f], O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        struct stat fst;
+        if (fd >= 0 && (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode))) {
+            close(fd);
+            fd = -1;
+        }
         if (fd < 0) continue;
         struct stat st;
         uint64_t end = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;

@@ -145,6 +145,9 @@ typedef struct job {
     exec_sandbox box;
     exec_handle *h;
     exec_status st;
+    char *ckpts[16]; /* the checkpoints and the adapter polls reported */
+    size_t n_ckpts;
+    char *adapter;
 } job;
 
 /* A job folder under f->dir with the sandbox the server would give it:
@@ -179,6 +182,8 @@ static void job_init(fx *f, job *j, const char *name)
 
 static void job_free(job *j)
 {
+    for (size_t i = 0; i < j->n_ckpts; i++) free(j->ckpts[i]);
+    free(j->adapter);
     exec_release(j->h);
     free(j->dir);
     free(j->checkpoints);
@@ -208,6 +213,9 @@ static void job_wait(job *j)
     for (;;) {
         exec_update up;
         exec_poll(j->h, now_s(), &j->st, &up);
+        for (size_t i = 0; i < up.n_checkpoints && j->n_ckpts < 16; i++)
+            j->ckpts[j->n_ckpts++] = xstrdup(up.checkpoints[i].path);
+        if (up.adapter && !j->adapter) j->adapter = xstrdup(up.adapter);
         if (j->st.phase != EXEC_RUNNING) return;
         if (now_s() > until) {
             char err[256];
@@ -379,6 +387,50 @@ static void test_links_into_other_team(void **state)
     free(script);
     free(target);
     free(ln);
+    job_free(&j);
+}
+
+/* What the trainer reports and writes for the server to read: a path
+ * outside its folders is ignored (with a warning in shim.log); a link or a
+ * FIFO as trainer_state.json is never read through (the poll would hang
+ * on a FIFO). */
+static void test_reported_paths_and_files(void **state)
+{
+    NEED_SANDBOX();
+    fx *f = *state;
+    job j;
+    job_init(f, &j, "reporter");
+    char *script = xasprintf(
+        "mkdir -p %s/checkpoint-2 %s/checkpoint-4 && echo '{}' > %s/checkpoint-2/trainer_state.json && "
+        "ln -s %s/admin-token %s/checkpoint-4/trainer_state.json && mkfifo %s/checkpoint-6 2>/dev/null; "
+        "mkdir -p %s/checkpoint-8 && mkfifo %s/checkpoint-8/trainer_state.json; "
+        "echo '[lathe-train] checkpoint step=1 path=%s'; "
+        "echo '[lathe-train] checkpoint step=2 path=%s/checkpoint-2'; "
+        "echo '[lathe-train] checkpoint step=3 path=%s/../team-b'; "
+        "echo '[lathe-train] done step=9 loss=1.0 adapter=%s'",
+        j.checkpoints, j.checkpoints, j.checkpoints, f->data, j.checkpoints, j.checkpoints,
+        j.checkpoints, j.checkpoints, f->other, j.checkpoints, j.dir, f->other);
+    const char *argv[] = {"/bin/sh", "-c", script};
+    job_run(f, &j, argv, 3);
+    assert_int_equal(j.st.end, EXEC_END_SUCCEEDED);
+    char *want = xasprintf("%s/checkpoint-2", j.checkpoints);
+    bool seen = false;
+    for (size_t i = 0; i < j.n_ckpts; i++) {
+        if (strstr(j.ckpts[i], "team-b")) fail_msg("a checkpoint outside the job: %s", j.ckpts[i]);
+        if (!strcmp(j.ckpts[i], want)) seen = true;
+    }
+    assert_true(seen);
+    assert_null(j.adapter);
+    char *shim_log = path_join(j.dir, "attempt-1/shim.log");
+    char err[256];
+    size_t len;
+    char *text = file_read_all(shim_log, 1 << 20, &len, err, sizeof err);
+    assert_non_null(text);
+    assert_present(text, "is outside the job's folder");
+    free(text);
+    free(shim_log);
+    free(want);
+    free(script);
     job_free(&j);
 }
 
@@ -609,6 +661,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_reads_confined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writes_confined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_links_into_other_team, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reported_paths_and_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_token_in_environment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_bomb, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_hog, setup, teardown),
