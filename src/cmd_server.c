@@ -24,6 +24,7 @@ static void server_on_signal(int sig)
 static const char server_help[] =
     "usage: lathe server [--config FILE] [--listen HOST:PORT] [--data DIR] [--quiet]\n"
     "       lathe server hash-token [TOKEN | -]\n"
+    "       lathe server reload [--config FILE] [--data DIR]\n"
     "\n"
     "Runs the lathe server: the HTTP API of docs/api.md, the job store (SQLite\n"
     "in the data folder) and the controller that schedules, runs, retries,\n"
@@ -45,6 +46,11 @@ static const char server_help[] =
     "hash-token TOKEN      prints the SHA-256 to put in the config's tokens list;\n"
     "                      `-` reads the token from standard input; without TOKEN\n"
     "                      a new random token is made and printed with its hash\n"
+    "reload                sends SIGHUP to the server running on the data folder\n"
+    "                      (of --config's dataDir, or --data): it re-reads the\n"
+    "                      tokens; see its log for the result. The config and\n"
+    "                      tokens file are checked first: an invalid one is\n"
+    "                      reported (exit 2) and nothing is sent\n"
     "\n"
     "exit: 0 stopped, 1 usage, 2 invalid config, 4 data folder, 5 address in use\n"
     "      or another server on the data folder\n"
@@ -52,7 +58,8 @@ static const char server_help[] =
     "examples:\n"
     "  lathe server --config /etc/lathe/server.yaml\n"
     "  lathe server --data /tmp/lathe --listen 127.0.0.1:0\n"
-    "  lathe server hash-token\n";
+    "  lathe server hash-token\n"
+    "  lathe server reload --config /etc/lathe/server.yaml\n";
 
 static int hash_token(int argc, char **argv)
 {
@@ -95,8 +102,9 @@ static const char *option_value(int argc, char **argv, int *i, const char *name)
 static int server_run(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "hash-token") == 0) return hash_token(argc, argv);
+    bool reload = argc >= 2 && strcmp(argv[1], "reload") == 0;
     srv_options o = {0};
-    for (int i = 1; i < argc; i++) {
+    for (int i = reload ? 2 : 1; i < argc; i++) {
         const char *v;
         if ((v = option_value(argc, argv, &i, "--config"))) o.config_path = v;
         else if ((v = option_value(argc, argv, &i, "--listen"))) o.listen = v;
@@ -105,6 +113,15 @@ static int server_run(int argc, char **argv)
         else if (argv[i][0] == '-')
             return cli_usage_error("server", "unknown option '%s' (or it needs a value)", argv[i]);
         else return cli_usage_error("server", "unexpected argument '%s'", argv[i]);
+    }
+    if (reload) {
+        char err[1024] = "";
+        long pid = 0;
+        int rc = srv_signal_running(&o, SIGHUP, &pid, err, sizeof err);
+        if (rc) fprintf(stderr, "lathe server reload: %s\n", err);
+        else printf("sent SIGHUP to the server (pid %ld): it re-reads its tokens (its log says "
+                    "how it went)\n", pid);
+        return rc;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

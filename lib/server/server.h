@@ -61,6 +61,14 @@ void srv_stop(srv *s);
  * then stops it. Returns an LT_EXIT_* code. */
 int srv_run(const srv_options *o, volatile sig_atomic_t *stop);
 
+/* `lathe server reload`: sends sig (SIGHUP) to the server running on the
+ * data folder that o names (the config's dataDir, or --data), whose pid is
+ * in DATA/server.lock. The config and its tokens file are loaded first,
+ * so an invalid one fails here (exit 2, diagnostics on stderr) and nothing
+ * is sent. Fails with a message in err when no server holds the lock. *pid (may be NULL) is the pid signalled. Returns an LT_EXIT_*
+ * code. */
+int srv_signal_running(const srv_options *o, int sig, long *pid, char *err, size_t errsz);
+
 /* The SHA-256 of a token's text as 64 lowercase hex digits (out: 65 bytes),
  * what a ServerConfig's tokens list holds. */
 void srv_hash_token(const char *token, char out[65]);

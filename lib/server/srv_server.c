@@ -297,6 +297,50 @@ void srv_stop(srv *s)
     free(s);
 }
 
+int srv_signal_running(const srv_options *o, int sig, long *pid, char *err, size_t errsz)
+{
+    srv_config cfg;
+    diag_list d;
+    diag_list_init(&d);
+    int rc = srv_config_load(o, &cfg, &d, err, errsz);
+    if (rc != LT_EXIT_OK) {
+        diag_print_all(&d, stderr);
+        diag_list_free(&d);
+        srv_config_free(&cfg);
+        return rc;
+    }
+    diag_list_free(&d);
+    char *path = path_join(cfg.data_dir, "server.lock");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errsz, "no server has run on the data folder %s (%s: %s)", cfg.data_dir,
+                 path, strerror(errno));
+        rc = LT_EXIT_UNAVAILABLE;
+    } else if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        /* we could take it: nobody holds it */
+        flock(fd, LOCK_UN);
+        snprintf(err, errsz, "no server runs on the data folder %s", cfg.data_dir);
+        rc = LT_EXIT_UNAVAILABLE;
+    } else {
+        char text[32] = "";
+        ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        long p = n > 0 ? strtol(text, NULL, 10) : 0;
+        if (p <= 1) {
+            snprintf(err, errsz, "%s holds no pid", path);
+            rc = LT_EXIT_UNAVAILABLE;
+        } else if (kill((pid_t)p, sig) != 0) {
+            snprintf(err, errsz, "cannot signal the server (pid %ld): %s", p, strerror(errno));
+            rc = LT_EXIT_UNAVAILABLE;
+        } else if (pid) {
+            *pid = p;
+        }
+    }
+    if (fd >= 0) close(fd);
+    free(path);
+    srv_config_free(&cfg);
+    return rc;
+}
+
 bool srv_reload_tokens(srv *s)
 {
     double t0 = wall_now();

@@ -331,9 +331,20 @@ static void test_sighup_reload(void **state)
     assert_true(log_has(&h, "tokens loaded"));
     assert_true(log_has(&h, "need a restart"));
 
-    /* removed from the file: refused after the next SIGHUP */
+    /* removed from the file: refused after the next reload, sent this
+     * time by `lathe server reload` (the pid of DATA/server.lock) */
     hs_write(&h, "tokens.yaml", "tokens: []\n");
-    assert_int_equal(kill(h.pid, SIGHUP), 0);
+    char *lathe = xasprintf("%s/lathe", LATHE_BINARY_DIR);
+    char *out = path_join(h.dir, "reload.out");
+    char *const reload[] = {lathe, "server", "reload", "--config", h.config, NULL};
+    assert_int_equal(run_argv(reload, h.dir, out), 0);
+    char err[128];
+    char *said = file_read_all(out, 1 << 16, NULL, err, sizeof err);
+    assert_non_null(said);
+    char want[64];
+    snprintf(want, sizeof want, "pid %ld", (long)h.pid);
+    assert_non_null(strstr(said, want));
+    free(said);
     assert_true(wait_status(&h, "token-new", 401, 10));
     assert_int_equal(status_of(&h, "GET", "/v1/jobs", "token-alice", NULL), 401);
     /* the config's own tokens stay */
@@ -365,7 +376,26 @@ static void test_sighup_reload(void **state)
     assert_non_null(strstr(detail, "kept the old tokens"));
     assert_non_null(strstr(detail, "tokens.yaml:2"));
     sec_free(&r);
-    hs_finish(&h);
+    int status = hs_kill(&h, SIGTERM);
+    if (status != 0) hs_print_log(&h);
+    assert_int_equal(status, 0);
+    /* reload checks the files first: the invalid one is reported, with
+     * its line, and nothing is sent */
+    assert_int_equal(run_argv(reload, "/", out), 2);
+    said = file_read_all(out, 1 << 16, NULL, err, sizeof err);
+    assert_non_null(said);
+    assert_non_null(strstr(said, "tokens.yaml:2"));
+    free(said);
+    /* no server on the folder now: reload says so */
+    write_tokens(&h, NULL);
+    assert_int_equal(run_argv(reload, "/", out), 5);
+    said = file_read_all(out, 1 << 16, NULL, err, sizeof err);
+    assert_non_null(said);
+    assert_non_null(strstr(said, "no server runs"));
+    free(said);
+    free(out);
+    free(lathe);
+    hs_free(&h);
 }
 
 /* ---- the rate limit ---- */
