@@ -140,8 +140,11 @@ bool policy_image_allowed(const policy_rules *r, const char *image);
  * it may run trainer.command at all (the team's `commands`, and a sandbox
  * that is not off unless commands run unsandboxed by the operator's word),
  * trainer.image on cluster engines. Each refusal is an error in d at the
- * field's position in file, with the rule and a suggestion. Returns the
- * number of errors added. */
+ * field's position in file (the document's where the spec keeps none),
+ * named as a field of the document ("spec.baseModel.path"), with the rule,
+ * what the path resolved to and a suggestion. On a cluster engine the
+ * program of trainer.command is the image's and is not looked up here.
+ * Returns the number of errors added. */
 size_t policy_check_job(const policy *p, const char *team, const spec_job *j, const char *file,
                         const char *own_dir, diag_list *d);
 

@@ -541,7 +541,10 @@ static diag *job_error(diag_list *d, const char *file, const spec_job *j, spec_p
     size_t n = strlen(field);
     if (strncmp(message, field, n) == 0 && message[n] == ':' && message[n + 1] == ' ')
         message += n + 2;
-    return diag_add(d, DIAG_ERROR, file, pos.line, pos.col, field, message);
+    /* as the spec's own diagnostics name a field of the document */
+    char path[128];
+    snprintf(path, sizeof path, "spec.%s", field);
+    return diag_add(d, DIAG_ERROR, file, pos.line, pos.col, path, message);
 }
 
 static size_t path_error(diag_list *d, const char *file, const spec_job *j, spec_pos pos,

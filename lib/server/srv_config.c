@@ -2,8 +2,10 @@
  * (lib/spec/spec_server.c) with the command line's overrides, relative
  * paths made absolute (against the config file's folder; --data against
  * the working folder), the listen address split into host and port, the
- * scheduler's settings over the policy's defaults, the token hashes, and
- * the data folder with its layout:
+ * scheduler's settings over the policy's defaults, the token hashes, the
+ * compiled `policy:` (what teams' jobs may read and run: lib/policy) with
+ * whether this machine can make the local sandbox, and the data folder
+ * with its layout:
  *
  *     DATA/lathe.db        the store (SQLite, WAL)
  *     DATA/jobs/<id>/      one folder per job: attempts, checkpoints, specs
@@ -12,6 +14,9 @@
  *     DATA/admin-token     made when the config lists no token
  */
 #include "srv_internal.h"
+
+#include "exec/exec.h"
+#include "policy/policy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,6 +163,67 @@ static int load_tokens(srv_config *cfg, char *err, size_t errsz)
     return LT_EXIT_OK;
 }
 
+/* The policy compiled for this server: relative roots from the config's
+ * folder, the data and jobs folders denied, the spec's relative paths from
+ * the working folder (where the local executor resolves them). On a
+ * cluster engine the paths are the pods' own: the engine's volumes are
+ * roots and nothing is resolved here. Then, for the local executor unless
+ * the sandbox is off, whether the sandbox can be made on this machine:
+ * mode required refuses to start without it; auto says so once. */
+static int compile_policy(srv_config *cfg, const srv_options *o, char *err, size_t errsz)
+{
+    const spec_server *s = cfg->spec;
+    bool local = s->executor == SPEC_EXECUTOR_LOCAL;
+    char cwd[4096];
+    bool have_cwd = getcwd(cwd, sizeof cwd) != NULL;
+    policy_ctx ctx = {.config_dir = cfg->config_dir, .data_dir = cfg->data_dir,
+                      .jobs_dir = cfg->jobs_dir, .cwd = local && have_cwd ? cwd : NULL,
+                      .local = local, .as_root = geteuid() == 0};
+    if (!local) {
+        const spec_k8s *k = &s->k8s;
+        bool models = k->model_pvc && *k->model_pvc, data = k->data_pvc && *k->data_pvc;
+        ctx.engine_roots[SPEC_ROOT_MODELS][0] = models ? k->model_mount : NULL;
+        ctx.engine_roots[SPEC_ROOT_MODELS][1] = k->checkpoint_mount;
+        ctx.engine_roots[SPEC_ROOT_ADAPTERS][0] = models ? k->model_mount : NULL;
+        ctx.engine_roots[SPEC_ROOT_ADAPTERS][1] = k->checkpoint_mount;
+        ctx.engine_roots[SPEC_ROOT_DATA][0] = data ? k->data_mount : NULL;
+    }
+    char why[768];
+    cfg->policy = policy_new(&s->policy, &ctx, why, sizeof why);
+    if (!cfg->policy) {
+        snprintf(err, errsz, "%s: %s", s->file ? s->file : "the server's policy", why);
+        return LT_EXIT_INVALID;
+    }
+    cfg->sandbox_ok = false;
+    cfg->sandbox_why[0] = '\0';
+    if (!local) {
+        snprintf(cfg->sandbox_why, sizeof cfg->sandbox_why,
+                 "the cluster engine isolates trainers in its own containers");
+        return LT_EXIT_OK;
+    }
+    if (s->policy.sandbox.mode == SPEC_SANDBOX_OFF) {
+        snprintf(cfg->sandbox_why, sizeof cfg->sandbox_why,
+                 "the server's policy turns the sandbox off (policy.sandbox.mode: off)");
+        return LT_EXIT_OK;
+    }
+    cfg->sandbox_ok = exec_sandbox_probe(cfg->sandbox_why, sizeof cfg->sandbox_why);
+    if (cfg->sandbox_ok) return LT_EXIT_OK;
+    if (s->policy.sandbox.mode == SPEC_SANDBOX_REQUIRED) {
+        snprintf(err, errsz,
+                 "policy.sandbox.mode is required, but this machine cannot make the trainers' "
+                 "sandbox: %s; run the server as root, allow user namespaces "
+                 "(sysctl kernel.unprivileged_userns_clone=1), or set the mode to auto",
+                 cfg->sandbox_why);
+        return LT_EXIT_UNAVAILABLE;
+    }
+    if (!o->quiet)
+        fprintf(stderr,
+                "lathe server: warning: trainers run without the sandbox on this machine (%s); "
+                "jobs with their own trainer.command are refused (docs/security.md)\n",
+                cfg->sandbox_why);
+    return LT_EXIT_OK;
+}
+
 int srv_config_load(const srv_options *o, srv_config *cfg, diag_list *d, char *err, size_t errsz)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -186,7 +252,9 @@ int srv_config_load(const srv_options *o, srv_config *cfg, diag_list *d, char *e
     if (cfg->spec->cluster.file) cfg->cluster_file = absolute(cfg->config_dir, cfg->spec->cluster.file);
     cfg->trainer_program = trainer_program(cfg);
     sched_settings(cfg->spec, &cfg->sched);
-    return load_tokens(cfg, err, errsz);
+    int rc = load_tokens(cfg, err, errsz);
+    if (rc == LT_EXIT_OK) rc = compile_policy(cfg, o, err, errsz);
+    return rc;
 }
 
 /* mkdir -p. Returns 0 or an errno value. */
@@ -263,6 +331,7 @@ void srv_config_free(srv_config *cfg)
     free(cfg->trainer_program);
     srv_token_list_free(cfg->tokens, cfg->n_tokens);
     free(cfg->admin_token_file);
+    policy_free(cfg->policy);
     memset(cfg, 0, sizeof *cfg);
 }
 

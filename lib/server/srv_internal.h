@@ -71,6 +71,11 @@ typedef struct srv_config {
     srv_token *tokens;
     size_t n_tokens;
     char *admin_token_file; /* DATA/admin-token when the server made one */
+    struct policy *policy;  /* the compiled `policy:` (lib/policy/policy.h); set by
+                               srv_config_load, never NULL after it succeeded */
+    bool sandbox_ok;        /* the local sandbox can be made here (exec_sandbox_probe at
+                               load; false on other executors and in mode off) */
+    char sandbox_why[256];  /* why not, when !sandbox_ok */
 } srv_config;
 
 /* Resolves o and the config file into cfg. Diagnostics go to d; returns an

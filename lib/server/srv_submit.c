@@ -5,14 +5,22 @@
  *      with the file named by the X-Lathe-File header (else request.yaml);
  *   2. the team: a team token's own (a spec naming another team is
  *      refused), or for admin ?team= or the spec's; it must be known;
- *   3. the cluster's priority classes;
- *   4. the planner (lathe plan, with this cluster's GPU types): resources
+ *   3. the server's policy (lib/policy, docs/security.md) for that team:
+ *      baseModel.path, the datasets and trainer.command's program resolved
+ *      (links and "..") and under the team's roots, never in the server's
+ *      data folder or another job's; trainer.command only where the team
+ *      may run commands and, locally, only where the trainer can be
+ *      sandboxed (or the operator turned the sandbox off); trainer.image on
+ *      cluster engines among the allowed images. Before the planner,
+ *      which reads baseModel.path's config.json: that read is the job's;
+ *   4. the cluster's priority classes;
+ *   5. the planner (lathe plan, with this cluster's GPU types): resources
  *      the spec leaves open are filled in; target modules the model lacks
  *      and jobs that fit no GPU are refused;
- *   5. the scheduler's admission check (sched_check_job): a request that
+ *   6. the scheduler's admission check (sched_check_job): a request that
  *      can never run (more GPUs than quota plus borrowing) is refused with
  *      the scheduler's sentence;
- *   6. the store, as one write (all jobs of an experiment or none) through
+ *   7. the store, as one write (all jobs of an experiment or none) through
  *      the server's group commit (srv_write): concurrent submissions share
  *      a transaction, each in its own savepoint, and each is answered after
  *      that transaction committed: 201 created, 200 when the same team sent
@@ -24,6 +32,8 @@
  * are new (ctl_job_changed: it reads them, not the whole queue).
  */
 #include "ctl.h"
+
+#include "policy/policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,7 +148,30 @@ static void resolve_team(submission *m, sub_job *sj)
     j->team = xstrdup(sj->team);
 }
 
-/* Step 3. */
+/* Step 3: what the team's policy allows. The job has no folder yet, so
+ * no path may be inside the jobs' folders at all. */
+static void check_policy(submission *m, sub_job *sj)
+{
+    const srv_config *cfg = &m->s->cfg;
+    if (!cfg->policy) return;
+    spec_job *j = sj->job;
+    policy_check_job(cfg->policy, sj->team, j, j->file, NULL, &m->d);
+    bool command = j->trainer.kind == TRAINER_COMMAND || j->trainer.n_command;
+    const spec_policy *sp = policy_spec(cfg->policy);
+    if (command && cfg->spec->executor == SPEC_EXECUTOR_LOCAL &&
+        sp->sandbox.mode != SPEC_SANDBOX_OFF && !cfg->sandbox_ok &&
+        policy_team(cfg->policy, sj->team)->commands) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "this server cannot sandbox trainers here: %s",
+                 cfg->sandbox_why);
+        diag *x = job_error(m, j, "spec.trainer.command", msg);
+        diag_set_expected(x, "the built-in trainer (no trainer.command) on this server");
+        diag_set_suggestion(x, "remove trainer.command, or ask the operator to run the server "
+                               "where the sandbox works (as root, or with user namespaces)");
+    }
+}
+
+/* Step 4. */
 static void resolve_priority(submission *m, sub_job *sj)
 {
     const spec_job *j = sj->job;
@@ -159,7 +192,7 @@ static void resolve_priority(submission *m, sub_job *sj)
     srv_priority(&m->s->cluster, j->priority_class, &sj->priority, &preempt);
 }
 
-/* Step 4: the plan, the resolved spec and its summary. */
+/* Step 5: the plan, the resolved spec and its summary. */
 static void plan_one(submission *m, sub_job *sj)
 {
     const srv_cluster *c = &m->s->cluster;
@@ -192,7 +225,7 @@ static void plan_one(submission *m, sub_job *sj)
     plan_result_free(&res);
 }
 
-/* Step 5: can the cluster ever run it? */
+/* Step 6: can the cluster ever run it? */
 static void admission(submission *m, sub_job *sj)
 {
     const srv_cluster *c = &m->s->cluster;
@@ -228,7 +261,7 @@ static void hash_job(sub_job *sj)
     sj->own_text = json;
 }
 
-/* Step 4 for a job whose resources were chosen by its author (a user's
+/* Step 5 for a job whose resources were chosen by its author (a user's
  * own Job in operator mode): the plan is the source's. */
 static void given_plan(submission *m, sub_job *sj)
 {
@@ -240,6 +273,7 @@ static void given_plan(submission *m, sub_job *sj)
 static void check_all(submission *m)
 {
     for (size_t i = 0; i < m->n && !m->d.errors; i++) resolve_team(m, &m->jobs[i]);
+    for (size_t i = 0; i < m->n && !m->d.errors; i++) check_policy(m, &m->jobs[i]);
     for (size_t i = 0; i < m->n && !m->d.errors; i++) resolve_priority(m, &m->jobs[i]);
     for (size_t i = 0; i < m->n && !m->d.errors; i++)
         (m->src->plan_json ? given_plan : plan_one)(m, &m->jobs[i]);
@@ -247,7 +281,7 @@ static void check_all(submission *m)
     for (size_t i = 0; i < m->n && !m->d.errors; i++) hash_job(&m->jobs[i]);
 }
 
-/* ---- step 6: the store ---- */
+/* ---- step 7: the store ---- */
 static void fill_request(submission *m, sub_job *sj, store_submit_req *q, store_event *ev,
                          char **msg)
 {
@@ -265,7 +299,7 @@ static void fill_request(submission *m, sub_job *sj, store_submit_req *q, store_
         .wait_reason = "waiting for the scheduler's next pass", .event = ev};
 }
 
-/* ---- step 6: the store, as one write ---- */
+/* ---- step 7: the store, as one write ---- */
 typedef struct submit_write {
     const submission *m;
     const store_submit_req *q;

@@ -461,7 +461,7 @@ static void test_check_job(void **state)
     set_str(&j->training_data.eval_path, "data/lathe.db");
     set_str(&j->base_model.path, "srv/data/team-a/d.jsonl");
     char *msg = check_job(p, "team-a", j, 3);
-    assert_non_null(strstr(msg, "job.yaml:7:18: error: trainingData.datasetPath: "
+    assert_non_null(strstr(msg, "job.yaml:7:18: error: spec.trainingData.datasetPath: "
                                 "srv/data/team-a/evil resolves to "));
     assert_non_null(strstr(msg, "expected a path under a data root: "));
     assert_non_null(strstr(msg, "team-b/secret.jsonl)"));

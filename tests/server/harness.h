@@ -125,9 +125,33 @@ static const char hs_cluster[] =
     "    - {name: default, value: 0, globalDefault: true}\n"
     "    - {name: urgent, value: 1000}\n";
 
+/* The config's `policy:` for these tests (server.yaml is in h->dir, so
+ * "." is the test folder): models, datasets and programs may be read from
+ * the test folder (never its data/ folder, which the policy always
+ * denies) and the shared data (tests/data of the seed); the sandbox is
+ * off, because the fake trainers record their starts in DIR/record.log,
+ * outside their job folders (the sandbox has its own tests:
+ * tests/exec/test_exec_sandbox.c, tests/security). Caller frees. */
+static inline char *hs_policy(void)
+{
+    return xasprintf("  policy:\n"
+                     "    paths: {models: [.], data: [., %s/data], programs: [.]}\n"
+                     "    sandbox: {mode: off}\n",
+                     LATHE_SHARED_DIR);
+}
+
+static inline void hs_init_policy(hs *h, int gpus, const char *extra, const char *policy);
+
 /* A fresh folder with a cluster of `gpus` virtual GPUs (each team's quota
- * is all of them) and the config; extra is appended to the config's spec. */
+ * is all of them) and the config (with hs_policy); extra is appended to
+ * the config's spec. */
 static inline void hs_init(hs *h, int gpus, const char *extra)
+{
+    hs_init_policy(h, gpus, extra, NULL);
+}
+
+/* hs_init with another `policy:` section (NULL: hs_policy's). */
+static inline void hs_init_policy(hs *h, int gpus, const char *extra, const char *policy)
 {
     memset(h, 0, sizeof *h);
     h->dir = xstrdup("/tmp/lathe-server-test-XXXXXX");
@@ -144,6 +168,7 @@ static inline void hs_init(hs *h, int gpus, const char *extra)
     srv_hash_token("token-a", ha);
     srv_hash_token("token-b", hb);
     srv_hash_token("token-admin", hadm);
+    char *dflt = hs_policy();
     char *cfg = xasprintf(
         "apiVersion: lathe/v1\n"
         "kind: ServerConfig\n"
@@ -158,10 +183,11 @@ static inline void hs_init(hs *h, int gpus, const char *extra)
         "  scheduler: {minRunTime: 1s, interval: 1s}\n"
         "  pollInterval: 50ms\n"
         "  retry: {jitter: 0}\n"
-        "%s",
-        ha, hb, hadm, extra ? extra : "");
+        "%s%s",
+        ha, hb, hadm, policy ? policy : dflt, extra ? extra : "");
     hs_write(h, "server.yaml", cfg);
     free(cfg);
+    free(dflt);
 }
 
 static inline void hs_rmdir(hs *h)

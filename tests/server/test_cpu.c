@@ -26,15 +26,20 @@ static void test_cpu_slots(void **state)
     (void)state;
     hs h;
     hs_init(&h, 1, NULL);
-    hs_write(&h, "server.yaml",
-             "apiVersion: lathe/v1\n"
-             "kind: ServerConfig\n"
-             "spec:\n"
-             "  listen: 127.0.0.1:0\n"
-             "  dataDir: data\n"
-             "  cluster: {gpus: none, cpuSlots: 1}\n"
-             "  limits: {connectionTimeout: 1s}\n"
-             "  pollInterval: 50ms\n");
+    char *policy = hs_policy();
+    char *cfg = xasprintf("apiVersion: lathe/v1\n"
+                          "kind: ServerConfig\n"
+                          "spec:\n"
+                          "  listen: 127.0.0.1:0\n"
+                          "  dataDir: data\n"
+                          "  cluster: {gpus: none, cpuSlots: 1}\n"
+                          "  limits: {connectionTimeout: 1s}\n"
+                          "  pollInterval: 50ms\n"
+                          "%s",
+                          policy);
+    hs_write(&h, "server.yaml", cfg);
+    free(cfg);
+    free(policy);
     assert_true(hs_start(&h));
     char *admin = read_token(&h);
     assert_int_equal(strlen(admin), 64);
