@@ -16,11 +16,18 @@
  *   JOB_DIR/lock                 held (flock) by the supervisor and the
  *                                trainer while an attempt runs
  *   JOB_DIR/current.json         the handle of the newest attempt (find)
+ *   JOB_DIR/checkpoints/         CHECKPOINT_DIR (the trainer's)
  *   JOB_DIR/attempt-N/           the attempt's folder, the trainer's cwd
+ *                                without a sandbox
  *   JOB_DIR/attempt-N/output.log the trainer's stdout + stderr (.1, .2 ...)
  *   JOB_DIR/attempt-N/handle.json the handle (as current.json)
  *   JOB_DIR/attempt-N/exit.json  written atomically when it has ended
  *   JOB_DIR/attempt-N/shim.log   the supervisor's own messages
+ *   JOB_DIR/attempt-N/work/      in the sandbox: the trainer's cwd, HOME, TMPDIR
+ *   JOB_DIR/attempt-N/.root/     in the sandbox: the new root's mount point
+ * In the sandbox the trainer writes only checkpoints/ and work/: the job's
+ * folder and everything above are read-only to it. The server reads what
+ * the trainer wrote with O_NOFOLLOW, regular files only.
  */
 #define EXEC_LOCK_FILE "lock"
 #define EXEC_CURRENT_FILE "current.json"

@@ -232,6 +232,7 @@ static bool reported_path_ok(local_handle *lh, const char *line, size_t len)
             free(msg);
             close(fd);
         }
+        free(log);
     }
     free(res);
     free(own);

@@ -25,6 +25,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,9 +102,35 @@ static int setup(void **state)
     return 0;
 }
 
+/* The supervisors wrote nothing to their shim.log but the sandbox's line
+ * and the poll's warnings: no error, and in the sanitizer build no report
+ * (a supervisor is this program too). */
+static void check_shim_logs(const char *dir)
+{
+    char *pattern = path_join(dir, "*/attempt-*/shim.log");
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            char err[256];
+            size_t len;
+            char *text = file_read_all(g.gl_pathv[i], 1 << 20, &len, err, sizeof err);
+            char *save = NULL;
+            for (char *line = text ? strtok_r(text, "\n", &save) : NULL; line;
+                 line = strtok_r(NULL, "\n", &save))
+                if (!str_starts_with(line, "exec-shim: sandboxed: ") &&
+                    !str_starts_with(line, "lathe: ignored the trainer's line "))
+                    fail_msg("%s: %s", g.gl_pathv[i], line);
+            free(text);
+        }
+        globfree(&g);
+    }
+    free(pattern);
+}
+
 static int teardown(void **state)
 {
     fx *f = *state;
+    check_shim_logs(f->dir);
     exec_backend_free(f->be);
     char err[512];
     /* a trainer of another uid made files there; root removes them all */
