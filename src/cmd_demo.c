@@ -123,7 +123,10 @@ static const char demo_server_yaml[] =
     "# data/ (next to this file), a port the system chooses (the server writes\n"
     "# it to data/server.addr), no token listed (the server makes an admin token\n"
     "# in data/admin-token), and short intervals so that a demo of a few minutes\n"
-    "# shows scheduling, preemption and retries.\n"
+    "# shows scheduling, preemption and retries. The policy lets the teams' jobs\n"
+    "# read the demo's model (model/, next to this file) and its dataset, and run\n"
+    "# lathe itself as a trainer.command (the byte-level demo does); every trainer\n"
+    "# runs in the sandbox where this machine can make one (docs/security.md).\n"
     "apiVersion: lathe/v1\n"
     "kind: ServerConfig\n"
     "metadata:\n"
@@ -138,7 +141,14 @@ static const char demo_server_yaml[] =
     "    interval: 1s\n"
     "    minRunTime: 1s\n"
     "    reclaimMinRun: 1s\n"
-    "  pollInterval: 250ms\n";
+    "  pollInterval: 250ms\n"
+    "  policy:\n"
+    "    paths:\n"
+    "      models: [model]\n"
+    "      data: [\"@DATA@\"]\n"
+    "      programs: [\"@LATHE@\"]\n"
+    "    sandbox:\n"
+    "      mode: auto\n";
 
 /* The job settings both files share; @NAME@ are filled in by demo_fill. */
 #define DEMO_JOB_BODY                                                                           \
@@ -451,8 +461,12 @@ static int demo_write_files(const demo *d)
     long steps = d->tokenizer ? d->o.steps : 10 * d->o.steps;
     char *exp = demo_job_text(d, demo_experiment_yaml, steps, 8);
     char *hot = demo_job_text(d, hot_tmpl, demo_hotfix_steps(steps), 4);
+    const char *keys[] = {"DATA", "LATHE"};
+    const char *vals[] = {d->data, d->lathe};
+    char *server = demo_fill(demo_server_yaml, keys, vals, 2);
     int rc = demo_write(d->dir, "cluster.yaml", demo_cluster_yaml);
-    if (!rc) rc = demo_write(d->dir, "server.yaml", demo_server_yaml);
+    if (!rc) rc = demo_write(d->dir, "server.yaml", server);
+    free(server);
     if (!rc) rc = demo_write(d->dir, "experiment.yaml", exp);
     if (!rc) rc = demo_write(d->dir, "hotfix.yaml", hot);
     free(exp);

@@ -278,7 +278,13 @@ static void write_config(fixture *f)
                           "  tokens:\n"
                           "    - {name: admin, sha256: %s, admin: true}\n"
                           "    - {name: alpha, sha256: %s, team: alpha}\n"
-                          "    - {name: beta, sha256: %s, team: beta}\n",
+                          "    - {name: beta, sha256: %s, team: beta}\n"
+                          /* the fake trainer and its data are in the test folder (the
+                           * config's "."); it records outside its job folder, so no
+                           * sandbox (tests/security has the sandbox's own tests) */
+                          "  policy:\n"
+                          "    paths: {data: [.], programs: [.]}\n"
+                          "    sandbox: {mode: off}\n",
                           ha, h1, h2);
     write_text(f->dir, "server.yaml", cfg);
     free(cfg);
