@@ -31,6 +31,7 @@
  */
 #include "ctl_internal.h"
 #include "op.h"
+#include "policy/policy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -142,6 +143,12 @@ typedef struct launch {
     size_t n_nodes;
     op_owner owner;     /* operator mode: the job's object */
     char *placement;    /* the placement's JSON (cluster engines) */
+    /* the local sandbox (q.sandbox points at box when the policy has one) */
+    exec_sandbox box;
+    exec_bind *binds;
+    exec_path_check checks[3];
+    const char *hide[1];
+    char *work;         /* the attempt's work folder: JOB/attempt-N/work */
 } launch;
 
 static void launch_free(launch *l)
@@ -157,6 +164,8 @@ static void launch_free(launch *l)
     free(l->nodes);
     op_owner_free(&l->owner);
     free(l->placement);
+    free(l->binds);
+    free(l->work);
 }
 
 /* Operator mode: the object the job comes from (its kv record), as the
@@ -275,10 +284,105 @@ static void fill_request(ctl *c, ctl_job *j, int attempt, bool placed, launch *l
     }
 }
 
+/* True for the folders every sandbox shows already (exec_sandbox.c). */
+static bool system_folder(const char *path)
+{
+    static const char *const sys[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                      "/libx32", "/etc"};
+    for (size_t i = 0; i < sizeof sys / sizeof sys[0]; i++)
+        if (policy_path_under(path, sys[i])) return true;
+    return false;
+}
+
+static void add_check(launch *l, const char *field, const char *path, const policy_rules *r,
+                      spec_root_kind kind)
+{
+    if (!path) return;
+    l->checks[l->box.n_checks++] = (exec_path_check){
+        field, path, (const char *const *)r->roots[kind], r->n_roots[kind]};
+}
+
+/* What the policy gives the attempt: on a cluster engine the team's
+ * service account; locally the sandbox (none when its mode is off): the
+ * team's user and group, every root of the team read-only, the built-in
+ * trainer's program read-only (when it is not in a system folder), the
+ * job's folder read-only with its checkpoints and the attempt's work
+ * folder read-write, the server's data folder hidden (a root may hold
+ * it), the spec's paths checked again right before the start, the limits.
+ * Required in mode required, and for a job's own trainer.command. */
+static void fill_sandbox(ctl *c, ctl_job *j, int attempt, launch *l)
+{
+    const policy *p = c->s->cfg.policy;
+    if (!p) return;
+    exec_request *q = &l->r.q;
+    const policy_rules *r = policy_team(p, j->team);
+    if (cluster_engine(c)) {
+        if (r->service_account) q->cluster.service_account = r->service_account;
+        return;
+    }
+    const spec_policy *sp = policy_spec(p);
+    if (sp->sandbox.mode == SPEC_SANDBOX_OFF) return;
+    exec_sandbox *b = &l->box;
+    b->required = sp->sandbox.mode == SPEC_SANDBOX_REQUIRED ||
+                  j->spec->trainer.kind == TRAINER_COMMAND;
+    b->uid = r->uid;
+    b->gid = r->gid;
+    size_t cap = 4;
+    for (int k = 0; k < SPEC_ROOT_KINDS; k++) cap += r->n_roots[k];
+    l->binds = xcalloc(cap, sizeof *l->binds);
+    size_t n = 0;
+    for (int k = 0; k < SPEC_ROOT_KINDS; k++)
+        for (size_t i = 0; i < r->n_roots[k]; i++) l->binds[n++] = (exec_bind){r->roots[k][i], false};
+    const char *prog = c->s->cfg.trainer_program;
+    if (j->spec->trainer.kind == TRAINER_BUILTIN && prog && !system_folder(prog))
+        l->binds[n++] = (exec_bind){prog, false};
+    char name[64];
+    snprintf(name, sizeof name, "attempt-%d/work", attempt);
+    l->work = path_join(l->dir, name);
+    l->binds[n++] = (exec_bind){l->dir, false};
+    l->binds[n++] = (exec_bind){l->ckpt_dir, true};
+    l->binds[n++] = (exec_bind){l->work, true};
+    b->binds = l->binds;
+    b->n_binds = n;
+    l->hide[0] = c->s->cfg.data_dir;
+    b->hide = l->hide;
+    b->n_hide = l->hide[0] ? 1 : 0;
+    add_check(l, "baseModel.path", l->model, r, SPEC_ROOT_MODELS);
+    add_check(l, "trainingData.datasetPath", l->dataset, r, SPEC_ROOT_DATA);
+    add_check(l, "trainingData.evalDatasetPath", l->eval_dataset, r, SPEC_ROOT_DATA);
+    b->checks = l->checks;
+    b->memory = sp->sandbox.memory;
+    b->processes = sp->sandbox.processes;
+    b->open_files = sp->sandbox.open_files;
+    b->cgroup = sp->sandbox.cgroup;
+    q->sandbox = b;
+}
+
+/* What the handle says of the sandbox, for the started event. */
+static void sandbox_note(const exec_handle *h, char *out, size_t outsz)
+{
+    out[0] = '\0';
+    char *hj = exec_handle_json(h);
+    json_t *o = json_loads(hj ? hj : "", 0, NULL);
+    json_t *b = json_object_get(o, "sandbox");
+    if (json_is_object(b)) {
+        json_t *uid = json_object_get(b, "uid");
+        const char *note = json_string_value(json_object_get(b, "note"));
+        if (json_is_true(json_object_get(b, "on")) && json_integer_value(uid) >= 0)
+            snprintf(out, outsz, " (sandboxed as uid %lld)", (long long)json_integer_value(uid));
+        else if (json_is_true(json_object_get(b, "on")))
+            snprintf(out, outsz, " (sandboxed as the server's user)");
+        else
+            snprintf(out, outsz, " (%s)", note ? note : "not sandboxed");
+    }
+    json_decref(o);
+    free(hj);
+}
+
 void ctl_record_start(ctl *c, ctl_job *j, const char *pid_note)
 {
     char *hj = exec_handle_json(j->h);
-    char msg[256];
+    char msg[512];
     snprintf(msg, sizeof msg, "attempt %d started%s", j->attempt, pid_note);
     store_event ev = {.actor = "executor", .type = "started", .message = msg};
     if (store_tx_begin(c->st) != STORE_OK) {
@@ -326,9 +430,23 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     memset(&l, 0, sizeof l);
     char err[512] = "";
     bool ok = launch_paths(c, j, j->attempt, &l, err, sizeof err);
-    if (ok) fill_request(c, j, j->attempt, true, &l);
+    if (ok) {
+        fill_request(c, j, j->attempt, true, &l);
+        fill_sandbox(c, j, j->attempt, &l);
+    }
     if (!ok || !write_spec(&l, err, sizeof err)) {
         start_failed(c, j, EXEC_E_SYSTEM, err, now);
+        launch_free(&l);
+        return;
+    }
+    if (l.r.q.sandbox && l.box.required && !c->s->cfg.sandbox_ok) {
+        snprintf(err, sizeof err,
+                 "the trainer must run in the sandbox (%s), and this machine cannot make one "
+                 "(%s); see docs/security.md",
+                 j->spec->trainer.kind == TRAINER_COMMAND ? "a job's own trainer.command"
+                                                          : "policy.sandbox.mode: required",
+                 c->s->cfg.sandbox_why);
+        start_failed(c, j, EXEC_E_INVALID, err, now);
         launch_free(&l);
         return;
     }
@@ -336,7 +454,9 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     c->placed_stale = true;
     if (rc == EXEC_OK) {
         j->run_started = j->h->started_at > 0 ? j->h->started_at : now;
-        ctl_record_start(c, j, "");
+        char note[320];
+        sandbox_note(j->h, note, sizeof note);
+        ctl_record_start(c, j, note);
         ctl_log(c, "job %s/%s: attempt %d started on %s", j->team, j->name, j->attempt,
                 j->n_gpus ? l.gpus : "a CPU slot");
     } else {
@@ -364,6 +484,7 @@ void ctl_prepare_queued(ctl *c, int budget)
         bool ok = launch_paths(c, j, next, &l, err, sizeof err); /* the engine holds the spec */
         if (ok) {
             fill_request(c, j, next, false, &l);
+            fill_sandbox(c, j, next, &l);
             ok = exec_prepare(c->be, &l.r.q, err, sizeof err) == EXEC_OK;
         }
         if (ok) j->prepared = next;
