@@ -379,6 +379,9 @@ bool srv_reload_tokens(srv *s)
                 srv_log(s, "reload: the token %s names team %s, which this server did not know "
                         "when it started: its jobs are refused until a restart",
                         items[i].name ? items[i].name : "(unnamed)", items[i].team);
+        if (n == 0)
+            srv_log(s, "reload: no token is configured now: every /v1/ request is refused "
+                    "until one is added");
         srv_token_table_swap(&s->tokens, items, n);
         srv_log(s, "SIGHUP: %zu tokens loaded from %s%s%s; other settings of the config need a "
                 "restart", n, s->config_path ? s->config_path : "the defaults",
