@@ -542,30 +542,32 @@ static bool prepare_sandbox(shim *sh, char *err, size_t errsz)
         return false;
     }
     char why[256];
-    if (!exec_sandbox_probe(why, sizeof why)) {
-        if (box->required) {
-            snprintf(err, errsz, "the trainer must run in the sandbox, and this machine cannot "
-                                 "make one (%s)", why);
-            answer(sh, "system", err);
-            return false;
-        }
-        snprintf(sh->sandbox_note, sizeof sh->sandbox_note,
-                 "not sandboxed: this machine cannot make a sandbox (%s)", why);
-        fprintf(stderr, "exec-shim: %s\n", sh->sandbox_note);
-        return true;
+    bool can = exec_sandbox_probe(why, sizeof why);
+    if (!can && box->required) {
+        snprintf(err, errsz, "the trainer must run in the sandbox, and this machine cannot "
+                             "make one (%s)", why);
+        answer(sh, "system", err);
+        return false;
     }
+    /* the folders it writes: real folders (a link there is refused), its user's */
     const char *mkd[] = {sh->cfg.trainer_dir, sh->cfg.checkpoint_dir};
     for (size_t i = 0; i < 2; i++) {
         struct stat st;
         int e = mkd[i] ? exec_mkdirs(mkd[i], 0755) : 0;
         if (!e && mkd[i] && (lstat(mkd[i], &st) != 0 || !S_ISDIR(st.st_mode))) e = ENOTDIR;
-        if (!e && mkd[i] && (box->uid >= 0 || box->gid >= 0))
+        if (!e && can && mkd[i] && (box->uid >= 0 || box->gid >= 0))
             e = exec_chown_tree(mkd[i], box->uid, box->gid);
         if (e) {
             snprintf(err, errsz, "preparing %s for the trainer: %s", mkd[i], strerror(e));
             answer(sh, "system", err);
             return false;
         }
+    }
+    if (!can) {
+        snprintf(sh->sandbox_note, sizeof sh->sandbox_note,
+                 "not sandboxed: this machine cannot make a sandbox (%s)", why);
+        fprintf(stderr, "exec-shim: %s\n", sh->sandbox_note);
+        return true;
     }
     sh->root_dir = path_join(sh->cfg.work_dir, ".root");
     if (mkdir(sh->root_dir, 0755) != 0 && errno != EEXIST) {

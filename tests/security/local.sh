@@ -3,6 +3,7 @@
 # `lathe server` with the local executor, run as root, each submitted with
 # a team's own token (`lathe submit`) and read back with `lathe logs`:
 #
+#   - the built-in trainer trains in the sandbox as the team's user
 #   - trainer.command [/bin/cat, DATA/admin-token, /etc/shadow]: it runs,
 #     and its log holds neither file's content
 #   - datasetPath = DATA/lathe.db, another job's folder, a link into team
@@ -22,8 +23,9 @@
 set -u
 fails=0
 passes=0
-check() { # check NAME STATUS
+check() { # check NAME STATUS; returns STATUS
     if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); else echo "ok: $1"; passes=$((passes + 1)); fi
+    return "$2"
 }
 if [ "$(id -u)" -ne 0 ]; then
     echo "skipped: tests/security/local.sh runs the server as root (uid $(id -u) here)"
@@ -53,9 +55,14 @@ wait_for() { # wait_for SECONDS CMD...
 
 DATA=$T/srv
 mkdir -p "$T/models" "$T/team-a" "$T/team-b" "$T/outside"
-"$LATHE" init-model "$T/models/tiny" --preset tiny --arch qwen3 > "$T/init.log" 2>&1 ||
+tok=()
+TOKENIZER=${LATHE_SHARED_DIR:-}/tokenizers/qwen3/tokenizer.json
+[ -f "$TOKENIZER" ] && tok=(--tokenizer "$TOKENIZER")
+"$LATHE" init-model "$T/models/tiny" --preset tiny --arch qwen3 "${tok[@]}" > "$T/init.log" 2>&1 ||
     { echo "FAIL: init-model"; cat "$T/init.log"; exit 1; }
-echo '{"instruction": "say hi", "output": "hi"}' > "$T/team-a/train.jsonl"
+SEED=${LATHE_SHARED_DIR:-}/data/self-instruct/seed_tasks.alpaca.jsonl
+if [ -f "$SEED" ]; then head -40 "$SEED" > "$T/team-a/train.jsonl"
+else echo '{"instruction": "say hi", "output": "hi"}' > "$T/team-a/train.jsonl"; fi
 echo '{"instruction": "TEAM-B-SECRET", "output": "x"}' > "$T/team-b/secret.jsonl"
 echo 'OUTSIDE-SECRET' > "$T/outside/data.jsonl"
 ln -s "$T/team-b/secret.jsonl" "$T/team-a/link.jsonl"
@@ -194,6 +201,21 @@ no_secret_in() { # no_secret_in FILE: none of the secrets the attacks aim at
     { [ -z "$shadow_line" ] || ! grep -qF "$shadow_line" "$f"; } &&
         ! grep -q "$ADMIN_MARK\|SQLite format\|TEAM-B-SECRET\|OUTSIDE-SECRET\|$SERVER_MARK\|$TOK_A\|$TOK_B" "$f"
 }
+
+# 0. the built-in trainer trains in the sandbox as the team's user (it
+# needs a tokenizer: the shared one)
+if [ ${#tok[@]} -eq 0 ]; then
+    echo "skipped: the built-in trainer's job (no $TOKENIZER)"
+else
+job builtin "$T/team-a/train.jsonl"
+sub_a builtin; check "a job of the built-in trainer is accepted" $?
+st=$(wait_end builtin 180)
+check "it succeeds in the sandbox ($st)" "$([ "$st" = succeeded ]; echo $?)" ||
+    "$LATHE" logs builtin --token "$TOK_A" 2>&1 | tail -20
+describe builtin | grep -q "sandboxed as uid 61001"; check "it ran sandboxed as uid 61001" $?
+ls "$DATA"/jobs/*/checkpoints/final/adapter_model.safetensors > /dev/null 2>&1
+check "its adapter is in its checkpoints" $?
+fi
 
 # 1. reading the server's admin token and /etc/shadow
 job cat-secrets "$T/team-a/train.jsonl" "[/bin/cat, $DATA/admin-token, /etc/shadow, $DATA/lathe.db]"
