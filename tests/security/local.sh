@@ -94,7 +94,7 @@ spec:
     commands: true
     sandbox:
       mode: required
-      memory: 128Mi
+      memory: 1Gi
       processes: 64
       openFiles: 1024
     teams:
@@ -276,7 +276,7 @@ st=$(wait_end bomb 60)
 check "the fork bomb ends ($st) within 60 s" "$([ "$st" = failed ]; echo $?)"
 sleep 1
 [ "$(pgrep -u 61001 | wc -l)" -eq 0 ]; check "none of its processes is left" $?
-job hog "$T/team-a/train.jsonl" "[/bin/sh, -c, 'x=\$(head -c 400000000 /dev/zero | tr \"\\\\000\" a); echo hog-finished \${#x}']"
+job hog "$T/team-a/train.jsonl" "[/bin/sh, -c, 'x=\$(head -c 3000000000 /dev/zero | tr \"\\\\000\" a); echo hog-finished \${#x}']"
 sub_a hog; check "a memory hog is accepted" $?
 st=$(wait_end hog 90)
 check "the memory hog fails ($st)" "$([ "$st" = failed ]; echo $?)"
