@@ -157,7 +157,8 @@ typedef struct exec_cluster_req {
  * server's data folder, database or tokens, not other jobs' folders. Then
  * resource limits, its own cgroup where the system delegates one, the
  * team's Unix user and group, PR_SET_NO_NEW_PRIVS, and exec. The
- * environment is lathe's allow-list (exec_sandbox_env): never a token. */
+ * environment is lathe's allow-list (exec_env_allowed, exec_internal.h):
+ * never a token. */
 typedef struct exec_bind {
     const char *path;  /* absolute; visible at the same path inside */
     bool writable;     /* read-write (the job's checkpoints and work folder); else read-only */

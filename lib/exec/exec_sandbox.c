@@ -131,6 +131,22 @@ static void probe_fail(int fd, int e, const char *what)
     _exit(1);
 }
 
+/* The per-mount flags a read-only remount must keep (statvfs is a plain
+ * system call). */
+static unsigned long probe_kept(const char *path)
+{
+    struct statvfs v;
+    if (statvfs(path, &v) != 0) return 0;
+    unsigned long f = 0;
+    if (v.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    if (v.f_flag & ST_NOATIME) f |= MS_NOATIME;
+    if (v.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+#ifdef ST_RELATIME
+    if (v.f_flag & ST_RELATIME) f |= MS_RELATIME;
+#endif
+    return f;
+}
+
 /* G of the probe: PID 1 of the new namespace; what the sandbox does first. */
 static void probe_init(int fd)
 {
@@ -142,6 +158,15 @@ static void probe_init(int fd)
     if (mkdir("/tmp/proc", 0755) != 0) probe_fail(fd, errno, "mkdir in the tmpfs");
     if (mount("proc", "/tmp/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
         probe_fail(fd, errno, "mounting a /proc of the new PID namespace");
+    /* a read-only bind, as of /sys and every root: some containers refuse it */
+    if (mkdir("/tmp/sys", 0755) != 0) probe_fail(fd, errno, "mkdir in the tmpfs");
+    if (mount("/sys", "/tmp/sys", NULL, MS_BIND, NULL) != 0 &&
+        (errno != EINVAL || mount("/sys", "/tmp/sys", NULL, MS_BIND | MS_REC, NULL) != 0))
+        probe_fail(fd, errno, "binding /sys");
+    if (mount(NULL, "/tmp/sys", NULL,
+              MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | probe_kept("/tmp/sys"),
+              NULL) != 0)
+        probe_fail(fd, errno, "making a bind read-only");
     _exit(0);
 }
 

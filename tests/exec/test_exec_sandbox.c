@@ -461,6 +461,34 @@ static void test_reported_paths_and_files(void **state)
     job_free(&j);
 }
 
+/* The checkpoint folder itself a link (left by an earlier attempt that ran
+ * without the sandbox) into another team's folder: refused, never bound
+ * read-write nor given to the trainer's user. */
+static void test_checkpoints_link_refused(void **state)
+{
+    NEED_SANDBOX();
+    fx *f = *state;
+    job j;
+    job_init(f, &j, "ckpt-link");
+    assert_int_equal(symlink(f->other, j.checkpoints), 0);
+    const char *argv[] = {"/bin/sh", "-c", "echo HACKED > $CHECKPOINT_DIR/x"};
+    char err[1024];
+    exec_rc rc = job_start(f, &j, argv, 3, err);
+    if (rc == EXEC_OK) {
+        job_wait(&j);
+        fail_msg("a start with checkpoints a link went ahead");
+    }
+    assert_int_equal(rc, EXEC_E_SYSTEM);
+    assert_non_null(strstr(err, j.checkpoints));
+    char *x = path_join(f->other, "x");
+    assert_int_not_equal(access(x, F_OK), 0);
+    struct stat st;
+    assert_int_equal(stat(f->other, &st), 0);
+    assert_int_equal(st.st_uid, geteuid());
+    free(x);
+    job_free(&j);
+}
+
 /* ---- the environment ---- */
 
 static void test_no_token_in_environment(void **state)
@@ -689,6 +717,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_writes_confined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_links_into_other_team, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reported_paths_and_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoints_link_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_token_in_environment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_bomb, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_hog, setup, teardown),
