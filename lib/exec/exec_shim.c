@@ -308,6 +308,7 @@ static void child_exec(const shim *sh, const char *prog, int out_w, int err_w, i
     if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0 ||
         fcntl(sh->lock_fd, F_SETFD, 0) != 0)
         exec_spawn_fail(errpipe, errno, "preparing the trainer's descriptors", NULL);
+    if (devnull > 2) close(devnull);
     if (sh->sandboxed) {
         exec_sandbox_run r = {
             .sb = &sh->cfg.sandbox.sb, .root_dir = sh->root_dir,
@@ -688,6 +689,8 @@ int exec_shim_main(int argc, char **argv)
                         "run by hand (see docs/executors.md)\n");
         return LT_EXIT_USAGE;
     }
+    /* never the trainer's: it could answer the server in our place */
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
     shim sh;
     memset(&sh, 0, sizeof sh);
     sh.sock = fd;

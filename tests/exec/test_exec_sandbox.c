@@ -294,7 +294,8 @@ static void test_reads_confined(void **state)
         "echo uid=$(id -u) gid=$(id -g) groups=$(id -G); cat /etc/shadow /etc/gshadow; "
         "cat %s/admin-token %s/lathe.db; cat %s/secret.yaml; cat %s/secret.txt; "
         "cat /proc/%d/environ /proc/%d/cmdline; echo procs=$(ls -d /proc/[0-9]* | tr '\\n' ' '); "
-        "cat %s/train.jsonl; cat %s/spec.yaml; echo cwd=$(pwd) home=$HOME",
+        "cat %s/train.jsonl; cat %s/spec.yaml; echo cwd=$(pwd) home=$HOME; "
+        "echo fds=$(ls /proc/self/fd | tr '\n' ' '); ls -l /proc/self/fd",
         f->data, f->data, other.dir, f->other, (int)getpid(), (int)getppid(), f->root, j.dir);
     const char *argv[] = {"/bin/sh", "-c", script};
     job_run(f, &j, argv, 3);
@@ -321,6 +322,18 @@ static void test_reads_confined(void **state)
     free(shadow);
     assert_absent(log, "LATHE_"); /* this test's environ and cmdline */
     assert_absent(log, "test_exec_sandbox");
+    /* its descriptors: stdin, stdout, stderr, the job's lock and ls's own
+     * directory; never the supervisor's socket to the server */
+    char *fds = strstr(log, "fds=");
+    assert_non_null(fds);
+    fds[strcspn(fds, "\n")] = '\0';
+    int count = 0;
+    for (char *p = fds + 4; *p; p++)
+        if (*p != ' ' && (p == fds + 4 || p[-1] == ' ')) count++;
+    if (count > 5)
+        fail_msg("the trainer has more descriptors than it should: %s\n%s", fds,
+                 fds + strlen(fds) + 1);
+    fds[strlen(fds)] = '\n';
     /* its /proc: the namespace's init (1) and the trainer (2) and what it runs */
     char *procs = strstr(log, "procs=");
     assert_non_null(procs);
@@ -530,6 +543,21 @@ static void test_no_token_in_environment(void **state)
     log = job_log(&plain);
     assert_present(log, "SOME_SERVER_SETTING=server-only-c0ffee");
     assert_absent(log, "tok-");
+    free(log);
+    job_free(&plain);
+    /* nor, without the sandbox, a descriptor beyond 0-2 and the lock (the
+     * supervisor's socket to the server would let it answer in its place) */
+    job_init(f, &plain, "fds-plain");
+    const char *ls[] = {"/bin/ls", "/proc/self/fd"};
+    req.argv = (char *const *)ls;
+    req.argc = 2;
+    req.job_dir = plain.dir;
+    assert_int_equal(exec_start(f->be, &req, &plain.h, err, sizeof err), EXEC_OK);
+    job_wait(&plain);
+    log = job_log(&plain);
+    int lines = 0;
+    for (const char *p = log; *p; p++) lines += *p == '\n';
+    if (lines > 5) fail_msg("the trainer has more descriptors than it should:\n%s", log);
     free(log);
     job_free(&plain);
     unsetenv("LATHE_TOKEN");
