@@ -91,6 +91,8 @@ typedef struct policy_ctx {
      * (Kubernetes: the model, data and checkpoint mounts); up to 4 per
      * kind, the unused ones NULL */
     const char *engine_roots[SPEC_ROOT_KINDS][4];
+    const char *engine_image; /* a cluster engine's own trainer image: always allowed
+                                 (the same as no trainer.image); NULL = none */
     bool as_root;           /* the server runs as root: trainers get the team's
                                user, or the sandbox's default user */
 } policy_ctx;

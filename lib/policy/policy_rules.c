@@ -39,7 +39,7 @@ static const char *const system_dirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib
 
 struct policy {
     policy_ctx ctx;       /* its strings point into owned[] */
-    char *owned[5 + SPEC_ROOT_KINDS * 4];
+    char *owned[6 + SPEC_ROOT_KINDS * 4];
     size_t n_owned;
     const spec_policy *sp; /* borrowed; &dflt when none was given */
     spec_policy dflt;
@@ -329,6 +329,7 @@ policy *policy_new(const spec_policy *sp, const policy_ctx *ctx, char *err, size
     p->ctx.cwd = keep(p, ctx->cwd ? policy_normalize("/", ctx->cwd) : NULL);
     p->ctx.data_dir = keep(p, ctx_path(ctx->data_dir, ctx->local));
     p->ctx.jobs_dir = keep(p, ctx_path(ctx->jobs_dir, ctx->local));
+    p->ctx.engine_image = keep(p, ctx->engine_image ? xstrdup(ctx->engine_image) : NULL);
     for (int k = 0; k < SPEC_ROOT_KINDS; k++) {
         size_t m = 0;
         for (size_t i = 0; i < 4; i++) {
@@ -649,7 +650,10 @@ size_t policy_check_job(const policy *p, const char *team, const spec_job *j, co
             errors += check_program(p, r, j, file, own_dir, d);
         }
     }
-    if (!p->ctx.local && j->trainer.image && !policy_image_allowed(r, j->trainer.image)) {
+    bool own_image = p->ctx.engine_image && j->trainer.image &&
+                     strcmp(p->ctx.engine_image, j->trainer.image) == 0;
+    if (!p->ctx.local && j->trainer.image && !own_image &&
+        !policy_image_allowed(r, j->trainer.image)) {
         char pats[300], msg[600];
         list_roots((const char *const *)r->images, r->n_images, NULL, 0, pats, sizeof pats);
         if (r->n_images)

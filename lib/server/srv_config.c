@@ -187,6 +187,7 @@ static int compile_policy(srv_config *cfg, const srv_options *o, char *err, size
         ctx.engine_roots[SPEC_ROOT_ADAPTERS][0] = models ? k->model_mount : NULL;
         ctx.engine_roots[SPEC_ROOT_ADAPTERS][1] = k->checkpoint_mount;
         ctx.engine_roots[SPEC_ROOT_DATA][0] = data ? k->data_mount : NULL;
+        ctx.engine_image = k->image;
     }
     char why[768];
     cfg->policy = policy_new(&s->policy, &ctx, why, sizeof why);

@@ -11,8 +11,9 @@
  *      data folder or another job's; trainer.command only where the team
  *      may run commands and, locally, only where the trainer can be
  *      sandboxed (or the operator turned the sandbox off); trainer.image on
- *      cluster engines among the allowed images. Before the planner,
- *      which reads baseModel.path's config.json: that read is the job's;
+ *      cluster engines among the allowed images (not for a user's own
+ *      Job in operator mode). Before the planner, which reads
+ *      baseModel.path's config.json: that read is the job's;
  *   4. the cluster's priority classes;
  *   5. the planner (lathe plan, with this cluster's GPU types): resources
  *      the spec leaves open are filled in; target modules the model lacks
@@ -149,11 +150,14 @@ static void resolve_team(submission *m, sub_job *sj)
 }
 
 /* Step 3: what the team's policy allows. The job has no folder yet, so
- * no path may be inside the jobs' folders at all. */
+ * no path may be inside the jobs' folders at all. A user's own Job in
+ * operator mode (a source with its own plan) is not lathe's to shape: its
+ * pods, paths and image are what the user wrote in their own namespace,
+ * and lathe only admits it. */
 static void check_policy(submission *m, sub_job *sj)
 {
     const srv_config *cfg = &m->s->cfg;
-    if (!cfg->policy) return;
+    if (!cfg->policy || m->src->plan_json) return;
     spec_job *j = sj->job;
     policy_check_job(cfg->policy, sj->team, j, j->file, NULL, &m->d);
     bool command = j->trainer.kind == TRAINER_COMMAND || j->trainer.n_command;

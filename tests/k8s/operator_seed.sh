@@ -28,6 +28,9 @@ spec:
       pricePerHour: 1.10
 EOF2
 sed -i 's|gpuProducts: {L4-24GB: NVIDIA-L4}|gpuProducts: {A100-40GB: NVIDIA-A100-SXM4-40GB}|' "$T/op-1.yaml"
+# the seed's paths are those of its cluster's mounts (/models, /data), not
+# the double's: the policy allows them as roots
+sed -i 's|^  policy:$|  policy:\n    paths: {models: [/models], data: [/data]}|' "$T/op-1.yaml"
 kc create namespace ai-training > /dev/null 2>&1; check "the seed's namespace ai-training" $?
 op_start 1
 wait_for 60 op_ready 1; check "the operator leads" $?

@@ -147,6 +147,11 @@ spec:
   dataDir: $tmp/srv/data
   cluster:
     gpus: none
+  policy:
+    # the experiment's dataset and its trainer (files as roots); no sandbox,
+    # which has its own tests: this one is about what is rendered
+    paths: {data: [train.jsonl], programs: [trainer.sh]}
+    sandbox: {mode: off}
 EOF
 "$LATHE" server --config "$tmp/srv/server.yaml" > "$tmp/srv/server.log" 2>&1 &
 srv=$!

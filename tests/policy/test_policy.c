@@ -534,7 +534,7 @@ static void test_cluster(void **state)
     teams[0].rules.roots[SPEC_ROOT_DATA] = NULL;
     teams[0].rules.n_roots[SPEC_ROOT_DATA] = 0;
     policy_ctx ctx = {.config_dir = "/etc/lathe", .data_dir = "/var/lib/lathe",
-                      .local = false, .as_root = false,
+                      .local = false, .as_root = false, .engine_image = "lathe:1.0",
                       .engine_roots = {[SPEC_ROOT_MODELS] = {"/models", "/checkpoints"},
                                        [SPEC_ROOT_DATA] = {"/data"}}};
     char err[512];
@@ -575,6 +575,11 @@ static void test_cluster(void **state)
     free(msg);
     set_str(&j->trainer.image, NULL); /* the engine's image */
     free(check_job(p, "team-b", j, 0));
+    set_str(&j->trainer.image, "lathe:1.0"); /* the same, by its name */
+    free(check_job(p, "team-b", j, 0));
+    set_str(&j->trainer.image, "lathe:1.1");
+    free(check_job(p, "team-b", j, 1));
+    set_str(&j->trainer.image, NULL);
     /* commands are checked, programs are the image's */
     set_command(j, "/opt/in-image/train", NULL);
     free(check_job(p, "team-a", j, 0));

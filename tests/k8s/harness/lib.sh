@@ -138,6 +138,11 @@ spec:
     minRunTime: 1s
     reclaimMinRun: 1s
   pollInterval: 250ms
+  policy:
+    # the jobs' paths are the pods' mounts (the engine's own roots: the
+    # double runs pods as local processes on \$T/mnt/*); the custom images
+    # that the tests' jobs name
+    images: ["registry.example.com/*", "modelscope/ms-swift:*"]
 EOF
 }
 
