@@ -37,6 +37,7 @@
 
 #define WAIT_LIMIT 60.0 /* seconds any single wait may take before the test fails */
 #define TEAM_UID 61001  /* the trainer's user and group when the test runs as root */
+#define BOMB_UID 61009  /* the fork bomb's: no other test's processes to count */
 
 static char self_exe[4096];
 
@@ -590,7 +591,7 @@ static void test_fork_bomb(void **state)
     if (geteuid() != 0) {
         /* RLIMIT_NPROC would count this user's own processes too */
         print_message("skipped: the fork bomb runs as uid %d only when the test is root\n",
-                      TEAM_UID);
+                      BOMB_UID);
         skip();
         return;
     }
@@ -598,16 +599,20 @@ static void test_fork_bomb(void **state)
     job j;
     job_init(f, &j, "bomb");
     j.box.processes = 64;
+    j.box.uid = j.box.gid = BOMB_UID;
     const char *argv[] = {"/bin/sh", "-c",
                           "i=0; while [ $i -lt 2000 ]; do sleep 30 & i=$((i+1)); done; wait"};
     double t0 = now_s();
     job_run(f, &j, argv, 3);
     assert_true(now_s() - t0 < 30); /* stopped by the limit, not by the sleeps ending */
     assert_int_not_equal(j.st.end, EXEC_END_SUCCEEDED);
+    char *log = job_log(&j);
+    if (!strstr(log, "fork")) fail_msg("the bomb was not stopped by the limit:\n%.2000s", log);
+    free(log);
     /* nothing of it is left, and this machine still forks */
     double until = now_s() + 10;
-    while (processes_of(TEAM_UID) > 0 && now_s() < until) nap(0.05);
-    assert_int_equal(processes_of(TEAM_UID), 0);
+    while (processes_of(BOMB_UID) > 0 && now_s() < until) nap(0.05);
+    assert_int_equal(processes_of(BOMB_UID), 0);
     pid_t p = fork();
     if (p == 0) _exit(0);
     assert_true(p > 0);
