@@ -406,9 +406,24 @@ bool exec_sandbox_recheck(const exec_sandbox *box, const char *job_dir, char *er
             ok = false;
             break;
         }
-        bool inside = own && policy_path_under(res, own);
+        bool own_file = own && policy_path_under(res, own);
+        bool inside = own_file;
         for (size_t r = 0; !inside && r < c->n_roots; r++)
             inside = policy_path_under(res, c->roots[r]);
+        /* a hidden folder (the server's data folder) stays refused even
+         * where a root holds it */
+        for (size_t h = 0; inside && !own_file && h < box->n_hide; h++)
+            if (policy_path_under(res, box->hide[h])) {
+                snprintf(err, errsz,
+                         "%s: %s now resolves to %s, inside the server's data folder %s; it "
+                         "changed after submission",
+                         c->field, c->path, res, box->hide[h]);
+                ok = false;
+            }
+        if (!ok) {
+            free(res);
+            break;
+        }
         if (!inside) {
             sb list;
             sb_init(&list);

@@ -714,6 +714,14 @@ static void test_swapped_path_refused(void **state)
     assert_non_null(strstr(err, bad));
     assert_non_null(strstr(err, "changed after submission"));
     job_free(&j);
+    /* a root that holds the data folder does not make it readable */
+    job_init(f, &j, "swap-wide-root");
+    j.roots[0] = f->dir;
+    j.checks[0] = (exec_path_check){"trainingData.datasetPath", link, j.roots, 1};
+    j.box.n_checks = 1;
+    assert_int_equal(job_start(f, &j, argv, 3, err), EXEC_E_INVALID);
+    assert_non_null(strstr(err, "inside the server's data folder"));
+    job_free(&j);
     free(script);
     free(link);
     free(good);
