@@ -14,7 +14,9 @@
  * root the trainer runs as uid and gid 61001, and the test checks so.
  *
  * Every test skips (with the reason) where exec_sandbox_probe says this
- * machine cannot make a sandbox. */
+ * machine cannot make a sandbox, but the one of that case (an optional
+ * sandbox skipped, a required one refused), which tests/security/
+ * fallback.sh runs without capabilities. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,6 +121,7 @@ static void check_shim_logs(const char *dir)
             for (char *line = text ? strtok_r(text, "\n", &save) : NULL; line;
                  line = strtok_r(NULL, "\n", &save))
                 if (!str_starts_with(line, "exec-shim: sandboxed: ") &&
+                    !str_starts_with(line, "exec-shim: not sandboxed: ") &&
                     !str_starts_with(line, "lathe: ignored the trainer's line "))
                     fail_msg("%s: %s", g.gl_pathv[i], line);
             free(text);
@@ -728,6 +731,45 @@ static void test_swapped_path_refused(void **state)
     free(bad);
 }
 
+/* Where the machine cannot make a sandbox (tests/security/fallback.sh runs
+ * this program without capabilities): an optional one is skipped, said in
+ * shim.log and the handle, and the trainer still runs in its work folder;
+ * a required one refuses the start with the reason. */
+static void test_auto_fallback(void **state)
+{
+    char why[256];
+    if (exec_sandbox_probe(why, sizeof why)) {
+        print_message("skipped: this machine makes a sandbox; the fallback is tested where it "
+                      "cannot (tests/security/fallback.sh)\n");
+        skip();
+        return;
+    }
+    fx *f = *state;
+    job j;
+    job_init(f, &j, "fallback");
+    j.box.required = false;
+    j.box.uid = j.box.gid = -1;
+    const char *argv[] = {"/bin/sh", "-c", "echo cwd=$(pwd)"};
+    job_run(f, &j, argv, 3);
+    assert_int_equal(j.st.end, EXEC_END_SUCCEEDED);
+    char *log = job_log(&j);
+    char *cwd = xasprintf("cwd=%s", j.work);
+    assert_present(log, cwd);
+    free(cwd);
+    free(log);
+    char *json = exec_handle_json(j.h);
+    assert_non_null(strstr(json, "\"on\":false"));
+    assert_non_null(strstr(json, "not sandboxed: this machine cannot make a sandbox"));
+    free(json);
+    job_free(&j);
+    job_init(f, &j, "fallback-required");
+    j.box.uid = j.box.gid = -1;
+    char err[1024];
+    assert_int_equal(job_start(f, &j, argv, 3, err), EXEC_E_SYSTEM);
+    assert_non_null(strstr(err, "must run in the sandbox"));
+    job_free(&j);
+}
+
 /* Allocates and touches memory until 1 GiB, then says so. */
 static int hog(void)
 {
@@ -764,6 +806,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_memory_hog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_reaches_trainer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_swapped_path_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auto_fallback, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
