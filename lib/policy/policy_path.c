@@ -5,7 +5,9 @@
  *                      symbolic link read with readlink(2) and its target
  *                      walked in turn (at most 40, as Linux), ".." taken
  *                      from what the part before it resolved to; the tail
- *                      that does not exist yet is appended lexically
+ *                      that does not exist yet is appended lexically, until
+ *                      a ".." leads back into the part that exists, which
+ *                      is looked up again
  *   policy_path_under  component-wise prefix
  *
  * Why not realpath(3): it fails on a path whose tail does not exist (a
@@ -138,6 +140,7 @@ policy_rc policy_resolve(const char *base, const char *path, char **out, char *w
     size_t pos = 0;
     int links = 0;
     bool missing = false; /* a component did not exist: the rest is lexical */
+    size_t exist_len = 0; /* while missing: the length of the part that exists */
     policy_rc rc = POLICY_OK;
     while (pos < rest.len) {
         const char *s = rest.buf + pos;
@@ -149,6 +152,9 @@ policy_rc policy_resolve(const char *base, const char *path, char **out, char *w
         if (n == 0 || (n == 1 && s[0] == '.')) continue;
         if (n == 2 && s[0] == '.' && s[1] == '.') {
             drop_last(&done); /* done holds no link: its parent is lexical */
+            /* back in the part that exists: what follows is looked up again
+             * ("new/../link" reaches the link's target once "new" exists) */
+            if (missing && done.len <= exist_len) missing = false;
             continue;
         }
         size_t before = done.len;
@@ -164,6 +170,7 @@ policy_rc policy_resolve(const char *base, const char *path, char **out, char *w
             int err = errno;
             if (err == ENOENT || err == ENOTDIR) {
                 missing = true; /* not there yet: the rest is where it would be */
+                exist_len = before;
                 continue;
             }
             if (err == EACCES)

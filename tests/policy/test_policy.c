@@ -164,6 +164,9 @@ static void test_resolve(void **state)
     /* a tail that does not exist yet: appended, normalised */
     expect_resolved("r/data/new/./later/../file", "r/data/new/file");
     expect_resolved("r/data-link/new", "r/data/new");
+    /* ".." from the missing part back into what exists: links are followed again */
+    expect_resolved("r/data/new/../up/secret", "r/other/secret");
+    expect_resolved("r/data/new/deeper/../../alias", "r/data/sub/f.jsonl");
     /* absolute input ignores the base */
     expect_resolved("/", "/");
 
