@@ -128,10 +128,11 @@ static const char hs_cluster[] =
 /* The config's `policy:` for these tests (server.yaml is in h->dir, so
  * "." is the test folder): models, datasets and programs may be read from
  * the test folder (never its data/ folder, which the policy always
- * denies) and the shared data (tests/data of the seed); the sandbox is
+ * denies) and LATHE_SHARED_DIR/data (the shared datasets); the sandbox is
  * off, because the fake trainers record their starts in DIR/record.log,
  * outside their job folders (the sandbox has its own tests:
- * tests/exec/test_exec_sandbox.c, tests/security). Caller frees. */
+ * tests/exec/test_exec_sandbox.c, tests/security). A test that needs
+ * other rules passes its own section to hs_init_policy. Caller frees. */
 static inline char *hs_policy(void)
 {
     return xasprintf("  policy:\n"
