@@ -277,9 +277,24 @@ static inline bool hs_read_addr(hs *h)
     return h->addr[0] != '\0';
 }
 
-/* Starts `lathe server --config DIR/server.yaml` and waits until /healthz
- * answers. Its output goes to DIR/server.log. */
-static inline bool hs_start(hs *h)
+/* Does the server at h->addr answer /healthz yet? hs_start's probe over
+ * plain http; a test whose server speaks otherwise (TLS) brings its own. */
+typedef bool (*hs_probe_fn)(const hs *h, void *ctx);
+
+static inline bool hs_probe_healthz(const hs *h, void *ctx)
+{
+    (void)ctx;
+    hs_resp r = hs_http_ex(h, "GET", "/healthz", NULL, NULL, NULL, 2);
+    long st = r.status;
+    hs_resp_free(&r);
+    return st == 200;
+}
+
+/* Starts `lathe server --config DIR/server.yaml` and waits until it has
+ * written its address and probe(h, ctx) says it answers; false when the
+ * server exits first or 30 s (times hs_slow) pass. Its output goes to
+ * DIR/server.log. */
+static inline bool hs_start_probe(hs *h, hs_probe_fn probe, void *ctx)
 {
     char *addr = xasprintf("%s/data/server.addr", h->dir);
     unlink(addr);
@@ -307,15 +322,16 @@ static inline bool hs_start(hs *h)
             h->pid = 0;
             return false;
         }
-        if (hs_read_addr(h)) {
-            hs_resp r = hs_http_ex(h, "GET", "/healthz", NULL, NULL, NULL, 2);
-            long st = r.status;
-            hs_resp_free(&r);
-            if (st == 200) return true;
-        }
+        if (hs_read_addr(h) && probe(h, ctx)) return true;
         hs_sleep(0.02);
     }
     return false;
+}
+
+/* hs_start_probe with the plain /healthz probe. */
+static inline bool hs_start(hs *h)
+{
+    return hs_start_probe(h, hs_probe_healthz, NULL);
 }
 
 /* SIGKILL (or SIGTERM) to the server, and reaps it. Returns its wait
