@@ -6,7 +6,7 @@
  *   - diagnostics: diag_* list of errors/warnings with file:line:col, field
  *                  path, expected / found and a suggestion
  *   - units:       byte quantities (32Gi, 28GB), counts (7B), durations (8h,
- *                  1h30m, PT8H), money; parsing and printing
+ *                  1h30m, PT8H), money, RFC 3339 times; parsing and printing
  *   - files:       read a whole file with a size limit, atomic write
  *   - randomness:  rng_*, one seeded generator with an explicit state
  *   - JSON:        json_kind, the name of a value's type for messages
@@ -138,6 +138,13 @@ bool units_parse_duration(const char *s, double *seconds);
 void units_format_bytes(char *out, size_t outsz, double bytes);
 /* "8h", "1h30m", "45s", "2d3h" */
 void units_format_duration(char *out, size_t outsz, double seconds);
+/* "2026-11-29T21:54:00Z", "2027-01-31T09:30:00.5+02:00" (RFC 3339, UTC or
+ * with an offset, fractions of a second allowed) -> seconds since the
+ * epoch. False for anything else (no zone, month 13, February 30). The
+ * API's times, token expiries, the audit log's --since. */
+bool units_parse_time(const char *s, double *t);
+/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar. */
+int64_t units_days_from_civil(int64_t y, int m, int d);
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* ---- files ---- */

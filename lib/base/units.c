@@ -5,7 +5,8 @@
  * "B" ("28GB" = 28e9 bytes, "32GiB" = 32 * 2^30). A bare number is bytes.
  * Counts (parameters, samples) take K M B(illion) T, case-insensitive.
  * Durations take Go-style "1h30m15s" (units d h m s ms) or ISO-8601 "PT8H",
- * "P1DT2H30M"; a bare number is seconds. */
+ * "P1DT2H30M"; a bare number is seconds. Times are RFC 3339
+ * ("2026-11-29T21:54:00Z", fractions, offsets), as the API writes them. */
 #include "base.h"
 
 #include <ctype.h>
@@ -187,4 +188,64 @@ void units_format_duration(char *out, size_t outsz, double seconds)
     else if (h) snprintf(out, outsz, m ? "%lluh%llum" : "%lluh", h, m);
     else if (m) snprintf(out, outsz, sec ? "%llum%llus" : "%llum", m, sec);
     else snprintf(out, outsz, "%llus", sec);
+}
+
+/* ---- times ---- */
+
+/* n digits at s as a number, or -1. */
+static int time_digits(const char *s, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i])) return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* H. Hinnant's days_from_civil algorithm, a published formula. */
+int64_t units_days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* The zone is required: a time without one would mean something else on
+ * every machine. Every field is checked (no month 13, no February 30). */
+bool units_parse_time(const char *s, double *out)
+{
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (strlen(s) < 20) return false;
+    int y = time_digits(s, 4), mo = time_digits(s + 5, 2), d = time_digits(s + 8, 2);
+    int h = time_digits(s + 11, 2), mi = time_digits(s + 14, 2), se = time_digits(s + 17, 2);
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
+        se < 0 || se > 60 || s[4] != '-' || s[7] != '-' || s[13] != ':' || s[16] != ':' ||
+        (s[10] != 'T' && s[10] != 't' && s[10] != ' '))
+        return false;
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > mdays[mo - 1] + (mo == 2 && leap)) return false;
+    const char *p = s + 19;
+    double frac = 0;
+    if (*p == '.') {
+        double scale = 0.1;
+        if (!isdigit((unsigned char)p[1])) return false;
+        for (p++; isdigit((unsigned char)*p); p++, scale /= 10) frac += (*p - '0') * scale;
+    }
+    int offset = 0;
+    if ((*p == 'Z' || *p == 'z') && !p[1]) {
+        offset = 0;
+    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
+        int oh = time_digits(p + 1, 2), om = time_digits(p + 4, 2);
+        if (oh < 0 || oh > 23 || om < 0 || om > 59) return false;
+        offset = (oh * 60 + om) * 60 * (*p == '-' ? -1 : 1);
+    } else {
+        return false;
+    }
+    *out = (double)(units_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset) +
+           frac;
+    return true;
 }

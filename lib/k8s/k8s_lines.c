@@ -36,18 +36,6 @@ bool k8s_sleep(double seconds, const atomic_bool *stop)
     }
 }
 
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's
- * days_from_civil algorithm, a published formula). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 static bool digits(const char *s, size_t n, int *out)
 {
     int v = 0;
@@ -95,7 +83,7 @@ bool k8s_time_parse(const char *s, size_t len, int64_t *sec, int32_t *nsec)
         return false;
     }
     if (i != len) return false;
-    *sec = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - off;
+    *sec = units_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - off;
     *nsec = ns;
     return true;
 }

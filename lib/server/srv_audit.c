@@ -81,35 +81,7 @@ static bool parse_since(const char *s, double *out)
         *out = v;
         return true;
     }
-    struct tm tm = {0};
-    int used = 0;
-    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-               &tm.tm_min, &tm.tm_sec, &used) != 6 || used != 19)
-        return false;
-    const char *p = s + used;
-    double frac = 0;
-    if (*p == '.') {
-        frac = strtod(p, &end);
-        p = end;
-    }
-    int off = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int oh, om, n = 0;
-        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5) return false;
-        off = (oh * 60 + om) * 60 * (*p == '-' ? -1 : 1);
-        p += 6;
-    } else {
-        return false;
-    }
-    if (*p) return false;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    time_t t = timegm(&tm);
-    if (t == (time_t)-1) return false;
-    *out = (double)t - off + frac;
-    return true;
+    return units_parse_time(s, out);
 }
 
 void srv_api_audit(srv_req *r)

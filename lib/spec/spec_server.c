@@ -187,64 +187,6 @@ static const spec_enum_entry scope_tab[] = {
 };
 ENUM_DEF(enum_scope, scope_tab);
 
-/* n digits at s as a number, or -1. */
-static int digits(const char *s, int n)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)s[i])) return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
-}
-
-/* Days from 1970-01-01 to a date of the proleptic Gregorian calendar. */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-/* An RFC 3339 date-time ("2027-01-31T00:00:00Z", "2027-01-31T09:30:00.5+02:00")
- * as seconds since the epoch. The zone is required: a time without one
- * would mean something else on every server. */
-static bool parse_rfc3339(const char *s, double *out)
-{
-    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (strlen(s) < 20) return false;
-    int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
-    int h = digits(s + 11, 2), mi = digits(s + 14, 2), se = digits(s + 17, 2);
-    if (y < 0 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
-        se < 0 || se > 60 || s[4] != '-' || s[7] != '-' || s[13] != ':' || s[16] != ':' ||
-        (s[10] != 'T' && s[10] != 't' && s[10] != ' '))
-        return false;
-    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    if (d > mdays[mo - 1] + (mo == 2 && leap)) return false;
-    const char *p = s + 19;
-    double frac = 0;
-    if (*p == '.') {
-        double scale = 0.1;
-        if (!isdigit((unsigned char)p[1])) return false;
-        for (p++; isdigit((unsigned char)*p); p++, scale /= 10) frac += (*p - '0') * scale;
-    }
-    int offset = 0;
-    if ((*p == 'Z' || *p == 'z') && !p[1]) {
-        offset = 0;
-    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
-        int oh = digits(p + 1, 2), om = digits(p + 4, 2);
-        if (oh < 0 || oh > 23 || om < 0 || om > 59) return false;
-        offset = (oh * 60 + om) * 60 * (*p == '-' ? -1 : 1);
-    } else {
-        return false;
-    }
-    *out = (double)(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset) + frac;
-    return true;
-}
-
 /* A token entry: a valid hash, exactly one of team / admin, a scope that
  * fits it, an expiry that is a time. Shared by the config's `tokens:` and
  * the tokens file. */
@@ -253,7 +195,7 @@ static void token_after(spec_dctx *c, const spec_ynode *m, void *elem)
     spec_server_token *t = elem;
     t->pos = (spec_pos){m->line, m->col};
     if (t->expires) {
-        if (!parse_rfc3339(t->expires, &t->expires_at)) {
+        if (!units_parse_time(t->expires, &t->expires_at)) {
             size_t old = spec_path_push(c, "expires");
             diag *x = spec_report(c, DIAG_ERROR, spec_ymap_get(m, "expires"),
                                   "not an RFC 3339 time");

@@ -95,6 +95,28 @@ static void test_durations(void **state)
     assert_string_equal(out, "28.0 GiB");
 }
 
+/* RFC 3339 times: the zone required, every field checked. */
+static void test_times(void **state)
+{
+    (void)state;
+    double t;
+    assert_true(units_parse_time("1970-01-01T00:01:40Z", &t));
+    assert_true(t == 100);
+    assert_true(units_parse_time("1970-01-01T01:00:00.5+01:00", &t));
+    assert_true(t == 0.5);
+    assert_true(units_parse_time("2024-02-29T00:00:00z", &t));
+    assert_true(t == 1709164800);
+    assert_int_equal(units_days_from_civil(2027, 1, 31), 20849);
+    assert_false(units_parse_time("2023-02-29T00:00:00Z", &t));
+    assert_false(units_parse_time("2027-13-01T00:00:00Z", &t));
+    assert_false(units_parse_time("2027-01-31T24:00:00Z", &t));
+    assert_false(units_parse_time("2027-01-31T00:00:00", &t));
+    assert_false(units_parse_time("2027-01-31T00:00:00.Z", &t));
+    assert_false(units_parse_time("2027-01-31T00:00:00Zjunk", &t));
+    assert_false(units_parse_time("2027-01-31T00:00:00+0100", &t));
+    assert_false(units_parse_time("", &t));
+}
+
 static void test_suggest(void **state)
 {
     (void)state;
@@ -224,7 +246,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes),       cmocka_unit_test(test_counts),
-        cmocka_unit_test(test_durations),   cmocka_unit_test(test_suggest),
+        cmocka_unit_test(test_durations),   cmocka_unit_test(test_times),
+        cmocka_unit_test(test_suggest),
         cmocka_unit_test(test_sb_and_split), cmocka_unit_test(test_diag),
         cmocka_unit_test(test_files),       cmocka_unit_test(test_remove_tree),
     };
