@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "exec/exec.h"
+#include "exec_test.h"
 #include "k8s/k8s.h"
 
 #include <errno.h>
@@ -52,19 +53,6 @@ typedef struct fx {
     exec_backend *be;
 } fx;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void nap(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* ---- the double ---- */
 
@@ -98,8 +86,8 @@ static bool double_start(fx *f)
     }
     char *ready = path_join(state, "ready");
     char *kubeconfig = path_join(state, "kubeconfig");
-    double end = now_s() + 60;
-    while (!file_exists(ready) && now_s() < end) nap(0.05);
+    double end = et_now() + 60;
+    while (!file_exists(ready) && et_now() < end) et_nap(0.05);
     bool ok = file_exists(ready) && k8s_config_kubeconfig(&f->cfg, kubeconfig, NULL, err, sizeof err);
     if (ok) f->cl = k8s_client_new(&f->cfg, err, sizeof err);
     if (!ok || !f->cl) fprintf(stderr, "the double did not start: %s (see %s)\n", err, log);
@@ -277,31 +265,31 @@ static size_t count_of(const char *text, const char *what)
  * (text NULL: until its pod runs). */
 static void wait_running(exec_handle *h, const char *text)
 {
-    double end = now_s() + WAIT_LIMIT;
+    double end = et_now() + WAIT_LIMIT;
     exec_status st;
     exec_update up;
     for (;;) {
-        exec_poll(h, now_s(), &st, &up);
+        exec_poll(h, et_now(), &st, &up);
         if (st.phase != EXEC_RUNNING) fail_msg("attempt %d ended: %s", h->attempt, st.reason);
         char *log = read_log(h);
         bool there = !text || strstr(log, text);
         free(log);
         if (there && st.waiting[0] == '\0') return;
-        if (now_s() > end) fail_msg("attempt %d does not run (%s)", h->attempt, st.waiting);
-        nap(0.2);
+        if (et_now() > end) fail_msg("attempt %d does not run (%s)", h->attempt, st.waiting);
+        et_nap(0.2);
     }
 }
 
 /* Polls until the attempt ends; its status in *st. */
 static void wait_end(exec_handle *h, exec_status *st)
 {
-    double end = now_s() + WAIT_LIMIT;
+    double end = et_now() + WAIT_LIMIT;
     exec_update up;
     for (;;) {
-        exec_poll(h, now_s(), st, &up);
+        exec_poll(h, et_now(), st, &up);
         if (st->phase != EXEC_RUNNING) return;
-        if (now_s() > end) fail_msg("attempt %d did not end (%s)", h->attempt, st->waiting);
-        nap(0.2);
+        if (et_now() > end) fail_msg("attempt %d did not end (%s)", h->attempt, st->waiting);
+        et_nap(0.2);
     }
 }
 
@@ -395,11 +383,11 @@ static void test_adopt_cancel_and_again(void **state)
     exec_handle *h = NULL;
     if (exec_start(f->be, &r.q, &h, err, sizeof err) != EXEC_OK) fail_msg("start: %s", err);
     wait_running(h, "started");
-    double end = now_s() + WAIT_LIMIT;
-    while (foreign_gpus(f) != 1 && now_s() < end) nap(0.2);
+    double end = et_now() + WAIT_LIMIT;
+    while (foreign_gpus(f) != 1 && et_now() < end) et_nap(0.2);
     assert_int_equal(foreign_gpus(f), 1); /* the rogue's; lathe's attempt is not counted twice */
 
-    assert_int_equal(exec_cancel(h, now_s(), 5, err, sizeof err), EXEC_OK);
+    assert_int_equal(exec_cancel(h, et_now(), 5, err, sizeof err), EXEC_OK);
     exec_status st;
     wait_end(h, &st);
     assert_int_equal(st.phase, EXEC_EXITED);
@@ -429,7 +417,7 @@ static void test_adopt_cancel_and_again(void **state)
     assert_int_equal(json_array_size(json_object_get(o, "stale")), 1); /* attempt 1's pod */
     json_decref(o);
     free(text);
-    assert_int_equal(exec_cancel(h, now_s(), 5, err, sizeof err), EXEC_OK);
+    assert_int_equal(exec_cancel(h, et_now(), 5, err, sizeof err), EXEC_OK);
     wait_end(h, &st);
     assert_int_equal(st.end, EXEC_END_STOPPED);
     exec_release(h);
@@ -504,10 +492,10 @@ static void test_owner_adoption(void **state)
     json_decref(job);
     r.q.cluster.owner.uid = uid;
     assert_int_equal(exec_unprepare(f->be, &r.q, err, sizeof err), EXEC_OK);
-    double end = now_s() + WAIT_LIMIT;
-    while ((job = get_job(f, "lathe-qwen-1")) && now_s() < end) {
+    double end = et_now() + WAIT_LIMIT;
+    while ((job = get_job(f, "lathe-qwen-1")) && et_now() < end) {
         json_decref(job);
-        nap(0.2);
+        et_nap(0.2);
     }
     assert_null(job);
 
@@ -515,10 +503,10 @@ static void test_owner_adoption(void **state)
     r.q.attempt = 2;
     if (exec_prepare(f->be, &r.q, err, sizeof err) != EXEC_OK) fail_msg("prepare 2: %s", err);
     assert_int_equal(k8s_delete(f->cl, &cm, "Background", -1, &e), K8S_OK);
-    end = now_s() + WAIT_LIMIT;
-    while ((job = get_job(f, "lathe-qwen-2")) && now_s() < end) {
+    end = et_now() + WAIT_LIMIT;
+    while ((job = get_job(f, "lathe-qwen-2")) && et_now() < end) {
         json_decref(job);
-        nap(0.2);
+        et_nap(0.2);
     }
     assert_null(job);
     req_free(&r);
@@ -561,7 +549,7 @@ static void test_adopt_handle_attaches(void **state)
     assert_true(h->started_at == started);
     exec_status st;
     exec_update up;
-    exec_poll(h, now_s(), &st, &up);
+    exec_poll(h, et_now(), &st, &up);
     assert_int_equal(st.phase, EXEC_RUNNING); /* it attached to the running attempt */
     wait_end(h, &st);
     assert_int_equal(st.end, EXEC_END_SUCCEEDED);

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "exec/exec.h"
+#include "exec_test.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -40,19 +41,6 @@ typedef struct fx {
     exec_backend *be;
 } fx;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void nap(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 static int setup(void **state)
 {
@@ -62,25 +50,6 @@ static int setup(void **state)
     f->be = exec_local_new(NULL);
     *state = f;
     return 0;
-}
-
-/* Every supervisor of the test wrote nothing to its own log: no error, and
- * in the sanitizer build no report (a supervisor is this program too). */
-static void check_shim_logs(const char *dir)
-{
-    char *pattern = path_join(dir, "*/attempt-*/shim.log");
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            char err[256];
-            size_t len;
-            char *text = file_read_all(g.gl_pathv[i], 1 << 20, &len, err, sizeof err);
-            if (text && len) fail_msg("%s:\n%s", g.gl_pathv[i], text);
-            free(text);
-        }
-        globfree(&g);
-    }
-    free(pattern);
 }
 
 /* A test that failed half-way may leave trainers running: kill every
@@ -109,7 +78,7 @@ static int teardown(void **state)
 {
     fx *f = *state;
     kill_leftovers(f);
-    check_shim_logs(f->dir);
+    et_check_shim_logs(f->dir, NULL);
     exec_backend_free(f->be);
     char err[512];
     if (file_remove_tree(f->dir, err, sizeof err) != 0) return -1;
@@ -170,14 +139,14 @@ static void collect(run *r, const exec_update *up)
 /* Polls until the attempt is no longer running. */
 static void wait_end(run *r)
 {
-    double until = now_s() + WAIT_LIMIT;
+    double until = et_now() + WAIT_LIMIT;
     for (;;) {
         exec_update up;
-        exec_poll(r->h, now_s(), &r->st, &up);
+        exec_poll(r->h, et_now(), &r->st, &up);
         collect(r, &up);
         if (r->st.phase != EXEC_RUNNING) return;
-        if (now_s() > until) fail_msg("the trainer did not end within %.0f s", WAIT_LIMIT);
-        nap(0.01);
+        if (et_now() > until) fail_msg("the trainer did not end within %.0f s", WAIT_LIMIT);
+        et_nap(0.01);
     }
 }
 
@@ -198,16 +167,6 @@ static void run_to_end(fx *f, const char *job, const char *const *argv, size_t a
     exec_rc rc = start(f, job, 1, argv, argc, c, &r->h, err);
     if (rc != EXEC_OK) fail_msg("start %s: %s: %s", argv[0], exec_rc_name(rc), err);
     wait_end(r);
-}
-
-/* The whole output log of an attempt. */
-static char *read_log(const exec_handle *h)
-{
-    char err[256];
-    size_t len;
-    char *text = file_read_all(h->log_path, 1 << 24, &len, err, sizeof err);
-    if (!text) fail_msg("%s", err);
-    return text;
 }
 
 static bool file_at(fx *f, const char *name)
@@ -280,7 +239,7 @@ static void test_environment_and_folder(void **state)
     unsetenv("LATHE_SERVER_SECRET");
     unsetenv("CUDA_VISIBLE_DEVICES");
     assert_int_equal(r.st.end, EXEC_END_SUCCEEDED);
-    char *log = read_log(r.h);
+    char *log = et_read_log(r.h);
     /* The working folder is the attempt's. */
     char *first = xstrndup(log, strcspn(log, "\n"));
     assert_string_equal(first, r.h->work_dir);
@@ -315,7 +274,7 @@ static void test_no_shell(void **state)
     run r;
     run_to_end(f, "noshell", argv, 9, NULL, &r);
     assert_int_equal(r.st.end, EXEC_END_SUCCEEDED);
-    char *log = read_log(r.h);
+    char *log = et_read_log(r.h);
     char *want = xasprintf("%s %s | rm -rf / && *\n", arg1, arg2);
     assert_string_equal(log, want);
     assert_false(file_at(f, "pwned"));
@@ -360,14 +319,14 @@ static void test_cancel_stops_with_trap(void **state)
     char err[512];
     assert_int_equal(start(f, "cancel", 1, argv, 3, NULL, &r.h, err), EXEC_OK);
     exec_update up;
-    exec_poll(r.h, now_s(), &r.st, &up);
+    exec_poll(r.h, et_now(), &r.st, &up);
     assert_int_equal(r.st.phase, EXEC_RUNNING);
-    assert_int_equal(exec_cancel(r.h, now_s(), 20, err, sizeof err), EXEC_OK);
+    assert_int_equal(exec_cancel(r.h, et_now(), 20, err, sizeof err), EXEC_OK);
     wait_end(&r);
     assert_int_equal(r.st.end, EXEC_END_STOPPED);
     assert_true(r.st.term_sent);
     assert_false(r.st.kill_sent);
-    char *log = read_log(r.h);
+    char *log = et_read_log(r.h);
     assert_non_null(strstr(log, "checkpoint saved"));
     free(log);
     /* An ended attempt takes no more signals. */
@@ -386,12 +345,12 @@ static void test_grace_then_kill(void **state)
     memset(&r, 0, sizeof r);
     char err[512];
     assert_int_equal(start(f, "grace", 1, argv, 3, NULL, &r.h, err), EXEC_OK);
-    double t0 = now_s();
+    double t0 = et_now();
     assert_int_equal(exec_cancel(r.h, t0, 0.3, err, sizeof err), EXEC_OK);
     assert_int_equal(exec_cancel(r.h, t0 + 100, 0.3, err, sizeof err), EXEC_OK); /* kept */
     /* Before the deadline nothing more happens, whatever the wall clock. */
     exec_update up;
-    nap(0.1);
+    et_nap(0.1);
     exec_poll(r.h, t0 + 0.1, &r.st, &up);
     assert_int_equal(r.st.phase, EXEC_RUNNING);
     assert_true(r.st.term_sent);
@@ -400,7 +359,7 @@ static void test_grace_then_kill(void **state)
     char *json = exec_handle_json(r.h);
     assert_non_null(strstr(json, "kill_at"));
     free(json);
-    nap(0.3);
+    et_nap(0.3);
     exec_poll(r.h, t0 + 0.31, &r.st, &up);
     assert_true(r.st.kill_sent);
     wait_end(&r);
@@ -420,24 +379,24 @@ static void test_signal_kill_and_forward(void **state)
     char err[512];
     assert_int_equal(start(f, "sig", 1, argv, 3, NULL, &r.h, err), EXEC_OK);
     /* Wait until the trap is set (the script said so), then USR2. */
-    double until = now_s() + WAIT_LIMIT;
+    double until = et_now() + WAIT_LIMIT;
     for (;;) {
-        char *log = read_log(r.h);
+        char *log = et_read_log(r.h);
         bool ready = strstr(log, "ready") != NULL;
         free(log);
         if (ready) break;
-        if (now_s() > until) fail_msg("no ready line");
-        nap(0.01);
+        if (et_now() > until) fail_msg("no ready line");
+        et_nap(0.01);
     }
     assert_int_equal(exec_signal(r.h, SIGUSR2, err, sizeof err), EXEC_OK);
-    until = now_s() + WAIT_LIMIT;
+    until = et_now() + WAIT_LIMIT;
     for (;;) {
-        char *log = read_log(r.h);
+        char *log = et_read_log(r.h);
         bool got = strstr(log, "got-usr2") != NULL;
         free(log);
         if (got) break;
-        if (now_s() > until) fail_msg("SIGUSR2 not forwarded");
-        nap(0.01);
+        if (et_now() > until) fail_msg("SIGUSR2 not forwarded");
+        et_nap(0.01);
     }
     assert_int_equal(exec_signal(r.h, SIGKILL, err, sizeof err), EXEC_OK);
     wait_end(&r);
@@ -460,13 +419,13 @@ static void test_log_rotation_followed(void **state)
     memset(&r, 0, sizeof r);
     char err[512];
     assert_int_equal(start(f, "rotate", 1, argv, 3, NULL, &r.h, err), EXEC_OK);
-    double until = now_s() + WAIT_LIMIT;
+    double until = et_now() + WAIT_LIMIT;
     while (r.n_pts < 25) {
         exec_update up;
-        exec_poll(r.h, now_s(), &r.st, &up);
+        exec_poll(r.h, et_now(), &r.st, &up);
         collect(&r, &up);
-        if (now_s() > until) fail_msg("only %zu lines read", r.n_pts);
-        nap(0.01);
+        if (et_now() > until) fail_msg("only %zu lines read", r.n_pts);
+        et_nap(0.01);
     }
     char *go = path_join(r.h->work_dir, "go");
     assert_int_equal(file_write_atomic(go, "", 0), 0);
@@ -589,7 +548,7 @@ static void test_reattach_from_another_backend(void **state)
     memset(&r, 0, sizeof r);
     assert_int_equal(exec_attach(f->be, json, &r.h, err, sizeof err), EXEC_OK);
     exec_update up;
-    exec_poll(r.h, now_s(), &r.st, &up);
+    exec_poll(r.h, et_now(), &r.st, &up);
     assert_int_equal(r.st.phase, EXEC_RUNNING);
     /* find() knows it too, from the job's folder. */
     char *jd = job_dir(f, "reattach");
@@ -601,7 +560,7 @@ static void test_reattach_from_another_backend(void **state)
     exec_release(found);
     assert_int_equal(exec_attach(f->be, "{\"backend\":\"slurm\"}", &found, err, sizeof err),
                      EXEC_E_INVALID);
-    assert_int_equal(exec_cancel(r.h, now_s(), 10, err, sizeof err), EXEC_OK);
+    assert_int_equal(exec_cancel(r.h, et_now(), 10, err, sizeof err), EXEC_OK);
     wait_end(&r);
     assert_int_equal(r.st.end, EXEC_END_STOPPED); /* sh dies of SIGTERM */
     free(jd);
@@ -656,13 +615,13 @@ static void test_survives_server_sigkill(void **state)
     memset(&r, 0, sizeof r);
     assert_int_equal(exec_attach(f->be, json, &r.h, err, sizeof err), EXEC_OK);
     exec_update up;
-    exec_poll(r.h, now_s(), &r.st, &up);
+    exec_poll(r.h, et_now(), &r.st, &up);
     assert_int_equal(r.st.phase, EXEC_RUNNING);
     wait_end(&r);
     assert_int_equal(r.st.phase, EXEC_EXITED);
     assert_int_equal(r.st.exit_code, 7);
     assert_int_equal(r.st.end, EXEC_END_FAILED);
-    char *log = read_log(r.h);
+    char *log = et_read_log(r.h);
     assert_non_null(strstr(log, "finished after the server died"));
     free(log);
     free(json);
@@ -729,7 +688,7 @@ static void test_supervisor_killed_is_lost(void **state)
     if (r.st.phase != EXEC_LOST) fail_msg("%s (shim %d): %s", exec_end_name(r.st.end), shim, r.st.reason);
     assert_int_equal(r.st.end, EXEC_END_LOST);
     assert_true(r.st.retryable);
-    double until = now_s() + WAIT_LIMIT;
+    double until = et_now() + WAIT_LIMIT;
     while (exec_proc_start_time(trainer) != 0) {
         char path[64], err2[64];
         snprintf(path, sizeof path, "/proc/%d/stat", trainer);
@@ -738,8 +697,8 @@ static void test_supervisor_killed_is_lost(void **state)
         bool zombie = stat && strstr(stat, ") Z ");
         free(stat);
         if (zombie) break;
-        if (now_s() > until) fail_msg("the trainer outlived its supervisor");
-        nap(0.01);
+        if (et_now() > until) fail_msg("the trainer outlived its supervisor");
+        et_nap(0.01);
     }
     /* What the trainer started (its sleep) held the lock; lost() killed
      * it, and the next attempt starts as soon as it is gone. */
@@ -747,10 +706,10 @@ static void test_supervisor_killed_is_lost(void **state)
     run r2;
     memset(&r2, 0, sizeof r2);
     exec_rc rc;
-    until = now_s() + WAIT_LIMIT;
+    until = et_now() + WAIT_LIMIT;
     while ((rc = start(f, "lost", 2, quick, 1, NULL, &r2.h, err)) == EXEC_E_BUSY) {
-        if (now_s() > until) fail_msg("the lock stayed held: %s", err);
-        nap(0.01);
+        if (et_now() > until) fail_msg("the lock stayed held: %s", err);
+        et_nap(0.01);
     }
     assert_int_equal(rc, EXEC_OK);
     wait_end(&r2);
@@ -783,7 +742,7 @@ static void test_recycled_pid(void **state)
     char err[512];
     assert_int_equal(exec_attach(f->be, json, &r.h, err, sizeof err), EXEC_OK);
     assert_int_equal(exec_signal(r.h, SIGTERM, err, sizeof err), EXEC_E_GONE);
-    assert_int_equal(exec_cancel(r.h, now_s(), 1, err, sizeof err), EXEC_E_GONE);
+    assert_int_equal(exec_cancel(r.h, et_now(), 1, err, sizeof err), EXEC_E_GONE);
     wait_end(&r); /* we are still alive to check: */
     assert_int_equal(r.st.phase, EXEC_LOST);
     free(json);
@@ -806,7 +765,7 @@ static void test_lathe_tool_as_supervisor(void **state)
     run r;
     run_to_end(f, "tool", argv, 3, NULL, &r);
     assert_int_equal(r.st.exit_code, 4);
-    char *log = read_log(r.h);
+    char *log = et_read_log(r.h);
     assert_string_equal(log, "via the lathe tool\n");
     free(log);
     run_free(&r);

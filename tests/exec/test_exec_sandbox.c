@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "exec/exec.h"
+#include "exec_test.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -52,19 +53,6 @@ typedef struct fx {
     exec_backend *be;
 } fx;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void nap(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 static void put_file(const char *dir, const char *name, const char *text)
 {
@@ -105,36 +93,15 @@ static int setup(void **state)
     return 0;
 }
 
-/* The supervisors wrote nothing to their shim.log but the sandbox's line
- * and the poll's warnings: no error, and in the sanitizer build no report
- * (a supervisor is this program too). */
-static void check_shim_logs(const char *dir)
-{
-    char *pattern = path_join(dir, "*/attempt-*/shim.log");
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            char err[256];
-            size_t len;
-            char *text = file_read_all(g.gl_pathv[i], 1 << 20, &len, err, sizeof err);
-            char *save = NULL;
-            for (char *line = text ? strtok_r(text, "\n", &save) : NULL; line;
-                 line = strtok_r(NULL, "\n", &save))
-                if (!str_starts_with(line, "exec-shim: sandboxed: ") &&
-                    !str_starts_with(line, "exec-shim: not sandboxed: ") &&
-                    !str_starts_with(line, "lathe: ignored the trainer's line "))
-                    fail_msg("%s: %s", g.gl_pathv[i], line);
-            free(text);
-        }
-        globfree(&g);
-    }
-    free(pattern);
-}
+/* The supervisors may write to their shim.log the sandbox's line and the
+ * poll's warnings, nothing else. */
+static const char *const shim_lines[] = {"exec-shim: sandboxed: ", "exec-shim: not sandboxed: ",
+                                         "lathe: ignored the trainer's line ", NULL};
 
 static int teardown(void **state)
 {
     fx *f = *state;
-    check_shim_logs(f->dir);
+    et_check_shim_logs(f->dir, shim_lines);
     exec_backend_free(f->be);
     char err[512];
     /* a trainer of another uid made files there; root removes them all */
@@ -240,20 +207,20 @@ static exec_rc job_start(fx *f, job *j, const char *const *argv, size_t argc, ch
 
 static void job_wait(job *j)
 {
-    double until = now_s() + WAIT_LIMIT;
+    double until = et_now() + WAIT_LIMIT;
     for (;;) {
         exec_update up;
-        exec_poll(j->h, now_s(), &j->st, &up);
+        exec_poll(j->h, et_now(), &j->st, &up);
         for (size_t i = 0; i < up.n_checkpoints && j->n_ckpts < 16; i++)
             j->ckpts[j->n_ckpts++] = xstrdup(up.checkpoints[i].path);
         if (up.adapter && !j->adapter) j->adapter = xstrdup(up.adapter);
         if (j->st.phase != EXEC_RUNNING) return;
-        if (now_s() > until) {
+        if (et_now() > until) {
             char err[256];
             exec_signal(j->h, SIGKILL, err, sizeof err);
             fail_msg("the trainer did not end within %.0f s", WAIT_LIMIT);
         }
-        nap(0.02);
+        et_nap(0.02);
     }
 }
 
@@ -263,15 +230,6 @@ static void job_run(fx *f, job *j, const char *const *argv, size_t argc)
     exec_rc rc = job_start(f, j, argv, argc, err);
     if (rc != EXEC_OK) fail_msg("start %s: %s: %s", argv[0], exec_rc_name(rc), err);
     job_wait(j);
-}
-
-static char *job_log(job *j)
-{
-    char err[256];
-    size_t len;
-    char *text = file_read_all(j->h->log_path, 1 << 24, &len, err, sizeof err);
-    if (!text) fail_msg("%s", err);
-    return text;
 }
 
 static void assert_absent(const char *log, const char *what)
@@ -303,7 +261,7 @@ static void test_reads_confined(void **state)
         f->data, f->data, other.dir, f->other, (int)getpid(), (int)getppid(), f->root, j.dir);
     const char *argv[] = {"/bin/sh", "-c", script};
     job_run(f, &j, argv, 3);
-    char *log = job_log(&j);
+    char *log = et_read_log(j.h);
     assert_int_equal(j.st.end, EXEC_END_SUCCEEDED);
     /* what it may read */
     assert_present(log, "DATASET-LINE");
@@ -380,7 +338,7 @@ static void test_writes_confined(void **state)
         j.dir, j.dir, j.dir, j.dir, f->data, f->root, j.dir, j.checkpoints);
     const char *argv[] = {"/bin/sh", "-c", script};
     job_run(f, &j, argv, 3);
-    char *log = job_log(&j);
+    char *log = et_read_log(j.h);
     assert_present(log, "wrote-allowed");
     assert_absent(log, "HACKED");
     const char *never[] = {"hacked", "../data/hacked", "../datasets/hacked"};
@@ -421,7 +379,7 @@ static void test_links_into_other_team(void **state)
                              j.checkpoints, target, f->other);
     const char *argv[] = {"/bin/sh", "-c", script};
     job_run(f, &j, argv, 3);
-    char *log = job_log(&j);
+    char *log = et_read_log(j.h);
     assert_present(log, "done-linking");
     assert_absent(log, "TEAM-B-SECRET");
     struct stat st;
@@ -522,7 +480,7 @@ static void test_no_token_in_environment(void **state)
     job_init(f, &j, "env");
     const char *argv[] = {"/usr/bin/env"};
     job_run(f, &j, argv, 1);
-    char *log = job_log(&j);
+    char *log = et_read_log(j.h);
     assert_absent(log, "c0ffee");
     assert_present(log, "OMP_NUM_THREADS=3");
     assert_present(log, "PATH=");
@@ -544,7 +502,7 @@ static void test_no_token_in_environment(void **state)
     char err[512];
     assert_int_equal(exec_start(f->be, &req, &plain.h, err, sizeof err), EXEC_OK);
     job_wait(&plain);
-    log = job_log(&plain);
+    log = et_read_log(plain.h);
     assert_present(log, "SOME_SERVER_SETTING=server-only-c0ffee");
     assert_absent(log, "tok-");
     free(log);
@@ -558,7 +516,7 @@ static void test_no_token_in_environment(void **state)
     req.job_dir = plain.dir;
     assert_int_equal(exec_start(f->be, &req, &plain.h, err, sizeof err), EXEC_OK);
     job_wait(&plain);
-    log = job_log(&plain);
+    log = et_read_log(plain.h);
     int lines = 0;
     for (const char *p = log; *p; p++) lines += *p == '\n';
     if (lines > 5) fail_msg("the trainer has more descriptors than it should:\n%s", log);
@@ -605,16 +563,16 @@ static void test_fork_bomb(void **state)
     j.box.uid = j.box.gid = BOMB_UID;
     const char *argv[] = {"/bin/sh", "-c",
                           "i=0; while [ $i -lt 2000 ]; do sleep 30 & i=$((i+1)); done; wait"};
-    double t0 = now_s();
+    double t0 = et_now();
     job_run(f, &j, argv, 3);
-    assert_true(now_s() - t0 < 30); /* stopped by the limit, not by the sleeps ending */
+    assert_true(et_now() - t0 < 30); /* stopped by the limit, not by the sleeps ending */
     assert_int_not_equal(j.st.end, EXEC_END_SUCCEEDED);
-    char *log = job_log(&j);
+    char *log = et_read_log(j.h);
     if (!strstr(log, "fork")) fail_msg("the bomb was not stopped by the limit:\n%.2000s", log);
     free(log);
     /* nothing of it is left, and this machine still forks */
-    double until = now_s() + 10;
-    while (processes_of(BOMB_UID) > 0 && now_s() < until) nap(0.05);
+    double until = et_now() + 10;
+    while (processes_of(BOMB_UID) > 0 && et_now() < until) et_nap(0.05);
     assert_int_equal(processes_of(BOMB_UID), 0);
     pid_t p = fork();
     if (p == 0) _exit(0);
@@ -632,7 +590,7 @@ static void test_memory_hog(void **state)
     j.box.memory = 64.0 * 1024 * 1024;
     const char *argv[] = {self_exe, "hog"};
     job_run(f, &j, argv, 2);
-    char *log = job_log(&j);
+    char *log = et_read_log(j.h);
     print_message("the hog: %s (%s)\n", exec_end_name(j.st.end), j.st.reason);
     if (j.st.end != EXEC_END_OOM && j.st.end != EXEC_END_FAILED)
         fail_msg("the hog ended %s (%s):\n%s", exec_end_name(j.st.end), j.st.reason, log);
@@ -658,23 +616,23 @@ static void test_sigterm_reaches_trainer(void **state)
         const char *argv[] = {"/bin/sh", "-c", scripts[i]};
         char err[1024];
         assert_int_equal(job_start(f, &j, argv, 3, err), EXEC_OK);
-        double until = now_s() + WAIT_LIMIT;
+        double until = et_now() + WAIT_LIMIT;
         for (;;) {
-            char *log = job_log(&j);
+            char *log = et_read_log(j.h);
             bool ready = strstr(log, "ready") != NULL;
             free(log);
             if (ready) break;
-            if (now_s() > until) fail_msg("no ready line");
-            nap(0.01);
+            if (et_now() > until) fail_msg("no ready line");
+            et_nap(0.01);
         }
-        nap(0.1);
-        assert_int_equal(exec_cancel(j.h, now_s(), 20, err, sizeof err), EXEC_OK);
+        et_nap(0.1);
+        assert_int_equal(exec_cancel(j.h, et_now(), 20, err, sizeof err), EXEC_OK);
         job_wait(&j);
         assert_int_equal(j.st.end, EXEC_END_STOPPED);
         assert_false(j.st.kill_sent);
         if (i == 0) {
             assert_int_equal(j.st.exit_code, 143);
-            char *log = job_log(&j);
+            char *log = et_read_log(j.h);
             assert_present(log, "checkpoint saved");
             free(log);
         } else {
@@ -700,7 +658,7 @@ static void test_swapped_path_refused(void **state)
     char *script = xasprintf("cat %s", link);
     const char *argv[] = {"/bin/sh", "-c", script};
     job_run(f, &j, argv, 3);
-    char *log = job_log(&j);
+    char *log = et_read_log(j.h);
     assert_present(log, "DATASET-LINE");
     free(log);
     job_free(&j);
@@ -752,7 +710,7 @@ static void test_auto_fallback(void **state)
     const char *argv[] = {"/bin/sh", "-c", "echo cwd=$(pwd)"};
     job_run(f, &j, argv, 3);
     assert_int_equal(j.st.end, EXEC_END_SUCCEEDED);
-    char *log = job_log(&j);
+    char *log = et_read_log(j.h);
     char *cwd = xasprintf("cwd=%s", j.work);
     assert_present(log, cwd);
     free(cwd);
