@@ -131,14 +131,18 @@ static void probe_fail(int fd, int e, const char *what)
     _exit(1);
 }
 
-/* The per-mount flags a read-only remount must keep (statvfs is a plain
- * system call). */
-static unsigned long probe_kept(const char *path)
+/* The per-mount flags statvfs reports, which a bind's remount must keep
+ * (in a user namespace the kernel refuses to drop locked ones). The probe
+ * and the sandbox remount with it (statvfs is a plain system call). */
+static unsigned long kept_flags(const char *path)
 {
     struct statvfs v;
     if (statvfs(path, &v) != 0) return 0;
     unsigned long f = 0;
+    if (v.f_flag & ST_NOSUID) f |= MS_NOSUID;
+    if (v.f_flag & ST_NODEV) f |= MS_NODEV;
     if (v.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    if (v.f_flag & ST_RDONLY) f |= MS_RDONLY;
     if (v.f_flag & ST_NOATIME) f |= MS_NOATIME;
     if (v.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
 #ifdef ST_RELATIME
@@ -164,7 +168,7 @@ static void probe_init(int fd)
         (errno != EINVAL || mount("/sys", "/tmp/sys", NULL, MS_BIND | MS_REC, NULL) != 0))
         probe_fail(fd, errno, "binding /sys");
     if (mount(NULL, "/tmp/sys", NULL,
-              MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | probe_kept("/tmp/sys"),
+              MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept_flags("/tmp/sys"),
               NULL) != 0)
         probe_fail(fd, errno, "making a bind read-only");
     _exit(0);
@@ -689,25 +693,6 @@ void exec_spawn_fail(int fd, int e, const char *what, const char *path)
     ssize_t w = write(fd, &m, sizeof m);
     (void)w;
     _exit(127);
-}
-
-/* The per-mount flags statvfs reports, which a bind's remount must keep
- * (in a user namespace the kernel refuses to drop locked ones). */
-static unsigned long kept_flags(const char *path)
-{
-    struct statvfs v;
-    if (statvfs(path, &v) != 0) return 0;
-    unsigned long f = 0;
-    if (v.f_flag & ST_NOSUID) f |= MS_NOSUID;
-    if (v.f_flag & ST_NODEV) f |= MS_NODEV;
-    if (v.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
-    if (v.f_flag & ST_RDONLY) f |= MS_RDONLY;
-    if (v.f_flag & ST_NOATIME) f |= MS_NOATIME;
-    if (v.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
-#ifdef ST_RELATIME
-    if (v.f_flag & ST_RELATIME) f |= MS_RELATIME;
-#endif
-    return f;
 }
 
 typedef struct sbx {
