@@ -41,6 +41,36 @@ static inline void su_rmdir(char *dir)
     free(dir);
 }
 
+/* A fresh database in a temporary folder: DIR/lathe.db opened. The
+ * fixture of the tests that call the store directly. */
+typedef struct su_db {
+    char *dir;
+    char *path;
+    store *st;
+} su_db;
+
+/* False (with the store's message on stderr) when it cannot be opened. */
+static inline bool su_db_open(su_db *d)
+{
+    d->dir = su_tempdir();
+    d->path = path_join(d->dir, "lathe.db");
+    char err[512];
+    d->st = store_open(d->path, NULL, err, sizeof err);
+    if (!d->st) {
+        fprintf(stderr, "%s\n", err);
+        return false;
+    }
+    return true;
+}
+
+/* Closes the store and removes the folder. */
+static inline void su_db_close(su_db *d)
+{
+    store_close(d->st);
+    free(d->path);
+    su_rmdir(d->dir);
+}
+
 /* A submission of job `name` in `team` whose spec text and hash derive
  * from `variant`. Strings live in the static buffers of *b. */
 typedef struct su_req {

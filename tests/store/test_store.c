@@ -18,23 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct fx {
-    char *dir;
-    char *path;
-    store *st;
-} fx;
+typedef su_db fx;
 
 static int setup(void **state)
 {
     fx *f = xcalloc(1, sizeof *f);
-    f->dir = su_tempdir();
-    f->path = path_join(f->dir, "lathe.db");
-    char err[512];
-    f->st = store_open(f->path, NULL, err, sizeof err);
-    if (!f->st) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
+    if (!su_db_open(f)) return -1;
     *state = f;
     return 0;
 }
@@ -42,9 +31,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    store_close(f->st);
-    free(f->path);
-    su_rmdir(f->dir);
+    su_db_close(f);
     free(f);
     return 0;
 }

@@ -14,10 +14,8 @@
 #include <sqlite3.h>
 
 typedef struct fx {
-    char *dir;
-    char *path;
-    store *st;
-    double now;
+    su_db db;
+    double now; /* the store's clock */
 } fx;
 
 static double fixed_clock(void *ctx)
@@ -28,16 +26,9 @@ static double fixed_clock(void *ctx)
 static int setup(void **state)
 {
     fx *f = xcalloc(1, sizeof *f);
-    f->dir = su_tempdir();
-    f->path = path_join(f->dir, "lathe.db");
-    char err[512];
-    f->st = store_open(f->path, NULL, err, sizeof err);
-    if (!f->st) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
+    if (!su_db_open(&f->db)) return -1;
     f->now = 1000;
-    store_set_clock(f->st, fixed_clock, f);
+    store_set_clock(f->db.st, fixed_clock, f);
     *state = f;
     return 0;
 }
@@ -45,9 +36,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    store_close(f->st);
-    free(f->path);
-    su_rmdir(f->dir);
+    su_db_close(&f->db);
     free(f);
     return 0;
 }
@@ -59,7 +48,7 @@ static void append(fx *f, const char *actor, const char *team, const char *metho
                      .address = (char *)"127.0.0.1:40000", .method = (char *)method,
                      .path = (char *)path, .target = (char *)"job-1", .status = status,
                      .detail = (char *)detail};
-    assert_int_equal(store_audit_append(f->st, &a), STORE_OK);
+    assert_int_equal(store_audit_append(f->db.st, &a), STORE_OK);
     f->now += 10;
 }
 
@@ -72,7 +61,7 @@ static void test_append_and_list(void **state)
     append(f, "sighup", NULL, "SIGHUP", "/etc/tokens.yaml", 200, "3 tokens");
     store_audit *l;
     size_t n;
-    assert_int_equal(store_audit_list(f->st, NULL, &l, &n), STORE_OK);
+    assert_int_equal(store_audit_list(f->db.st, NULL, &l, &n), STORE_OK);
     assert_int_equal(n, 4);
     /* newest first, every column back */
     assert_string_equal(l[0].actor, "sighup");
@@ -91,30 +80,30 @@ static void test_append_and_list(void **state)
     store_audit_free(l, n);
 
     /* since, team and limit */
-    assert_int_equal(store_audit_list(f->st, &(store_audit_filter){.since = 1010}, &l, &n),
+    assert_int_equal(store_audit_list(f->db.st, &(store_audit_filter){.since = 1010}, &l, &n),
                      STORE_OK);
     assert_int_equal(n, 3);
     assert_string_equal(l[2].actor, "bob");
     store_audit_free(l, n);
-    assert_int_equal(store_audit_list(f->st, &(store_audit_filter){.team = "team-b"}, &l, &n),
+    assert_int_equal(store_audit_list(f->db.st, &(store_audit_filter){.team = "team-b"}, &l, &n),
                      STORE_OK);
     assert_int_equal(n, 1);
     assert_string_equal(l[0].actor, "bob");
     assert_int_equal(l[0].status, 403);
     store_audit_free(l, n);
-    assert_int_equal(store_audit_list(f->st, &(store_audit_filter){.limit = 2}, &l, &n), STORE_OK);
+    assert_int_equal(store_audit_list(f->db.st, &(store_audit_filter){.limit = 2}, &l, &n), STORE_OK);
     assert_int_equal(n, 2);
     assert_string_equal(l[1].actor, "admin");
     store_audit_free(l, n);
-    assert_int_equal(store_audit_list(f->st, &(store_audit_filter){.since = 5000}, &l, &n),
+    assert_int_equal(store_audit_list(f->db.st, &(store_audit_filter){.since = 5000}, &l, &n),
                      STORE_OK);
     assert_int_equal(n, 0);
     assert_null(l);
 
     /* a time of its own is kept */
     store_audit a = {.actor = (char *)"x", .method = (char *)"POST", .at = 42};
-    assert_int_equal(store_audit_append(f->st, &a), STORE_OK);
-    assert_int_equal(store_audit_list(f->st, &(store_audit_filter){.limit = 1}, &l, &n), STORE_OK);
+    assert_int_equal(store_audit_append(f->db.st, &a), STORE_OK);
+    assert_int_equal(store_audit_list(f->db.st, &(store_audit_filter){.limit = 1}, &l, &n), STORE_OK);
     assert_true(l[0].at == 42);
     assert_string_equal(l[0].path, "");
     store_audit_free(l, n);
@@ -124,24 +113,24 @@ static void test_invalid_and_rollback(void **state)
 {
     fx *f = *state;
     store_audit a = {.method = (char *)"POST"};
-    assert_int_equal(store_audit_append(f->st, &a), STORE_INVALID);
-    assert_non_null(strstr(store_error(f->st), "actor"));
+    assert_int_equal(store_audit_append(f->db.st, &a), STORE_INVALID);
+    assert_non_null(strstr(store_error(f->db.st), "actor"));
     a = (store_audit){.actor = (char *)"alice"};
-    assert_int_equal(store_audit_append(f->st, &a), STORE_INVALID);
-    assert_int_equal(store_audit_append(f->st, NULL), STORE_INVALID);
+    assert_int_equal(store_audit_append(f->db.st, &a), STORE_INVALID);
+    assert_int_equal(store_audit_append(f->db.st, NULL), STORE_INVALID);
     /* inside a transaction that rolls back: not written */
-    assert_int_equal(store_tx_begin(f->st), STORE_OK);
+    assert_int_equal(store_tx_begin(f->db.st), STORE_OK);
     append(f, "alice", "team-a", "POST", "/v1/jobs", 201, NULL);
-    store_tx_rollback(f->st);
+    store_tx_rollback(f->db.st);
     store_audit *l;
     size_t n;
-    assert_int_equal(store_audit_list(f->st, NULL, &l, &n), STORE_OK);
+    assert_int_equal(store_audit_list(f->db.st, NULL, &l, &n), STORE_OK);
     assert_int_equal(n, 0);
     /* and one that commits: written */
-    assert_int_equal(store_tx_begin(f->st), STORE_OK);
+    assert_int_equal(store_tx_begin(f->db.st), STORE_OK);
     append(f, "alice", "team-a", "POST", "/v1/jobs", 201, NULL);
-    assert_int_equal(store_tx_commit(f->st), STORE_OK);
-    assert_int_equal(store_audit_list(f->st, NULL, &l, &n), STORE_OK);
+    assert_int_equal(store_tx_commit(f->db.st), STORE_OK);
+    assert_int_equal(store_audit_list(f->db.st, NULL, &l, &n), STORE_OK);
     assert_int_equal(n, 1);
     store_audit_free(l, n);
 }
@@ -167,34 +156,34 @@ static void test_upgrade_from_version_2(void **state)
     su_req b;
     su_make_req(&b, "team-a", "old-job", 0);
     int64_t id = 0;
-    assert_int_equal(store_submit(f->st, &b.r, &id), STORE_OK);
-    store_close(f->st);
-    f->st = NULL;
+    assert_int_equal(store_submit(f->db.st, &b.r, &id), STORE_OK);
+    store_close(f->db.st);
+    f->db.st = NULL;
     sqlite3 *db;
-    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_open(f->db.path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
                                   "DROP INDEX audit_team; DROP INDEX audit_at; DROP TABLE audit;"
                                   " PRAGMA user_version = 2",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
-    assert_int_equal(sql_int(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'audit'"), 0);
+    assert_int_equal(sql_int(f->db.path, "SELECT count(*) FROM sqlite_schema WHERE name = 'audit'"), 0);
 
     char err[512];
-    f->st = store_open(f->path, NULL, err, sizeof err);
-    assert_non_null(f->st);
-    assert_int_equal(sql_int(f->path, "PRAGMA user_version"), 3);
-    assert_int_equal(sql_int(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'audit'"), 1);
+    f->db.st = store_open(f->db.path, NULL, err, sizeof err);
+    assert_non_null(f->db.st);
+    assert_int_equal(sql_int(f->db.path, "PRAGMA user_version"), 3);
+    assert_int_equal(sql_int(f->db.path, "SELECT count(*) FROM sqlite_schema WHERE name = 'audit'"), 1);
     store_job j;
-    assert_int_equal(store_job_get(f->st, id, &j), STORE_OK);
+    assert_int_equal(store_job_get(f->db.st, id, &j), STORE_OK);
     assert_string_equal(j.name, "old-job");
     store_job_clear(&j);
     store_audit a = {.actor = (char *)"alice", .method = (char *)"POST", .path = (char *)"/v1/jobs",
                      .status = 201};
-    assert_int_equal(store_audit_append(f->st, &a), STORE_OK);
+    assert_int_equal(store_audit_append(f->db.st, &a), STORE_OK);
     store_audit *l;
     size_t n;
-    assert_int_equal(store_audit_list(f->st, NULL, &l, &n), STORE_OK);
+    assert_int_equal(store_audit_list(f->db.st, NULL, &l, &n), STORE_OK);
     assert_int_equal(n, 1);
     store_audit_free(l, n);
 }
