@@ -305,6 +305,30 @@ static policy *local_policy(const spec_policy *sp, char **data_dir, char **jobs_
     return p;
 }
 
+/* The tree of make_tree with the three teams' rules of make_spec, compiled
+ * for a local server; what test_check_path and test_check_job start from. */
+typedef struct teams_fx {
+    spec_policy sp;
+    spec_policy_team teams[3];
+    char *data_dir, *jobs_dir;
+    policy *p;
+} teams_fx;
+
+static policy *teams_policy(teams_fx *t)
+{
+    make_tree();
+    make_spec(&t->sp, t->teams);
+    t->p = local_policy(&t->sp, &t->data_dir, &t->jobs_dir);
+    return t->p;
+}
+
+static void teams_policy_free(teams_fx *t)
+{
+    policy_free(t->p);
+    free(t->data_dir);
+    free(t->jobs_dir);
+}
+
 /* One check: its result, and a part of its message (NULL: none expected). */
 static void expect_path(const policy *p, const char *team, spec_root_kind kind, const char *path,
                          const char *own_rel, policy_rc want, const char *part)
@@ -329,12 +353,8 @@ static void expect_path(const policy *p, const char *team, spec_root_kind kind, 
 static void test_check_path(void **state)
 {
     (void)state;
-    make_tree();
-    spec_policy sp;
-    spec_policy_team teams[3];
-    make_spec(&sp, teams);
-    char *dd, *jd;
-    policy *p = local_policy(&sp, &dd, &jd);
+    teams_fx t;
+    policy *p = teams_policy(&t);
 
     /* the compiled rules: everyone's roots in every team's, resolved */
     const policy_rules *a = policy_team(p, "team-a");
@@ -349,8 +369,8 @@ static void test_check_path(void **state)
     free(want);
     assert_null(policy_team(p, "nobody-team")->team); /* everyone's */
     assert_true(policy_team(p, NULL) == policy_team(p, "nobody-team"));
-    assert_true(policy_spec(p) == &sp);
-    assert_string_equal(policy_context(p)->data_dir, dd);
+    assert_true(policy_spec(p) == &t.sp);
+    assert_string_equal(policy_context(p)->data_dir, t.data_dir);
     assert_true(a->commands);
     assert_false(policy_team(p, "team-b")->commands);
     assert_int_equal(a->uid, -1); /* not as root: the server's own user */
@@ -399,9 +419,7 @@ static void test_check_path(void **state)
                  "allows none");
     expect_path(p, "team-z", SPEC_ROOT_MODELS, "srv/models/m1", NULL, POLICY_OK, NULL);
 
-    policy_free(p);
-    free(dd);
-    free(jd);
+    teams_policy_free(&t);
 }
 
 static char *diags(const diag_list *d)
@@ -447,12 +465,8 @@ static void set_command(spec_job *j, const char *a0, const char *a1)
 static void test_check_job(void **state)
 {
     (void)state;
-    make_tree();
-    spec_policy sp;
-    spec_policy_team teams[3];
-    make_spec(&sp, teams);
-    char *dd, *jd;
-    policy *p = local_policy(&sp, &dd, &jd);
+    teams_fx t;
+    policy *p = teams_policy(&t);
     spec_job *j = spec_job_new_default();
     set_str(&j->base_model.path, "srv/models/m1");
     set_str(&j->training_data.dataset_path, "srv/data/team-a/d.jsonl");
@@ -514,9 +528,7 @@ static void test_check_job(void **state)
     free(check_job(p, "team-a", j, 0));
 
     spec_job_free(j);
-    policy_free(p);
-    free(dd);
-    free(jd);
+    teams_policy_free(&t);
 }
 
 /* Cluster paths: normalised only, the engine's volumes as roots, images. */
