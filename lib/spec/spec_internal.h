@@ -63,6 +63,10 @@ void spec_ynode_append(spec_ynode *parent, spec_ynode *child);
 
 /* The value of `key` in a mapping (NULL when absent, or when m is not a map). */
 const spec_ynode *spec_ymap_get(const spec_ynode *m, const char *key);
+/* The value of `key` in item i of a sequence (NULL when seq is not a
+ * sequence that long, or the item has no such key): where to report an
+ * error of entry i, such as a duplicate. */
+const spec_ynode *spec_yitem_get(const spec_ynode *seq, size_t i, const char *key);
 /* The key node of `key` in a mapping, for positions. */
 const spec_ynode *spec_ymap_key(const spec_ynode *m, const char *key);
 /* Follows a dotted path "lora.alpha" through mappings; NULL when absent. */

@@ -174,11 +174,9 @@ void spec_policy_check(spec_dctx *c, const spec_ynode *pn, const spec_policy *p)
             char path[64];
             snprintf(path, sizeof path, "teams[%zu].team", i);
             size_t old = spec_path_push(c, path);
-            const spec_ynode *at = list && list->kind == SPEC_YSEQ && i < list->n_items
-                                       ? spec_ymap_get(list->items[i], "team")
-                                       : pn;
-            diag *x = spec_report(c, DIAG_ERROR, at, "team %s is listed twice (also teams[%zu])",
-                                  ti, k);
+            const spec_ynode *at = spec_yitem_get(list, i, "team");
+            diag *x = spec_report(c, DIAG_ERROR, at ? at : pn,
+                                  "team %s is listed twice (also teams[%zu])", ti, k);
             diag_set_suggestion(x, "merge the two entries into one; a team has one set of rules");
             spec_path_pop(c, old);
             break;

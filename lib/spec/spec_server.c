@@ -499,10 +499,9 @@ static void check_tokens(spec_dctx *c, const spec_ynode *body, const spec_server
             char path[64];
             snprintf(path, sizeof path, "tokens[%zu].sha256", i);
             size_t old = spec_path_push(c, path);
-            const spec_ynode *at = list && list->kind == SPEC_YSEQ && i < list->n_items
-                                       ? spec_ymap_get(list->items[i], "sha256")
-                                       : body;
-            diag *x = spec_report(c, DIAG_ERROR, at, "the same token hash as tokens[%zu]", k);
+            const spec_ynode *at = spec_yitem_get(list, i, "sha256");
+            diag *x = spec_report(c, DIAG_ERROR, at ? at : body,
+                                  "the same token hash as tokens[%zu]", k);
             diag_set_suggestion(x, "give every person or machine its own token");
             spec_path_pop(c, old);
             break;

@@ -651,6 +651,12 @@ const spec_ynode *spec_ymap_get(const spec_ynode *m, const char *key)
     return NULL;
 }
 
+const spec_ynode *spec_yitem_get(const spec_ynode *seq, size_t i, const char *key)
+{
+    if (!seq || seq->kind != SPEC_YSEQ || i >= seq->n_items) return NULL;
+    return spec_ymap_get(seq->items[i], key);
+}
+
 const spec_ynode *spec_ypath(const spec_ynode *m, const char *dotted)
 {
     char seg[128];
