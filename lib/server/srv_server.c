@@ -383,11 +383,6 @@ bool srv_reload_tokens(srv *s)
             srv_log(s, "reload: no token is configured now: every /v1/ request is refused "
                     "until one is added");
         srv_token_table_swap(&s->tokens, items, n);
-        srv_log(s, "SIGHUP: %zu tokens loaded from %s%s%s; other settings of the config need a "
-                "restart", n, s->config_path ? s->config_path : "the defaults",
-                spec->tokens_file ? " and " : "", spec->tokens_file ? spec->tokens_file : "");
-    } else {
-        srv_log(s, "SIGHUP: the tokens were not reloaded, the old ones stay in use: %s", err);
     }
     char *detail = ok ? xasprintf("%zu tokens loaded%s%s", n,
                                   spec->tokens_file ? " with the tokens file " : "",
@@ -396,8 +391,15 @@ bool srv_reload_tokens(srv *s)
     store_audit a = {.at = t0, .actor = (char *)"sighup", .method = (char *)"SIGHUP",
                      .path = (char *)(file ? file : ""), .status = ok ? 200 : 422,
                      .detail = detail};
+    /* on record before the log line says the reload is over */
     srv_audit_server(s, &a);
     free(detail);
+    if (ok)
+        srv_log(s, "SIGHUP: %zu tokens loaded from %s%s%s; other settings of the config need a "
+                "restart", n, s->config_path ? s->config_path : "the defaults",
+                spec->tokens_file ? " and " : "", spec->tokens_file ? spec->tokens_file : "");
+    else
+        srv_log(s, "SIGHUP: the tokens were not reloaded, the old ones stay in use: %s", err);
     spec_server_free(spec);
     return ok;
 }
