@@ -1,7 +1,8 @@
 /* exec_internal.h: what the local backend (exec_local.c, in the server)
  * and its supervisor (exec_shim.c, `lathe exec-shim`) share: the files of
  * a job's folder, the local handle and its JSON, the supervisor's exit
- * record, signals, and small process helpers (exec_proc.c). Nothing outside
+ * record, signals, small process helpers (exec_proc.c), and the sandbox
+ * (exec_sandbox.c, exec_sandbox_cfg.c, exec_cgroup.c). Nothing outside
  * lib/exec includes it. */
 #ifndef LATHE_EXEC_INTERNAL_H
 #define LATHE_EXEC_INTERNAL_H
@@ -183,7 +184,13 @@ char *exec_find_program(const char *prog, char *const *env);
 /* mkdir -p; 0 or an errno value. */
 int exec_mkdirs(const char *path, mode_t mode);
 
-/* ---- the sandbox (exec_sandbox.c) ---- */
+/* ---- the sandbox (exec_sandbox.c; its config exec_sandbox_cfg.c, its
+ * cgroup exec_cgroup.c) ---- */
+/* Async-signal-safe helpers (the probe and the sandbox's child use them):
+ * v in decimal into out (24 bytes are enough), its length; text written to
+ * an existing file (a /proc or cgroup file), 0 or errno. */
+size_t exec_utoa(unsigned long long v, char *out);
+int exec_write_file(const char *path, const char *text);
 /* Unshares the mount, PID and IPC namespaces; when that is refused to a
  * process that is not root, first a user namespace mapping its own uid and
  * gid (*userns true: no user switch is possible then). 0, or errno with

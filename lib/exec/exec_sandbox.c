@@ -3,15 +3,13 @@
  * helper program:
  *
  *   exec_sandbox_probe   whether namespaces can be made here (at load)
- *   exec_sandbox_env_*   the trainer's environment allow-list
- *   exec_sandbox_json /  the sandbox in the supervisor's config
- *   exec_sandbox_parse
- *   exec_sandbox_recheck the spec's paths resolved again right before the
- *                        start (a link swapped after submission)
- *   exec_cgroup_*        the attempt's own cgroup (v2 where delegated, else
- *                        the v1 memory and pids hierarchies)
  *   exec_sandbox_child   in the supervisor's child: namespaces, the new
  *                        root, limits, the user switch, the trainer
+ *   exec_chown_tree      the trainer's folders given to its user
+ *
+ * Beside it: exec_sandbox_cfg.c (the environment's allow-list, the sandbox
+ * in the supervisor's config, the re-check of the spec's paths) and
+ * exec_cgroup.c (the attempt's own cgroup).
  *
  * The processes: the supervisor forks C (its trainer child as before: the
  * process group leader, what it waits for). C joins the attempt's cgroup,
@@ -48,7 +46,7 @@
 /* ---- small async-signal-safe helpers (the probe runs in a child of a
  * possibly threaded server) ---- */
 
-static size_t utoa(unsigned long long v, char *out)
+size_t exec_utoa(unsigned long long v, char *out)
 {
     char tmp[24];
     size_t n = 0;
@@ -61,7 +59,7 @@ static size_t utoa(unsigned long long v, char *out)
     return n;
 }
 
-static int write_file(const char *path, const char *text)
+int exec_write_file(const char *path, const char *text)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return errno;
@@ -77,19 +75,19 @@ static int write_file(const char *path, const char *text)
 static int map_self(uid_t uid, gid_t gid)
 {
     char line[64];
-    size_t n = utoa(uid, line);
+    size_t n = exec_utoa(uid, line);
     line[n++] = ' ';
-    n += utoa(uid, line + n);
+    n += exec_utoa(uid, line + n);
     memcpy(line + n, " 1\n", 4);
-    int e = write_file("/proc/self/uid_map", line);
+    int e = exec_write_file("/proc/self/uid_map", line);
     if (e) return e;
-    e = write_file("/proc/self/setgroups", "deny\n");
+    e = exec_write_file("/proc/self/setgroups", "deny\n");
     if (e && e != ENOENT) return e;
-    n = utoa(gid, line);
+    n = exec_utoa(gid, line);
     line[n++] = ' ';
-    n += utoa(gid, line + n);
+    n += exec_utoa(gid, line + n);
     memcpy(line + n, " 1\n", 4);
-    return write_file("/proc/self/gid_map", line);
+    return exec_write_file("/proc/self/gid_map", line);
 }
 
 int exec_sandbox_unshare(bool *userns, const char **what)
@@ -228,457 +226,6 @@ bool exec_sandbox_probe(char *why, size_t whysz)
         return false;
     }
     return true;
-}
-
-/* ---- the environment ---- */
-
-/* Names a secret would carry: never passed on from the server. */
-bool exec_env_secret_name(const char *entry)
-{
-    static const char *const words[] = {"TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"};
-    size_t len = strcspn(entry, "=");
-    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
-        size_t wl = strlen(words[w]);
-        for (size_t i = 0; i + wl <= len; i++)
-            if (strncasecmp(entry + i, words[w], wl) == 0) return true;
-    }
-    return false;
-}
-
-bool exec_env_allowed(const char *entry)
-{
-    static const char *const exact[] = {
-        "PATH",          "LANG",          "TZ",           "TERM",         "HF_HOME",
-        "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ASAN_OPTIONS", "UBSAN_OPTIONS",
-        "LSAN_OPTIONS",  "LLVM_PROFILE_FILE",
-    };
-    static const char *const prefix[] = {"LC_", "CUDA_", "NVIDIA_", "NCCL_", "OMP_",
-                                         "OPENBLAS_", "MKL_", "PYTHON"};
-    size_t len = strcspn(entry, "=");
-    if (entry[len] != '=' || exec_env_secret_name(entry)) return false;
-    if (len == strlen("PYTHONSTARTUP") && strncmp(entry, "PYTHONSTARTUP", len) == 0) return false;
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-        if (strlen(exact[i]) == len && strncmp(entry, exact[i], len) == 0) return true;
-    for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
-        if (str_starts_with(entry, prefix[i])) return true;
-    return false;
-}
-
-/* ---- the sandbox in the supervisor's config ---- */
-
-static const char *toggle_word(spec_toggle t)
-{
-    return t == TOGGLE_ON ? "on" : t == TOGGLE_OFF ? "off" : "auto";
-}
-
-json_t *exec_sandbox_json(const exec_sandbox *box, bool gpus)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "required", json_boolean(box->required));
-    json_object_set_new(o, "uid", json_integer(box->uid));
-    json_object_set_new(o, "gid", json_integer(box->gid));
-    json_t *binds = json_array();
-    for (size_t i = 0; i < box->n_binds; i++) {
-        if (!box->binds[i].path) continue;
-        json_t *b = json_object();
-        json_object_set_new(b, "path", json_string(box->binds[i].path));
-        json_object_set_new(b, "writable", json_boolean(box->binds[i].writable));
-        json_array_append_new(binds, b);
-    }
-    json_object_set_new(o, "binds", binds);
-    json_t *hide = json_array();
-    for (size_t i = 0; i < box->n_hide; i++)
-        if (box->hide[i]) json_array_append_new(hide, json_string(box->hide[i]));
-    json_object_set_new(o, "hide", hide);
-    json_t *checks = json_array();
-    for (size_t i = 0; i < box->n_checks; i++) {
-        const exec_path_check *c = &box->checks[i];
-        if (!c->path || !c->field) continue;
-        json_t *k = json_object(), *roots = json_array();
-        json_object_set_new(k, "field", json_string(c->field));
-        json_object_set_new(k, "path", json_string(c->path));
-        for (size_t r = 0; r < c->n_roots; r++)
-            if (c->roots[r]) json_array_append_new(roots, json_string(c->roots[r]));
-        json_object_set_new(k, "roots", roots);
-        json_array_append_new(checks, k);
-    }
-    json_object_set_new(o, "checks", checks);
-    json_object_set_new(o, "memory", json_real(box->memory));
-    json_object_set_new(o, "processes", json_integer(box->processes));
-    json_object_set_new(o, "open_files", json_integer(box->open_files));
-    json_object_set_new(o, "cgroup", json_string(toggle_word(box->cgroup)));
-    json_object_set_new(o, "gpus", json_boolean(gpus));
-    return o;
-}
-
-static bool abs_path(const char *p)
-{
-    return p && p[0] == '/';
-}
-
-bool exec_sandbox_parse(json_t *o, exec_sandbox_cfg *c, char *err, size_t errsz)
-{
-    memset(c, 0, sizeof *c);
-    if (!json_is_object(o)) {
-        snprintf(err, errsz, "the config's \"sandbox\" is not an object");
-        return false;
-    }
-    c->json = json_incref(o);
-    exec_sandbox *box = &c->sb;
-    box->required = json_is_true(json_object_get(o, "required"));
-    box->uid = (long long)exec_json_num(o, "uid", -1);
-    box->gid = (long long)exec_json_num(o, "gid", -1);
-    box->memory = exec_json_num(o, "memory", 0);
-    box->processes = (long)exec_json_num(o, "processes", 0);
-    box->open_files = (long)exec_json_num(o, "open_files", 0);
-    const char *cg = exec_json_str(o, "cgroup");
-    box->cgroup = cg && !strcmp(cg, "on") ? TOGGLE_ON : cg && !strcmp(cg, "off") ? TOGGLE_OFF
-                                                                                 : TOGGLE_AUTO;
-    c->gpus = json_is_true(json_object_get(o, "gpus"));
-    json_t *binds = json_object_get(o, "binds"), *hide = json_object_get(o, "hide");
-    json_t *checks = json_object_get(o, "checks");
-    size_t nb = json_array_size(binds), nh = json_array_size(hide), nc = json_array_size(checks);
-    c->binds = xcalloc(nb + 1, sizeof *c->binds);
-    c->hide = xcalloc(nh + 1, sizeof *c->hide);
-    c->checks = xcalloc(nc + 1, sizeof *c->checks);
-    c->roots = xcalloc(nc + 1, sizeof *c->roots);
-    for (size_t i = 0; i < nb; i++) {
-        json_t *b = json_array_get(binds, i);
-        const char *p = exec_json_str(b, "path");
-        if (!abs_path(p)) goto bad;
-        c->binds[box->n_binds].path = p;
-        c->binds[box->n_binds++].writable = json_is_true(json_object_get(b, "writable"));
-    }
-    for (size_t i = 0; i < nh; i++) {
-        const char *p = json_string_value(json_array_get(hide, i));
-        if (!abs_path(p)) goto bad;
-        c->hide[box->n_hide++] = p;
-    }
-    for (size_t i = 0; i < nc; i++) {
-        json_t *k = json_array_get(checks, i), *roots = json_object_get(k, "roots");
-        exec_path_check *pc = &c->checks[box->n_checks];
-        pc->field = exec_json_str(k, "field");
-        pc->path = exec_json_str(k, "path");
-        if (!pc->field || !pc->path) goto bad;
-        size_t nr = json_array_size(roots);
-        c->roots[box->n_checks] = xcalloc(nr + 1, sizeof(char *));
-        for (size_t r = 0; r < nr; r++) {
-            const char *root = json_string_value(json_array_get(roots, r));
-            if (root) c->roots[box->n_checks][pc->n_roots++] = root;
-        }
-        pc->roots = c->roots[box->n_checks];
-        box->n_checks++;
-    }
-    box->binds = c->binds;
-    box->hide = c->hide;
-    box->checks = c->checks;
-    return true;
-bad:
-    snprintf(err, errsz, "the config's \"sandbox\" has a bind, hidden folder or check without "
-                         "an absolute path");
-    exec_sandbox_cfg_free(c);
-    return false;
-}
-
-void exec_sandbox_cfg_free(exec_sandbox_cfg *c)
-{
-    if (c->roots)
-        for (size_t i = 0; i < c->sb.n_checks; i++) free((void *)c->roots[i]);
-    free(c->roots);
-    free(c->binds);
-    free(c->hide);
-    free(c->checks);
-    json_decref(c->json);
-    memset(c, 0, sizeof *c);
-}
-
-/* ---- the re-check right before the start ---- */
-
-bool exec_sandbox_recheck(const exec_sandbox *box, const char *job_dir, char *err, size_t errsz)
-{
-    char why[512];
-    char *own = NULL;
-    if (job_dir && policy_resolve(NULL, job_dir, &own, why, sizeof why) != POLICY_OK) own = NULL;
-    bool ok = true;
-    for (size_t i = 0; ok && i < box->n_checks; i++) {
-        const exec_path_check *c = &box->checks[i];
-        char *res = NULL;
-        policy_rc rc = policy_resolve(NULL, c->path, &res, why, sizeof why);
-        if (rc != POLICY_OK) {
-            snprintf(err, errsz, "%s: %s cannot be resolved now: %s; it changed after submission",
-                     c->field, c->path, why);
-            ok = false;
-            break;
-        }
-        bool own_file = own && policy_path_under(res, own);
-        bool inside = own_file;
-        for (size_t r = 0; !inside && r < c->n_roots; r++)
-            inside = policy_path_under(res, c->roots[r]);
-        /* a hidden folder (the server's data folder) stays refused even
-         * where a root holds it */
-        for (size_t h = 0; inside && !own_file && h < box->n_hide; h++)
-            if (policy_path_under(res, box->hide[h])) {
-                snprintf(err, errsz,
-                         "%s: %s now resolves to %s, inside the server's data folder %s; it "
-                         "changed after submission",
-                         c->field, c->path, res, box->hide[h]);
-                ok = false;
-            }
-        if (!ok) {
-            free(res);
-            break;
-        }
-        if (!inside) {
-            sb list;
-            sb_init(&list);
-            for (size_t r = 0; r < c->n_roots; r++)
-                sb_printf(&list, "%s%s", r ? ", " : "", c->roots[r]);
-            snprintf(err, errsz,
-                     "%s: %s now resolves to %s, outside its roots (%s) and the job's folder; it "
-                     "changed after submission",
-                     c->field, c->path, res, c->n_roots ? sb_str(&list) : "none configured");
-            sb_free(&list);
-            ok = false;
-        }
-        free(res);
-    }
-    free(own);
-    return ok;
-}
-
-/* ---- the attempt's cgroup ---- */
-
-/* The mount point of the hierarchy whose mountinfo line has type `fstype`
- * and (for v1) the controller among its super options; its mount root in
- * *root. NULL when there is none. */
-static char *cgroup_mount(const char *fstype, const char *controller, char **root)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f) return NULL;
-    char *line = NULL, *found = NULL;
-    size_t cap = 0;
-    while (!found && getline(&line, &cap, f) > 0) {
-        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS */
-        char *fields[6] = {0};
-        char *save = NULL, *tok = strtok_r(line, " \n", &save);
-        for (int i = 0; tok && i < 6; i++, tok = strtok_r(NULL, " \n", &save)) fields[i] = tok;
-        while (tok && strcmp(tok, "-") != 0) tok = strtok_r(NULL, " \n", &save);
-        char *type = tok ? strtok_r(NULL, " \n", &save) : NULL;
-        char *source = type ? strtok_r(NULL, " \n", &save) : NULL;
-        char *super = source ? strtok_r(NULL, " \n", &save) : NULL;
-        if (!type || !fields[4] || strcmp(type, fstype) != 0) continue;
-        if (controller) {
-            bool has = false;
-            char *s2 = NULL;
-            for (char *o = super ? strtok_r(super, ",", &s2) : NULL; o; o = strtok_r(NULL, ",", &s2))
-                if (!strcmp(o, controller)) has = true;
-            if (!has) continue;
-        }
-        found = xstrdup(fields[4]);
-        *root = xstrdup(fields[3]);
-    }
-    free(line);
-    fclose(f);
-    return found;
-}
-
-/* This process's cgroup path in the hierarchy of `controller` (v1), or
- * the 0:: line (controller NULL: v2), from /proc/self/cgroup. */
-static char *own_cgroup(const char *controller)
-{
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f) return NULL;
-    char *line = NULL, *found = NULL;
-    size_t cap = 0;
-    while (!found && getline(&line, &cap, f) > 0) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c2 = '\0';
-        const char *ctrls = c1 + 1;
-        if (!controller) {
-            if (!strcmp(line, "0") && !*ctrls) found = xstrdup(c2 + 1);
-            continue;
-        }
-        char *dup = xstrdup(ctrls), *s2 = NULL;
-        for (char *o = strtok_r(dup, ",", &s2); o && !found; o = strtok_r(NULL, ",", &s2))
-            if (!strcmp(o, controller)) found = xstrdup(c2 + 1);
-        free(dup);
-    }
-    free(line);
-    fclose(f);
-    return found;
-}
-
-/* The folder of this process's cgroup: the mount point plus its path
- * below the mount's root. */
-static char *cgroup_dir(const char *fstype, const char *controller)
-{
-    char *root = NULL, *mnt = cgroup_mount(fstype, controller, &root);
-    char *own = mnt ? own_cgroup(!strcmp(fstype, "cgroup2") ? NULL : controller) : NULL;
-    char *dir = NULL;
-    if (own) {
-        const char *rel = own;
-        if (strcmp(root, "/") != 0 && str_starts_with(own, root)) rel = own + strlen(root);
-        dir = xasprintf("%s%s%s", mnt, *rel == '/' ? "" : "/", rel);
-        size_t n = strlen(dir);
-        while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
-    }
-    free(root);
-    free(mnt);
-    free(own);
-    return dir;
-}
-
-static bool has_word(const char *path, const char *word)
-{
-    char err[64];
-    size_t len;
-    char *text = file_read_all(path, 4096, &len, err, sizeof err);
-    bool found = false;
-    char *save = NULL;
-    for (char *w = text ? strtok_r(text, " \n", &save) : NULL; w && !found;
-         w = strtok_r(NULL, " \n", &save))
-        found = !strcmp(w, word);
-    free(text);
-    return found;
-}
-
-static int put(const char *dir, const char *file, const char *value)
-{
-    char *path = path_join(dir, file);
-    int e = write_file(path, value);
-    free(path);
-    return e;
-}
-
-static void cg_add(exec_cgroup *cg, char *dir)
-{
-    cg->dirs[cg->n++] = dir;
-}
-
-/* cgroup v2: a child of this process's cgroup, where that one delegates
- * the controllers (they are in its cgroup.subtree_control, or can be put
- * there). */
-static bool cgroup_v2(exec_cgroup *cg, const char *name, double memory, long processes)
-{
-    char *parent = cgroup_dir("cgroup2", NULL);
-    if (!parent) return false;
-    char *ctl = path_join(parent, "cgroup.controllers");
-    char *sub = path_join(parent, "cgroup.subtree_control");
-    bool mem = has_word(ctl, "memory"), pids = has_word(ctl, "pids");
-    if (mem && !has_word(sub, "memory")) mem = write_file(sub, "+memory") == 0;
-    if (pids && !has_word(sub, "pids")) pids = write_file(sub, "+pids") == 0;
-    free(ctl);
-    free(sub);
-    char *dir = path_join(parent, name);
-    free(parent);
-    if ((!mem && !pids) || (mkdir(dir, 0755) != 0 && errno != EEXIST)) {
-        free(dir);
-        return false;
-    }
-    char v[32];
-    if (mem) {
-        cg->memory_dir = xstrdup(dir);
-        cg->v2 = true;
-        if (memory > 0) {
-            utoa((unsigned long long)memory, v);
-            cg->memory_limited = put(dir, "memory.max", v) == 0;
-            put(dir, "memory.swap.max", "0"); /* absent without swap accounting */
-        }
-    }
-    if (pids && processes > 0) {
-        utoa((unsigned long long)processes, v);
-        cg->pids_limited = put(dir, "pids.max", v) == 0;
-    }
-    cg_add(cg, dir);
-    snprintf(cg->note, sizeof cg->note, "cgroup v2 %s", dir);
-    return true;
-}
-
-/* cgroup v1: a child in the memory and in the pids hierarchy each, where
- * they are mounted and writable. */
-static void cgroup_v1(exec_cgroup *cg, const char *name, double memory, long processes)
-{
-    char v[32];
-    char *mdir = cgroup_dir("cgroup", "memory");
-    if (mdir) {
-        char *dir = path_join(mdir, name);
-        if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
-            cg->memory_dir = xstrdup(dir);
-            if (memory > 0) {
-                utoa((unsigned long long)memory, v);
-                cg->memory_limited = put(dir, "memory.limit_in_bytes", v) == 0;
-                /* memory + swap: the same, so the hog is killed, not swapped */
-                put(dir, "memory.memsw.limit_in_bytes", v);
-            }
-            cg_add(cg, dir);
-        } else {
-            free(dir);
-        }
-        free(mdir);
-    }
-    char *pdir = cgroup_dir("cgroup", "pids");
-    if (pdir) {
-        char *dir = path_join(pdir, name);
-        if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
-            if (processes > 0) {
-                utoa((unsigned long long)processes, v);
-                cg->pids_limited = put(dir, "pids.max", v) == 0;
-            }
-            cg_add(cg, dir);
-        } else {
-            free(dir);
-        }
-        free(pdir);
-    }
-    if (cg->n) snprintf(cg->note, sizeof cg->note, "cgroup v1 %s%s%s", cg->dirs[0],
-                        cg->n > 1 ? " and " : "", cg->n > 1 ? cg->dirs[1] : "");
-}
-
-void exec_cgroup_make(exec_cgroup *cg, const char *name, double memory, long processes)
-{
-    memset(cg, 0, sizeof *cg);
-    if (!cgroup_v2(cg, name, memory, processes)) cgroup_v1(cg, name, memory, processes);
-    if (!cg->n) snprintf(cg->note, sizeof cg->note, "no cgroup: none is delegated or writable");
-}
-
-int exec_cgroup_join(const exec_cgroup *cg)
-{
-    char pid[24];
-    utoa((unsigned long long)getpid(), pid);
-    for (size_t i = 0; i < cg->n; i++) {
-        int e = put(cg->dirs[i], "cgroup.procs", pid);
-        if (e) return e;
-    }
-    return 0;
-}
-
-int exec_cgroup_oom_count(const exec_cgroup *cg)
-{
-    if (!cg->memory_dir) return -1;
-    char *path = path_join(cg->memory_dir, cg->v2 ? "memory.events" : "memory.oom_control");
-    char err[64];
-    size_t len;
-    char *text = file_read_all(path, 65536, &len, err, sizeof err);
-    free(path);
-    if (!text) return -1;
-    const char *p = strstr(text, "oom_kill ");
-    int n = p ? atoi(p + strlen("oom_kill ")) : -1;
-    free(text);
-    return n;
-}
-
-void exec_cgroup_remove(exec_cgroup *cg)
-{
-    for (size_t i = 0; i < cg->n; i++) {
-        /* the processes of the namespace take a moment to be gone */
-        for (int tries = 0; tries < 200 && rmdir(cg->dirs[i]) != 0 && errno == EBUSY; tries++)
-            usleep(10000);
-        free(cg->dirs[i]);
-    }
-    free(cg->memory_dir);
-    memset(cg, 0, sizeof *cg);
 }
 
 /* ---- the sandbox's processes (in the supervisor's child: the supervisor
