@@ -142,6 +142,19 @@ static bool log_has(const hs *h, const char *text)
     return ok;
 }
 
+/* log_has, waiting up to timeout seconds (times hs_slow) for the line: the
+ * server logs a reload once it is over, a moment after the new tokens
+ * already answer. */
+static bool wait_log(const hs *h, const char *text, double timeout)
+{
+    double end = hs_now() + timeout * hs_slow();
+    while (!log_has(h, text)) {
+        if (hs_now() > end) return false;
+        hs_sleep(0.05);
+    }
+    return true;
+}
+
 /* The audit row (newest first) with this actor, method, path suffix and
  * status, or NULL. Borrowed from items. */
 static json_t *find_row(json_t *items, const char *actor, const char *method, const char *path,
@@ -328,7 +341,7 @@ static void test_sighup_reload(void **state)
     assert_int_equal(kill(h.pid, SIGHUP), 0);
     assert_true(wait_status(&h, "token-new", 200, 10));
     assert_int_equal(h.pid, pid);
-    assert_true(log_has(&h, "tokens loaded"));
+    assert_true(wait_log(&h, "tokens loaded", 10));
     assert_true(log_has(&h, "need a restart"));
 
     /* removed from the file: refused after the next reload, sent this
@@ -356,9 +369,7 @@ static void test_sighup_reload(void **state)
     assert_true(wait_status(&h, "token-alice", 200, 10));
     hs_write(&h, "tokens.yaml", "tokens:\n  - {name: bad, sha256: nothex, team: team-a}\n");
     assert_int_equal(kill(h.pid, SIGHUP), 0);
-    double end = hs_now() + 10 * hs_slow();
-    while (!log_has(&h, "the old ones stay in use") && hs_now() < end) hs_sleep(0.05);
-    assert_true(log_has(&h, "the old ones stay in use"));
+    assert_true(wait_log(&h, "the old ones stay in use", 10));
     assert_true(log_has(&h, "tokens.yaml:2"));
     assert_int_equal(status_of(&h, "GET", "/v1/jobs", "token-alice", NULL), 200);
     assert_int_equal(status_of(&h, "GET", "/v1/jobs", "token-a", NULL), 200);
