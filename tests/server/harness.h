@@ -220,13 +220,33 @@ static inline void hs_resp_free(hs_resp *r)
     memset(r, 0, sizeof *r);
 }
 
+/* An easy handle for method url with the headers hdr, the body (NULL:
+ * none) sent and the answer collected into out, no signals, timeout
+ * seconds in all: what every HTTP call of the tests sets. */
+static inline CURL *hs_curl_new(const char *method, const char *url, struct curl_slist *hdr,
+                                const char *body, sb *out, double timeout)
+{
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, hs_collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    return c;
+}
+
 /* method path with token (NULL: none); body (NULL: none) as ctype. */
 static inline hs_resp hs_http_ex(const hs *h, const char *method, const char *path,
                                  const char *token, const char *body, const char *ctype,
                                  double timeout)
 {
     hs_resp r = {0};
-    CURL *c = curl_easy_init();
     char *url = xasprintf("http://%s%s", h->addr, path);
     struct curl_slist *hdr = NULL;
     char *auth = token ? xasprintf("Authorization: Bearer %s", token) : NULL;
@@ -235,17 +255,7 @@ static inline hs_resp hs_http_ex(const hs *h, const char *method, const char *pa
     if (ct) hdr = curl_slist_append(hdr, ct);
     sb out;
     sb_init(&out);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, hs_collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
+    CURL *c = hs_curl_new(method, url, hdr, body, &out, timeout);
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
     r.body = out.len ? sb_take(&out) : xstrdup("");
     sb_free(&out);

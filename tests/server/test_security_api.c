@@ -70,27 +70,16 @@ static sec_resp sec_http(const char *method, const char *url, const char *token,
                          const char *cacert)
 {
     sec_resp r = {.retry_after = -1};
-    CURL *c = curl_easy_init();
     struct curl_slist *hdr = NULL;
     char *auth = token ? xasprintf("Authorization: Bearer %s", token) : NULL;
     if (auth) hdr = curl_slist_append(hdr, auth);
     if (body) hdr = curl_slist_append(hdr, "Content-Type: application/yaml");
     sb out;
     sb_init(&out);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, hs_collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+    CURL *c = hs_curl_new(method, url, hdr, body, &out, 10 * hs_slow());
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, sec_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(10000 * hs_slow()));
     if (cacert) curl_easy_setopt(c, CURLOPT_CAINFO, cacert);
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
     r.curl_code = (int)curl_easy_perform(c);
     if (r.curl_code == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
     r.body = out.len ? sb_take(&out) : xstrdup("");
