@@ -54,7 +54,10 @@ static const char bench_server[] =
     "  limits:\n"
     "    maxConnections: 1024\n"
     /* the benchmark measures the API itself: no per-token rate limit */
-    "  rateLimit: {requestsPerSecond: 0}\n";
+    "  rateLimit: {requestsPerSecond: 0}\n"
+    /* the jobs' dataset (never read: nothing trains) lies under a data root */
+    "  policy:\n"
+    "    paths: {data: [/data/bench]}\n";
 
 /* The job of index k, as a user would write it. */
 char *bench_job(long k)
