@@ -161,7 +161,7 @@ typedef struct exec_cluster_req {
  * never a token. */
 typedef struct exec_bind {
     const char *path;  /* absolute; visible at the same path inside */
-    bool writable;     /* read-write (the job's checkpoints and work folder); else read-only */
+    bool writable;     /* read-write; else read-only */
 } exec_bind;
 
 /* A path of the spec checked again right before the trainer starts (a
@@ -179,7 +179,9 @@ typedef struct exec_sandbox {
                           auto mode) it runs unsandboxed where the system cannot
                           make one, and the handle says why */
     long long uid, gid; /* the trainer's user and group; -1 = the supervisor's own */
-    const exec_bind *binds;  /* besides the system folders */
+    const exec_bind *binds;  /* besides the system folders; the backend itself adds
+                                the trainer's work folder and CHECKPOINT_DIR
+                                read-write */
     size_t n_binds;
     const char *const *hide; /* folders covered by an empty read-only tmpfs where a
                                 bind would show them (the server's data folder

@@ -261,11 +261,25 @@ static char *build_config(const local_backend *lb, const exec_request *req, cons
     json_object_set_new(o, "job_dir", json_string(req->job_dir));
     json_object_set_new(o, "work_dir", json_string(work_dir));
     json_object_set_new(o, "trainer_dir", json_string(tdir));
-    free(tdir);
     if (req->sandbox) {
         const char *g = req->contract.gpus;
-        json_object_set_new(o, "sandbox", exec_sandbox_json(req->sandbox, g && *g));
+        json_t *box = exec_sandbox_json(req->sandbox, g && *g);
+        /* where the trainer writes is this backend's layout: its work
+         * folder and CHECKPOINT_DIR, read-write (unless the caller listed them) */
+        const char *rw[] = {tdir, req->contract.checkpoint_dir};
+        json_t *binds = json_object_get(box, "binds");
+        for (size_t i = 0; i < sizeof rw / sizeof rw[0]; i++) {
+            bool listed = !rw[i];
+            for (size_t k = 0; !listed && k < json_array_size(binds); k++)
+                listed = strcmp(json_string_value(json_object_get(json_array_get(binds, k), "path")),
+                                rw[i]) == 0;
+            if (!listed)
+                json_array_append_new(binds,
+                                      json_pack("{s:s, s:b}", "path", rw[i], "writable", 1));
+        }
+        json_object_set_new(o, "sandbox", box);
     }
+    free(tdir);
     if (req->contract.checkpoint_dir)
         json_object_set_new(o, "checkpoint_dir", json_string(req->contract.checkpoint_dir));
     json_object_set_new(o, "attempt", json_integer(req->attempt));

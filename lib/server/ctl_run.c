@@ -148,7 +148,6 @@ typedef struct launch {
     exec_bind *binds;
     exec_path_check checks[3];
     const char *hide[1];
-    char *work;         /* the attempt's work folder: JOB/attempt-N/work */
 } launch;
 
 static void launch_free(launch *l)
@@ -165,7 +164,6 @@ static void launch_free(launch *l)
     op_owner_free(&l->owner);
     free(l->placement);
     free(l->binds);
-    free(l->work);
 }
 
 /* Operator mode: the object the job comes from (its kv record), as the
@@ -306,11 +304,11 @@ static void add_check(launch *l, const char *field, const char *path, const poli
  * service account; locally the sandbox (none when its mode is off): the
  * team's user and group, every root of the team read-only, the built-in
  * trainer's program read-only (when it is not in a system folder), the
- * job's folder read-only with its checkpoints and the attempt's work
- * folder read-write, the server's data folder hidden (a root may hold
+ * job's folder read-only (the backend adds its checkpoints and the
+ * attempt's work folder read-write), the server's data folder hidden (a root may hold
  * it), the spec's paths checked again right before the start, the limits.
  * Required in mode required, and for a job's own trainer.command. */
-static void fill_sandbox(ctl *c, ctl_job *j, int attempt, launch *l)
+static void fill_sandbox(ctl *c, ctl_job *j, launch *l)
 {
     const policy *p = c->s->cfg.policy;
     if (!p) return;
@@ -336,12 +334,8 @@ static void fill_sandbox(ctl *c, ctl_job *j, int attempt, launch *l)
     const char *prog = c->s->cfg.trainer_program;
     if (j->spec->trainer.kind == TRAINER_BUILTIN && prog && !system_folder(prog))
         l->binds[n++] = (exec_bind){prog, false};
-    char name[64];
-    snprintf(name, sizeof name, "attempt-%d/work", attempt);
-    l->work = path_join(l->dir, name);
+    /* the backend adds the attempt's work folder and checkpoints read-write */
     l->binds[n++] = (exec_bind){l->dir, false};
-    l->binds[n++] = (exec_bind){l->ckpt_dir, true};
-    l->binds[n++] = (exec_bind){l->work, true};
     b->binds = l->binds;
     b->n_binds = n;
     l->hide[0] = c->s->cfg.data_dir;
@@ -432,7 +426,7 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
     bool ok = launch_paths(c, j, j->attempt, &l, err, sizeof err);
     if (ok) {
         fill_request(c, j, j->attempt, true, &l);
-        fill_sandbox(c, j, j->attempt, &l);
+        fill_sandbox(c, j, &l);
     }
     if (!ok || !write_spec(&l, err, sizeof err)) {
         start_failed(c, j, EXEC_E_SYSTEM, err, now);
@@ -484,7 +478,7 @@ void ctl_prepare_queued(ctl *c, int budget)
         bool ok = launch_paths(c, j, next, &l, err, sizeof err); /* the engine holds the spec */
         if (ok) {
             fill_request(c, j, next, false, &l);
-            fill_sandbox(c, j, next, &l);
+            fill_sandbox(c, j, &l);
             ok = exec_prepare(c->be, &l.r.q, err, sizeof err) == EXEC_OK;
         }
         if (ok) j->prepared = next;

@@ -103,10 +103,11 @@ static void sched_settings(const spec_server *s, sched_config *out)
 }
 
 bool srv_tokens_load(const srv_config *cfg, const spec_server *spec, srv_token **out, size_t *n,
-                     char *err, size_t errsz)
+                     bool *io_error, char *err, size_t errsz)
 {
     *out = NULL;
     *n = 0;
+    if (io_error) *io_error = false;
     srv_tokens_add_spec(out, n, spec->tokens, spec->n_tokens);
     if (spec->tokens_file) {
         char *path = absolute(cfg->config_dir, spec->tokens_file);
@@ -133,6 +134,7 @@ bool srv_tokens_load(const srv_config *cfg, const spec_server *spec, srv_token *
         diag_list_free(&d);
         free(path);
         if (bad || io) {
+            if (io_error) *io_error = io;
             srv_token_list_free(*out, *n);
             *out = NULL;
             *n = 0;
@@ -157,8 +159,9 @@ bool srv_tokens_load(const srv_config *cfg, const spec_server *spec, srv_token *
 static int load_tokens(srv_config *cfg, char *err, size_t errsz)
 {
     srv_config none = {.config_dir = cfg->config_dir}; /* no admin-token file yet */
-    if (!srv_tokens_load(&none, cfg->spec, &cfg->tokens, &cfg->n_tokens, err, errsz))
-        return strstr(err, "cannot read") ? LT_EXIT_IO : LT_EXIT_INVALID;
+    bool io = false;
+    if (!srv_tokens_load(&none, cfg->spec, &cfg->tokens, &cfg->n_tokens, &io, err, errsz))
+        return io ? LT_EXIT_IO : LT_EXIT_INVALID;
     if (!cfg->tokens) cfg->tokens = xcalloc(1, sizeof *cfg->tokens);
     return LT_EXIT_OK;
 }

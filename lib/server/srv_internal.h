@@ -141,9 +141,9 @@ srv_auth_result srv_auth_check(const srv_tokens *t, const char *authorization, d
  * cfg's config folder), plus the admin-token file's token when the server
  * made one: what a start and a SIGHUP build (srv_config.c). Returns false
  * with "FILE:LINE: ..." diagnostics in err when the tokens file is
- * unreadable or invalid (then nothing is made). */
+ * unreadable (*io_error set; may be NULL) or invalid (then nothing is made). */
 bool srv_tokens_load(const srv_config *cfg, const spec_server *spec, srv_token **out, size_t *n,
-                     char *err, size_t errsz);
+                     bool *io_error, char *err, size_t errsz);
 /* SIGHUP: re-reads the tokens (srv_tokens_load) and swaps the table; an
  * invalid file keeps the old table. Logged and audited either way. */
 bool srv_reload_tokens(srv *s);

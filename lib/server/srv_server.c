@@ -370,7 +370,7 @@ bool srv_reload_tokens(srv *s)
     } else {
         spec = spec_server_new_default();
     }
-    if (ok && !srv_tokens_load(&s->cfg, spec, &items, &n, err, sizeof err)) ok = false;
+    if (ok && !srv_tokens_load(&s->cfg, spec, &items, &n, NULL, err, sizeof err)) ok = false;
     if (ok) {
         /* a team the cluster did not know at the start is not scheduled
          * until a restart: said, not refused */
