@@ -309,6 +309,22 @@ static void test_cannot_run(void **state)
 
 /* ---- signals ---- */
 
+/* Waits until the attempt's output log holds `text`: a script says "ready"
+ * once its traps are set, and a signal sent before that would meet the
+ * shell's default action instead (seen on a loaded CI machine). */
+static void wait_log_text(const exec_handle *h, const char *text, const char *why)
+{
+    double until = et_now() + WAIT_LIMIT;
+    for (;;) {
+        char *log = et_read_log(h);
+        bool seen = strstr(log, text) != NULL;
+        free(log);
+        if (seen) return;
+        if (et_now() > until) fail_msg("%s", why);
+        et_nap(0.01);
+    }
+}
+
 static void test_cancel_stops_with_trap(void **state)
 {
     fx *f = *state;
@@ -318,6 +334,7 @@ static void test_cancel_stops_with_trap(void **state)
     memset(&r, 0, sizeof r);
     char err[512];
     assert_int_equal(start(f, "cancel", 1, argv, 3, NULL, &r.h, err), EXEC_OK);
+    wait_log_text(r.h, "ready", "no ready line");
     exec_update up;
     exec_poll(r.h, et_now(), &r.st, &up);
     assert_int_equal(r.st.phase, EXEC_RUNNING);
@@ -345,6 +362,7 @@ static void test_grace_then_kill(void **state)
     memset(&r, 0, sizeof r);
     char err[512];
     assert_int_equal(start(f, "grace", 1, argv, 3, NULL, &r.h, err), EXEC_OK);
+    wait_log_text(r.h, "ready", "no ready line");
     double t0 = et_now();
     assert_int_equal(exec_cancel(r.h, t0, 0.3, err, sizeof err), EXEC_OK);
     assert_int_equal(exec_cancel(r.h, t0 + 100, 0.3, err, sizeof err), EXEC_OK); /* kept */
@@ -379,25 +397,9 @@ static void test_signal_kill_and_forward(void **state)
     char err[512];
     assert_int_equal(start(f, "sig", 1, argv, 3, NULL, &r.h, err), EXEC_OK);
     /* Wait until the trap is set (the script said so), then USR2. */
-    double until = et_now() + WAIT_LIMIT;
-    for (;;) {
-        char *log = et_read_log(r.h);
-        bool ready = strstr(log, "ready") != NULL;
-        free(log);
-        if (ready) break;
-        if (et_now() > until) fail_msg("no ready line");
-        et_nap(0.01);
-    }
+    wait_log_text(r.h, "ready", "no ready line");
     assert_int_equal(exec_signal(r.h, SIGUSR2, err, sizeof err), EXEC_OK);
-    until = et_now() + WAIT_LIMIT;
-    for (;;) {
-        char *log = et_read_log(r.h);
-        bool got = strstr(log, "got-usr2") != NULL;
-        free(log);
-        if (got) break;
-        if (et_now() > until) fail_msg("SIGUSR2 not forwarded");
-        et_nap(0.01);
-    }
+    wait_log_text(r.h, "got-usr2", "SIGUSR2 not forwarded");
     assert_int_equal(exec_signal(r.h, SIGKILL, err, sizeof err), EXEC_OK);
     wait_end(&r);
     assert_int_equal(r.st.end, EXEC_END_KILLED);
