@@ -4,7 +4,7 @@
  *      must load or be refused with an error; a loaded one encodes the
  *      text (and a few fixed ones) and decodes the result;
  *   1: a text, encoded with the real Qwen3 and Llama 3 tokenizers (from
- *      ../shared/tokenizers, loaded once): valid UTF-8 must encode,
+ *      share/tokenizers, loaded once): valid UTF-8 must encode,
  *      decode back to itself (Llama 3) or to its NFC form (Qwen3), with
  *      offsets in order, and the fast path must equal the textbook BPE;
  *      invalid UTF-8 must be refused;
@@ -12,7 +12,8 @@
  *      by every template family and encoded: spans in order and inside
  *      the text, the mask only on assistant spans.
  * It stops on a crash, a sanitizer report, a leak, or a broken invariant.
- * The shared folder is $LATHE_SHARED_DIR, else found from this file's path. */
+ * The data folder is $LATHE_DATA_DIR, else the source tree's share/, found
+ * from this file's path. */
 #include "base/base.h"
 #include "tok/tok.h"
 #include "tok/tok_internal.h"
@@ -27,17 +28,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* The real tokenizers, loaded once: a fuzzer's process-wide fixture. */
 static tok_tokenizer *fz_real[2];
 
-static char *fz_shared_dir(void)
+static char *fz_data_dir(void)
 {
-    const char *env = getenv("LATHE_SHARED_DIR");
+    const char *env = getenv("LATHE_DATA_DIR");
     if (env) return xstrdup(env);
-    /* __FILE__ is .../fuzz/fuzz_tokenizer.c; the shared folder is ../shared
-     * beside the project root */
+    /* __FILE__ is .../fuzz/fuzz_tokenizer.c; the data folder is share/ of
+     * the project root */
     const char *f = __FILE__;
     const char *slash = strrchr(f, '/');
     size_t n = slash ? (size_t)(slash - f) : 0;
     char *fuzz_dir = xstrndup(f, n);
-    char *p = xasprintf("%s/../../shared", fuzz_dir);
+    char *p = xasprintf("%s/../share", fuzz_dir);
     free(fuzz_dir);
     return p;
 }
@@ -46,10 +47,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    char *shared = fz_shared_dir();
+    char *share = fz_data_dir();
     const char *names[2] = {"qwen3", "llama3"};
     for (int k = 0; k < 2; k++) {
-        char *dir = xasprintf("%s/tokenizers/%s", shared, names[k]);
+        char *dir = xasprintf("%s/tokenizers/%s", share, names[k]);
         diag_list d;
         diag_list_init(&d);
         fz_real[k] = tok_load(dir, &d);
@@ -57,7 +58,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         diag_list_free(&d);
         free(dir);
     }
-    free(shared);
+    free(share);
     return 0;
 }
 

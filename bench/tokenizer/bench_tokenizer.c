@@ -1,5 +1,5 @@
 /* bench_tokenizer.c: tokens/s of the byte-level BPE encoder on
- * ../shared/data/tinyshakespeare/input.txt (and on a multilingual text),
+ * share/data/tinyshakespeare/input.txt (and on a multilingual text),
  * for the Qwen3 and Llama 3 tokenizers, against baselines measured in the
  * same run: the same pipeline without the word cache, and a textbook BPE
  * (no cache, every pair's rank looked up again after each merge). Each
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     if (runs < 1) runs = 1;
     char err[256];
     size_t len;
-    char *text = file_read_all(LATHE_SHARED_DIR "/data/tinyshakespeare/input.txt", 1 << 26, &len, err, sizeof err);
+    char *text = file_read_all(LATHE_SOURCE_DIR "/share/data/tinyshakespeare/input.txt", 1 << 26, &len, err, sizeof err);
     if (!text) {
         fprintf(stderr, "%s\n", err);
         return 1;
@@ -125,7 +125,7 @@ int main(int argc, char **argv)
     while (mixed.len < 1 << 20) sb_puts(&mixed, mixed_para);
     printf("tinyshakespeare: %zu bytes; mixed scripts: %zu bytes; best of %d runs\n\n", len, mixed.len, runs);
     const char *names[] = {"qwen3", "llama3"};
-    const char *paths[] = {LATHE_SHARED_DIR "/tokenizers/qwen3", LATHE_SHARED_DIR "/tokenizers/llama3"};
+    const char *paths[] = {LATHE_SOURCE_DIR "/share/tokenizers/qwen3", LATHE_SOURCE_DIR "/share/tokenizers/llama3"};
     for (int k = 0; k < 2; k++) {
         bench_one(names[k], paths[k], "shakespeare", text, len, runs);
         bench_one(names[k], paths[k], "mixed", mixed.buf, mixed.len, runs);

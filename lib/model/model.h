@@ -2,7 +2,7 @@
  *
  *   - model_shape: architecture, dimensions and where they came from
  *   - reading a Hugging Face config.json (a folder or the file itself)
- *   - the built-in catalogue (generated from shared/data/model_configs.json,
+ *   - the built-in catalogue (generated from tests/ref/data/model_configs.json,
  *     plus a hand-kept table of extra shapes with their sources), looked up
  *     by name with or without the organisation and with -Instruct / -Chat /
  *     -it / -hf / -v0.1 style suffixes
@@ -112,7 +112,7 @@ typedef struct model_catalog_entry {
     const char *source;   /* where the dimensions come from */
 } model_catalog_entry;
 
-/* The generated table (model_catalog_gen.c, from shared/data/model_configs.json). */
+/* The generated table (model_catalog_gen.c, from tests/ref/data/model_configs.json). */
 extern const model_catalog_entry model_catalog_generated[];
 extern const size_t model_catalog_generated_len;
 /* Shapes not in model_configs.json (memory-calibration.md "Architecture sources"). */

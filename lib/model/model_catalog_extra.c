@@ -1,5 +1,5 @@
 /* model_catalog_extra.c: shapes lathe knows that are not in
- * shared/data/model_configs.json, each with its source, as listed in
+ * tests/ref/data/model_configs.json, each with its source, as listed in
  * shared/data/memory-calibration.md ("Architecture sources for models not in
  * model_configs.json"), plus name aliases for checkpoints that share a shape
  * with a catalogue entry. intermediate is the width of one MLP projection
@@ -54,7 +54,7 @@ const model_catalog_entry model_catalog_extra[] = {
      "lewtun/gemma-7b-sft-full-dolly-v0)"},
     {"mistralai/Mistral-7B-v0.3", MODEL_ARCH_MISTRAL, 4096, 14336, 32, 32, 8, 128, 32768, 32768,
      1000000.0, false, 7248023552ull,
-     "shared/data/model_configs.json notes of mistralai/Mistral-7B-v0.1: v0.3 has vocab 32768, "
+     "model_configs.json (tests/ref/data) notes of mistralai/Mistral-7B-v0.1: v0.3 has vocab 32768, "
      "rope_theta 1e6 (" MLC " preset 'mistral_7b_v03')"},
 };
 

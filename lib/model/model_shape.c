@@ -7,7 +7,7 @@
  *   MLP        gated (SwiGLU / GeGLU): 3 x h x I, + 2I + h when mlp_bias
  *   norms      norms_per_layer x h, + 2 x hd for Qwen3's q/k norms
  * plus the final norm (h), the embedding (V x h) and an untied lm_head (V x h).
- * This reproduces every derived_param_count of shared/data/model_configs.json.
+ * This reproduces every derived_param_count of tests/ref/data/model_configs.json.
  */
 #include "model/model.h"
 

@@ -397,7 +397,7 @@ char *tr_adapter_config_json(const tr_model *m, const char *base_model_path)
     for (int p = 0; p < TR_NPROJ; p++)
         if (lo->targets & (1u << p)) json_array_append_new(targets, json_string(proj_names[p]));
     /* the keys PEFT 0.18 writes (adapter_config.json of
-     * ../shared/models/peft-reference-phi15-r4), sorted, indent 2 */
+     * tests/ref/models/peft-reference-phi15-r4), sorted, indent 2 */
     json_t *o = json_object();
     json_object_set_new(o, "alora_invocation_tokens", json_null());
     json_object_set_new(o, "alpha_pattern", json_object());

@@ -2,7 +2,7 @@
  * detection from a Jinja template, and encoding with the assistant loss
  * mask. Each render_* function follows its vendor template line by line
  * for conversations without tools (the Jinja sources are in
- * ../shared/tokenizers/chat-templates; docs/data.md has the rules). */
+ * tests/ref/tokenizers/chat-templates; docs/data.md has the rules). */
 #include "tok/chat.h"
 
 #include "tok/unicode.h"
@@ -25,8 +25,8 @@ static const struct {
 #define FAMILY_LIST "chatml, qwen2, qwen2.5, qwen3, llama3, llama3-early, llama3.1, llama3.2"
 
 /* FNV-1a 64 of known vendor templates, trailing whitespace removed. The
- * texts are ../shared/tokenizers/chat-templates (llama.cpp's copies of the
- * vendors' templates) and the two tokenizer_config.json files there. */
+ * texts are tests/ref/tokenizers/chat-templates (llama.cpp's copies of the
+ * vendors' templates) and the chat_template of share/tokenizers/{qwen3,llama3}. */
 static const struct {
     uint64_t hash;
     chat_family f;

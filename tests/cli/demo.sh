@@ -15,7 +15,6 @@ has() { # has NAME PATTERN: the demo's output holds PATTERN
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export LATHE_SHARED_DIR
 
 # the templates are the files in examples/demo
 "$LATHE" demo --write-templates "$tmp/templates"; check "write-templates exits 0" $?

@@ -19,7 +19,7 @@ code() { # code NAME WANT COMMAND...: COMMAND exits WANT
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-tok="$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json"
+tok="$LATHE_SOURCE_DIR/share/tokenizers/qwen3/tokenizer.json"
 "$LATHE" init-model "$tmp/m" --arch qwen3 --dim 32 --layers 1 --heads 2 --kv-heads 1 \
     --hidden 48 --tokenizer "$tok" > /dev/null; check "init-model" $?
 
@@ -42,7 +42,7 @@ code "two outputs" 1 "$LATHE" export --to gguf --model "$tmp/m" "$tmp/x.gguf" "$
 code "no model folder" 2 "$LATHE" export --to gguf --model "$tmp/none" "$tmp/x.gguf"
 grep -q "config.json: not found" "$tmp/err"; check "the missing config.json is named" $?
 code "another family's tokenizer" 2 "$LATHE" export --to gguf --model "$tmp/m" \
-    --tokenizer "$LATHE_SHARED_DIR/tokenizers/llama3" "$tmp/x.gguf"
+    --tokenizer "$LATHE_SOURCE_DIR/share/tokenizers/llama3" "$tmp/x.gguf"
 code "a missing adapter" 2 "$LATHE" export --to gguf --model "$tmp/m" --adapter "$tmp/none" "$tmp/x.gguf"
 code "an unwritable output" 4 "$LATHE" export --to gguf --model "$tmp/m" "$tmp/no/such/x.gguf"
 [ ! -e "$tmp/x.gguf" ] && [ -z "$(find "$tmp" -name '*.tmp.*')" ]; check "no output or temp file left" $?

@@ -2,11 +2,11 @@
  * the tests' own GGUF reader (gguf_reader.c, written from the spec):
  *   - every key, tensor name, shape and dtype of tiny random Llama, Qwen2
  *     and Qwen3 models with the real Llama 3 / Qwen3 tokenizers
- *     (../shared/tokenizers);
+ *     (share/tokenizers);
  *   - tensor data equal to the safetensors (F32 exactly, F16 as rounded),
  *     q/k rows of the llama architecture permuted (checked against a
  *     hand-computed case and against llama2.c's own layout of the real
- *     260K model in ../shared/models), a merged adapter equal to
+ *     260K model in tests/ref/models), a merged adapter equal to
  *     W + alpha/r * B A computed here from the adapter's files;
  *   - tokens, token types and merges equal to tokenizer.json;
  *   - the writer's key/value types, and the reader refusing malformed files.
@@ -33,8 +33,8 @@
 
 #include "../common/tiny_models.h"
 
-#define TOKDIR LATHE_SHARED_DIR "/tokenizers/"
-#define LLAMA2C LATHE_SHARED_DIR "/models/llama2c-260K-plctlab/"
+#define TOKDIR LATHE_SOURCE_DIR "/share/tokenizers/"
+#define LLAMA2C LATHE_SOURCE_DIR "/tests/ref/models/llama2c-260K-plctlab/"
 
 /* ---- helpers ---- */
 

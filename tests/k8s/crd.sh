@@ -21,7 +21,7 @@ check "lathe render server -o json exits 0" $?
 # nor unknown keys: the API server prunes them, test_spec_openapi.c checks
 # the properties are exactly the decoder's keys)
 valid=()
-for f in "$src"/examples/jobs/*.yaml "$LATHE_SHARED_DIR/examples/seed-lora-job.yaml" \
+for f in "$src"/examples/jobs/*.yaml "$LATHE_SOURCE_DIR/examples/seed-lora-job.yaml" \
          "$src"/tests/spec/data/valid/*.yaml "$src"/examples/seed-scenario/*.yaml; do
     [ -f "$f" ] || continue
     if "$LATHE" validate "$f" > /dev/null 2>&1; then valid+=("$f"); fi
@@ -94,10 +94,12 @@ import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "CustomResourceDefinition"]
 yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
 EOF
-$PY "$VALIDATE" "$tmp/crds.yaml" > "$tmp/crds.v" 2>&1
-check "the CRDs pass validate-k8s: $(grep -v ': OK$' "$tmp/crds.v" | head -5)" $?
-grep -qE '^4 object\(s\) valid, 0 error\(s\)$' "$tmp/crds.v"
-check "four CRDs" $?
+if have_validate; then
+    $PY "$VALIDATE" "$tmp/crds.yaml" > "$tmp/crds.v" 2>&1
+    check "the CRDs pass validate-k8s: $(grep -v ': OK$' "$tmp/crds.v" | head -5)" $?
+    grep -qE '^4 object\(s\) valid, 0 error\(s\)$' "$tmp/crds.v"
+    check "four CRDs" $?
+fi
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "crd: the CRD schemas take what lathe takes"

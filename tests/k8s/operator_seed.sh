@@ -8,7 +8,7 @@
 # 32Gi, LORA_RANK 16, CHECKPOINT_INTERVAL 500, the seed's model and data
 # paths, its checkpoint PVC, activeDeadlineSeconds of 8h.
 . "$(dirname "$0")/harness/lib.sh"
-seed="$LATHE_SHARED_DIR/examples/seed-lora-job.yaml"
+seed="$LATHE_SOURCE_DIR/examples/seed-lora-job.yaml"
 
 cat > "$T/a100.json" <<'EOF2'
 [{"name": "a100-1", "gpus": 4, "product": "NVIDIA-A100-SXM4-40GB", "memoryMiB": 40960, "cpu": "64",

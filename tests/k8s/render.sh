@@ -2,7 +2,7 @@
 # render.sh: `lathe render --target k8s` end to end. Every job in
 # examples/jobs/, the seed article's job, a multi-node job, an experiment
 # and the cluster files are rendered as YAML and as JSON; each output must
-# pass ../shared/tools/validate-k8s (the official v1.32 strict schemas plus
+# pass validate-k8s ($LATHE_SHARED_DIR/tools; the official v1.32 strict schemas plus
 # the API server's name, restartPolicy and quantity rules), and the YAML,
 # read with PyYAML, must be the JSON List's items. Then what the objects
 # hold (suspended Jobs, a Service before a multi-node Job, the settings of
@@ -10,7 +10,7 @@
 # file:line, bad options exit 1, a missing file exits 4.
 . "$(dirname "$0")/harness/render.sh"
 data="$LATHE_SOURCE_DIR/tests/k8s/data"
-cluster="$LATHE_SHARED_DIR/examples/cluster-example.yaml"
+cluster="$LATHE_SOURCE_DIR/examples/cluster-example.yaml"
 
 # render NAME ARGS...: `lathe render ARGS...` as yaml and json, validated and compared
 render() { local name=$1; shift; render_both "$name" render "$@"; }
@@ -38,7 +38,7 @@ EOF
 for f in "$LATHE_SOURCE_DIR"/examples/jobs/*.yaml; do
     render "example-$(basename "$f" .yaml)" "$f" --target k8s
 done
-render seed "$LATHE_SHARED_DIR/examples/seed-lora-job.yaml" --target k8s
+render seed "$LATHE_SOURCE_DIR/examples/seed-lora-job.yaml" --target k8s
 query seed "kinds == ['Job']"
 query seed "objs[0]['spec']['suspend'] is True and objs[0]['spec']['backoffLimit'] == 0"
 query seed "objs[0]['metadata']['name'] == 'lathe-lora-qwen2-7b-r16-1'"

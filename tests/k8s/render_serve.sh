@@ -4,7 +4,7 @@
 # results (from a file of the API's JSON, and from a real `lathe server`
 # whose jobs report eval losses), and options alone, whose rendered
 # command starts this build's lathe serve: rendered as YAML and as JSON,
-# every object passes ../shared/tools/validate-k8s (the official v1.32
+# every object passes validate-k8s ($LATHE_SHARED_DIR/tools; the official v1.32
 # strict schemas), the YAML reads back as the JSON List's items, and the
 # objects hold what they must: the probes, each runtime's arguments, the
 # PVCs the training pods wrote to (read-only), the API key from a Secret,
@@ -13,7 +13,7 @@
 # and stderr). Then the errors and their exit codes.
 . "$(dirname "$0")/harness/render.sh"
 
-SEED="$LATHE_SHARED_DIR/examples/seed-lora-job.yaml"
+SEED="$LATHE_SOURCE_DIR/examples/seed-lora-job.yaml"
 SWEEP="$LATHE_SOURCE_DIR/examples/jobs/sweep-rank-lr.yaml"
 RESULTS="$LATHE_TEST_DATA/serve-sweep-results.json"
 NOEVAL="$LATHE_TEST_DATA/serve-sweep-noeval.json"
@@ -195,9 +195,9 @@ check "a command trainer's adapter: said on stderr" $?
 # answer, the adapter is a model, /v1 wants the key, /metrics counts requests
 mkdir -p "$tmp/run"
 "$LATHE" init-model "$tmp/run/model" --preset tiny \
-    --tokenizer "$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json" > "$tmp/run/init.log" 2>&1
+    --tokenizer "$LATHE_SOURCE_DIR/share/tokenizers/qwen3/tokenizer.json" > "$tmp/run/init.log" 2>&1
 check "a tiny model ($(tail -2 "$tmp/run/init.log"))" $?
-"$LATHE" train --model "$tmp/run/model" --text "$LATHE_SHARED_DIR/data/tinyshakespeare/input.txt" \
+"$LATHE" train --model "$tmp/run/model" --text "$LATHE_SOURCE_DIR/share/data/tinyshakespeare/input.txt" \
     --checkpoint-dir "$tmp/run/ck" --max-steps 2 --seq-len 32 > "$tmp/run/train.log" 2>&1
 check "its adapter ($(tail -2 "$tmp/run/train.log"))" $?
 port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -291,7 +291,7 @@ grep -q "none of its 1 job(s) has succeeded yet" "$tmp/err.err"; check "no succe
 echo '[{"name": "other-job", "state": "succeeded", "eval": {"best_loss": 1.0}}]' > "$tmp/other.json"
 expect 2 "results of another experiment" "$SWEEP" --results "$tmp/other.json" --runtime vllm
 grep -q "job other-job of the results is not one of" "$tmp/err.err"; check "another experiment's job: named" $?
-expect 2 "a Cluster file" "$LATHE_SHARED_DIR/examples/cluster-example.yaml" --runtime vllm
+expect 2 "a Cluster file" "$LATHE_SOURCE_DIR/examples/cluster-example.yaml" --runtime vllm
 expect 5 "an unreachable server" "$SWEEP" --runtime vllm --server http://127.0.0.1:1
 "$LATHE" render "$SEED" --runtime vllm > /dev/null 2>&1
 [ $? -eq 1 ]; check "a serve option with a job file (not serve) exits 1" $?

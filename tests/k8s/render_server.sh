@@ -2,7 +2,7 @@
 # render_server.sh: `lathe render server --target k8s`, what installs lathe
 # into a cluster. Rendered as YAML and as JSON, with the defaults and with
 # --config (its Cluster file), --namespace and --image: every object passes
-# ../shared/tools/validate-k8s (the official v1.32 strict schemas), the
+# validate-k8s ($LATHE_SHARED_DIR/tools, when there: the v1.32 strict schemas), the
 # YAML reads back as the JSON List's items, and the objects hold what they
 # must: the four CRDs, RBAC with exactly lathe's verbs (the Lease in a
 # Role of lathe's namespace), the ConfigMap's ServerConfig, a Deployment of
@@ -95,7 +95,7 @@ query default "one('Service')['spec']['ports'][0]['port'] == 8740 and one('Servi
 query default "all(o['metadata']['namespace'] == 'lathe-system' for o in namespaced) and one('Namespace')['metadata']['name'] == 'lathe-system'"
 
 # --config (with a Cluster file beside it), --namespace, --image
-cp "$LATHE_SHARED_DIR/examples/cluster-example.yaml" "$tmp/cluster.yaml"
+cp "$LATHE_SOURCE_DIR/examples/cluster-example.yaml" "$tmp/cluster.yaml"
 cat > "$tmp/server.yaml" <<'EOF'
 apiVersion: lathe/v1
 kind: ServerConfig
@@ -152,7 +152,7 @@ for args in "--namespace Bad_NS" "--namespace -x" "--image=" "--cluster $tmp/clu
     rc=$?
     [ $rc -eq 1 ]; check "render server $args exits 1 (got $rc)" $?
 done
-"$LATHE" render "$LATHE_SHARED_DIR/examples/seed-lora-job.yaml" --namespace x > /dev/null 2>&1
+"$LATHE" render "$LATHE_SOURCE_DIR/examples/seed-lora-job.yaml" --namespace x > /dev/null 2>&1
 [ $? -eq 1 ]; check "--namespace with a job file exits 1" $?
 "$LATHE" help render | grep -q -- "render server --target k8s"; check "lathe help render shows the server form" $?
 

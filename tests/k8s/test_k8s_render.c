@@ -7,7 +7,7 @@
  * and the cluster's Namespaces, quotas, LimitRanges, PVCs and
  * PriorityClasses. Operator mode's owner (label and ownerReference) and
  * the placement annotation of the admission are also checked against the
- * official strict schemas with ../shared/tools/validate-k8s when it is
+ * official strict schemas with LATHE_SHARED_DIR/tools/validate-k8s when it is
  * there. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -125,9 +125,13 @@ static json_t *merge_patch(const json_t *target, const json_t *patch)
  * python3 is not there. */
 static void assert_valid(const json_t *obj)
 {
+    static bool said;
     char *tool = xasprintf("%s/tools/validate-k8s", LATHE_SHARED_DIR);
     if (!file_exists(tool) || !file_exists("/usr/bin/python3")) {
-        fprintf(stderr, "note: %s not found: the schema check is skipped\n", tool);
+        if (!said)
+            fprintf(stderr, "SKIP: the validate-k8s checks (%s or /usr/bin/python3 not found; give "
+                    "-DLATHE_SHARED_DIR=DIR, the folder that holds tools/validate-k8s)\n", tool);
+        said = true;
         free(tool);
         return;
     }
@@ -903,7 +907,7 @@ static void test_cluster(void **state)
     spec_file f;
     diag_list d;
     diag_list_init(&d);
-    spec_load_file(LATHE_SHARED_DIR "/examples/cluster-example.yaml", &f, &d);
+    spec_load_file(LATHE_SOURCE_DIR "/examples/cluster-example.yaml", &f, &d);
     assert_int_equal(d.errors, 0);
     const spec_cluster *c = spec_file_cluster(&f);
     assert_non_null(c);

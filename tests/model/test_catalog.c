@@ -27,7 +27,7 @@ static void test_generated_matches_json(void **state)
 {
     (void)state;
     json_error_t err;
-    json_t *root = json_load_file(LATHE_SHARED_DIR "/data/model_configs.json", 0, &err);
+    json_t *root = json_load_file(LATHE_SOURCE_DIR "/tests/ref/data/model_configs.json", 0, &err);
     assert_non_null(root);
     assert_int_equal(json_array_size(root), model_catalog_generated_len);
     size_t i;

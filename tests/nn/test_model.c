@@ -1,5 +1,5 @@
 /* test_model.c: the forward pass against the golden outputs of
- * ../shared/models/llama2c-260K-plctlab (logits of 8 positions to 1e-4, the
+ * tests/ref/models/llama2c-260K-plctlab (logits of 8 positions to 1e-4, the
  * 64 greedy ids from BOS), in F32 and re-encoded as BF16; the KV-cache decoder
  * against the full forward; config.json parsing of each family. */
 #include "nn/nn.h"
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#define GOLD LATHE_SHARED_DIR "/models/llama2c-260K-plctlab"
+#define GOLD LATHE_SOURCE_DIR "/tests/ref/models/llama2c-260K-plctlab"
 
 static int32_t *golden_ids(size_t *n)
 {

@@ -6,7 +6,7 @@ set -u
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-seed="$LATHE_SHARED_DIR/examples/seed-lora-job.yaml"
+seed="$LATHE_SOURCE_DIR/examples/seed-lora-job.yaml"
 
 # a target module Qwen2 does not have: error at line 7, column of the entry
 cat > "$tmp/bad.yaml" <<'Y'

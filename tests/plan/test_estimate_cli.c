@@ -172,10 +172,10 @@ static void test_job_file(void **state)
 {
     (void)state;
     /* the seed's job: its path does not exist here, its name is in the catalogue */
-    expect((const char *[]){"estimate", LATHE_SHARED_DIR "/examples/seed-lora-job.yaml", NULL}, 0,
+    expect((const char *[]){"estimate", LATHE_SOURCE_DIR "/examples/seed-lora-job.yaml", NULL}, 0,
            "q_proj,k_proj,v_proj,o_proj", NULL);
     /* flags override the spec */
-    expect((const char *[]){"estimate", LATHE_SHARED_DIR "/examples/seed-lora-job.yaml", "--batch", "1",
+    expect((const char *[]){"estimate", LATHE_SOURCE_DIR "/examples/seed-lora-job.yaml", "--batch", "1",
                             "--method", "qlora", NULL},
            0, "batch 1 x 2048", NULL);
     /* a target module the model does not have, pointed at in the file */

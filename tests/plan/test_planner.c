@@ -73,7 +73,7 @@ static void test_seed_job(void **state)
 {
     (void)state;
     char path[512];
-    snprintf(path, sizeof path, "%s/examples/seed-lora-job.yaml", LATHE_SHARED_DIR);
+    snprintf(path, sizeof path, "%s/examples/seed-lora-job.yaml", LATHE_SOURCE_DIR);
     spec_file f;
     diag_list d;
     diag_list_init(&d);

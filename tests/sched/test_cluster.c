@@ -30,7 +30,7 @@ static void test_example_cluster(void **state)
     diag_list d;
     diag_list_init(&d);
     spec_file f;
-    sched_cluster *c = load(LATHE_SHARED_DIR "/examples/cluster-example.yaml", NULL, &d, &f);
+    sched_cluster *c = load(LATHE_SOURCE_DIR "/examples/cluster-example.yaml", NULL, &d, &f);
     assert_non_null(c);
     assert_int_equal(c->n_types, 2);
     int a100 = sched_cluster_find_type(c, "A100-80GB"), l4 = sched_cluster_find_type(c, "L4-24GB");

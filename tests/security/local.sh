@@ -56,11 +56,11 @@ wait_for() { # wait_for SECONDS CMD...
 DATA=$T/srv
 mkdir -p "$T/models" "$T/team-a" "$T/team-b" "$T/outside"
 tok=()
-TOKENIZER=${LATHE_SHARED_DIR:-}/tokenizers/qwen3/tokenizer.json
+TOKENIZER=$LATHE_SOURCE_DIR/share/tokenizers/qwen3/tokenizer.json
 [ -f "$TOKENIZER" ] && tok=(--tokenizer "$TOKENIZER")
 "$LATHE" init-model "$T/models/tiny" --preset tiny --arch qwen3 "${tok[@]}" > "$T/init.log" 2>&1 ||
     { echo "FAIL: init-model"; cat "$T/init.log"; exit 1; }
-SEED=${LATHE_SHARED_DIR:-}/data/self-instruct/seed_tasks.alpaca.jsonl
+SEED=$LATHE_SOURCE_DIR/share/data/self-instruct/seed_tasks.alpaca.jsonl
 if [ -f "$SEED" ]; then head -40 "$SEED" > "$T/team-a/train.jsonl"
 else echo '{"instruction": "say hi", "output": "hi"}' > "$T/team-a/train.jsonl"; fi
 echo '{"instruction": "TEAM-B-SECRET", "output": "x"}' > "$T/team-b/secret.jsonl"

@@ -28,8 +28,8 @@ cleanup() {
     rm -rf "$W"
 }
 trap cleanup EXIT
-TEXT="$LATHE_SHARED_DIR/data/tinyshakespeare/input.txt"
-TOK="$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json"
+TEXT="$LATHE_SOURCE_DIR/share/data/tinyshakespeare/input.txt"
+TOK="$LATHE_SOURCE_DIR/share/tokenizers/qwen3/tokenizer.json"
 
 "$LATHE" init-model "$W/model" --arch qwen3 --preset tiny --tokenizer "$TOK" --seed 7 --init-std 0.1 \
     >/dev/null || { echo "FAIL: init-model"; exit 1; }

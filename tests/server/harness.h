@@ -128,7 +128,7 @@ static const char hs_cluster[] =
 /* The config's `policy:` for these tests (server.yaml is in h->dir, so
  * "." is the test folder): models, datasets and programs may be read from
  * the test folder (never its data/ folder, which the policy always
- * denies) and LATHE_SHARED_DIR/data (the shared datasets); the sandbox is
+ * denies) and share/data (the repository's datasets); the sandbox is
  * off, because the fake trainers record their starts in DIR/record.log,
  * outside their job folders (the sandbox has its own tests:
  * tests/exec/test_exec_sandbox.c, tests/security). A test that needs
@@ -138,7 +138,7 @@ static inline char *hs_policy(void)
     return xasprintf("  policy:\n"
                      "    paths: {models: [.], data: [., %s/data], programs: [.]}\n"
                      "    sandbox: {mode: off}\n",
-                     LATHE_SHARED_DIR);
+                     LATHE_SOURCE_DIR "/share");
 }
 
 static inline void hs_init_policy(hs *h, int gpus, const char *extra, const char *policy);

@@ -101,7 +101,7 @@ static void test_token_hash(void **state)
 static void test_builtin_trainer(void **state)
 {
     (void)state;
-    char *tok = xasprintf("%s/tokenizers/qwen3/tokenizer.json", LATHE_SHARED_DIR);
+    char *tok = xasprintf("%s/tokenizers/qwen3/tokenizer.json", LATHE_SOURCE_DIR "/share");
     if (!file_exists(tok)) {
         fprintf(stderr, "SKIP: %s is missing\n", tok);
         free(tok);
@@ -128,7 +128,7 @@ static void test_builtin_trainer(void **state)
                           "  trainingData: {datasetPath: %s/data/self-instruct/seed_tasks.alpaca.jsonl}\n"
                           "  hyperparams: {maxSteps: 3, maxSeqLength: 64}\n"
                           "  checkpoint: {intervalSteps: 2}\n",
-                          model, LATHE_SHARED_DIR);
+                          model, LATHE_SOURCE_DIR "/share");
     hs_resp r = hs_http(&H, "POST", "/v1/jobs", "token-a", job);
     assert_int_equal(r.status, 201);
     hs_resp_free(&r);

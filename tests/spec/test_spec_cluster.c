@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXAMPLE LATHE_SHARED_DIR "/examples/cluster-example.yaml"
+#define EXAMPLE LATHE_SOURCE_DIR "/examples/cluster-example.yaml"
 
 static spec_cluster *load_cluster(const char *spec_body, spec_file *f, diag_list *d)
 {

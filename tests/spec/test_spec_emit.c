@@ -197,7 +197,7 @@ static size_t round_trip_folder(const char *dir)
 static void test_round_trips(void **state)
 {
     (void)state;
-    size_t n = round_trip_folder(LATHE_SHARED_DIR "/examples");
+    size_t n = round_trip_folder(LATHE_SOURCE_DIR "/examples");
     assert_int_equal(n, 1);
     n = round_trip_folder(LATHE_SOURCE_DIR "/examples/jobs");
     assert_true(n >= 9);
@@ -209,7 +209,7 @@ static spec_job *seed(spec_file *f)
 {
     diag_list d;
     diag_list_init(&d);
-    assert_int_equal(spec_load_file(LATHE_SHARED_DIR "/examples/seed-lora-job.yaml", f, &d), 0);
+    assert_int_equal(spec_load_file(LATHE_SOURCE_DIR "/examples/seed-lora-job.yaml", f, &d), 0);
     diag_list_free(&d);
     return spec_file_job(f);
 }

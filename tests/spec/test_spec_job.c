@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEED LATHE_SHARED_DIR "/examples/seed-lora-job.yaml"
+#define SEED LATHE_SOURCE_DIR "/examples/seed-lora-job.yaml"
 
 /* Loads text that must hold exactly one valid job; the file keeps it. */
 static spec_job *load_job(const char *text, spec_file *f, diag_list *d)

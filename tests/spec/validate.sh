@@ -9,8 +9,8 @@ check() { # check NAME CONDITION-EXIT-STATUS
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-seed="$LATHE_SHARED_DIR/examples/seed-lora-job.yaml"
-cluster="$LATHE_SHARED_DIR/examples/cluster-example.yaml"
+seed="$LATHE_SOURCE_DIR/examples/seed-lora-job.yaml"
+cluster="$LATHE_SOURCE_DIR/examples/cluster-example.yaml"
 
 out=$("$LATHE" validate "$seed" "$cluster" 2>"$tmp/err"); rc=$?
 check "valid files exit 0" $rc

@@ -1,5 +1,5 @@
 /* test_chat.c: the chat template families against strings derived by
- * reading the vendor Jinja templates in ../shared/tokenizers/chat-templates
+ * reading the vendor Jinja templates in tests/ref/tokenizers/chat-templates
  * (and one rendering from extra-lenml-js.json), the assistant spans, the
  * loss mask after tokenisation, and template detection. */
 #include <setjmp.h>
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOKDIR LATHE_SHARED_DIR "/tokenizers/"
+#define TOKDIR LATHE_SOURCE_DIR "/tests/ref/tokenizers/"
 
 static const chat_message CONV_A[] = {
     {"system", "You are a helpful assistant."},
@@ -311,8 +311,8 @@ static void test_for_tokenizer_and_mask(void **state)
     (void)state;
     diag_list d;
     diag_list_init(&d);
-    tok_tokenizer *qwen = tok_load(TOKDIR "qwen3", &d);
-    tok_tokenizer *llama = tok_load(TOKDIR "llama3", &d);
+    tok_tokenizer *qwen = tok_load(LATHE_SOURCE_DIR "/share/tokenizers/qwen3", &d);
+    tok_tokenizer *llama = tok_load(LATHE_SOURCE_DIR "/share/tokenizers/llama3", &d);
     assert_non_null(qwen);
     assert_non_null(llama);
     chat_template tq, tl, tf;

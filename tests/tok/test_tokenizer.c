@@ -1,6 +1,6 @@
 /* test_tokenizer.c: the byte-level BPE tokenizer against the real Qwen3
  * and Llama 3 tokenizer.json files: every Hugging Face test vector of
- * ../shared/tokenizers/testvectors (ids, token spellings, decoded text),
+ * tests/ref/tokenizers/testvectors (ids, token spellings, decoded text),
  * decode(encode(x)) == x on varied Unicode, offsets, the two merge loops,
  * special-token flags and the look-ups. */
 #include <setjmp.h>
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TV LATHE_SHARED_DIR "/tokenizers/testvectors/"
+#define TV LATHE_SOURCE_DIR "/tests/ref/tokenizers/testvectors/"
 
 typedef struct fixture {
     tok_tokenizer *qwen, *llama;
@@ -36,8 +36,8 @@ static tok_tokenizer *load_or_fail(const char *path)
 static int setup(void **state)
 {
     fixture *f = xcalloc(1, sizeof *f);
-    f->qwen = load_or_fail(LATHE_SHARED_DIR "/tokenizers/qwen3");
-    f->llama = load_or_fail(LATHE_SHARED_DIR "/tokenizers/llama3/tokenizer.json");
+    f->qwen = load_or_fail(LATHE_SOURCE_DIR "/share/tokenizers/qwen3");
+    f->llama = load_or_fail(LATHE_SOURCE_DIR "/share/tokenizers/llama3/tokenizer.json");
     *state = f;
     return f->qwen && f->llama ? 0 : -1;
 }
@@ -252,7 +252,7 @@ static void test_merge_loops_agree(void **state)
 {
     fixture *f = *state;
     size_t len;
-    char *text = read_file(LATHE_SHARED_DIR "/data/tinyshakespeare/input.txt", &len);
+    char *text = read_file(LATHE_SOURCE_DIR "/share/data/tinyshakespeare/input.txt", &len);
     const char *more[] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                           "antidisestablishmentarianismsupercalifragilisticexpialidocious",
                           "                                                             ",
@@ -293,7 +293,7 @@ static void test_fast_equals_textbook(void **state)
 {
     fixture *f = *state;
     size_t len;
-    char *play = read_file(LATHE_SHARED_DIR "/data/tinyshakespeare/input.txt", &len);
+    char *play = read_file(LATHE_SOURCE_DIR "/share/data/tinyshakespeare/input.txt", &len);
     sb text;
     sb_init(&text);
     sb_putn(&text, play, len > 150000 ? 150000 : len);

@@ -8,7 +8,7 @@ unset LATHE_SPEC BASE_MODEL_PATH DATASET_PATH LORA_RANK CHECKPOINT_DIR CHECKPOIN
 WORK=$(mktemp -d /tmp/lathe-cli-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-TEXT="$LATHE_SHARED_DIR/data/tinyshakespeare/input.txt"
+TEXT="$LATHE_SOURCE_DIR/share/data/tinyshakespeare/input.txt"
 
 for arch in llama mistral qwen2 qwen3; do
     "$LATHE" init-model "$WORK/$arch" --arch $arch --preset tiny --vocab 300 --seed 5 >"$WORK/init.out" \
@@ -63,7 +63,7 @@ grep -q '"torch_dtype": "bfloat16"' "$WORK/bf16/config.json" || fail "bf16 confi
 
 # JSONL data through the tokenizer and chat template, from a job YAML; exact
 # resume works with the data part's position too
-"$LATHE" init-model "$WORK/q3" --arch qwen3 --preset tiny --tokenizer "$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json" \
+"$LATHE" init-model "$WORK/q3" --arch qwen3 --preset tiny --tokenizer "$LATHE_SOURCE_DIR/share/tokenizers/qwen3/tokenizer.json" \
     >/dev/null || fail "init-model --tokenizer"
 [ -f "$WORK/q3/tokenizer.json" ] && [ -f "$WORK/q3/tokenizer_config.json" ] || fail "tokenizer files not copied"
 cat >"$WORK/job.yaml" <<YAML
@@ -80,7 +80,7 @@ spec:
     targetModules: [q_proj, v_proj]
     dropout: 0.1
   trainingData:
-    datasetPath: $LATHE_SHARED_DIR/data/self-instruct/seed_tasks.messages.jsonl
+    datasetPath: $LATHE_SOURCE_DIR/share/data/self-instruct/seed_tasks.messages.jsonl
     gradientAccumulation: 2
     evalSplit: 0.05
   hyperparams:
@@ -101,9 +101,9 @@ grep -q "eval set heldout:0.05" "$WORK/yaml.out" || fail "no eval set in the dat
 grep -q 'done step=4 .*best_eval_step=' "$WORK/yaml.out" || fail "no best eval loss on the done line"
 # an eval file instead (here the training file itself), from the command line
 "$LATHE" train "$WORK/job.yaml" --threads 2 --max-steps 1 --checkpoint-dir "$WORK/ck-evfile" \
-    --eval-data "$LATHE_SHARED_DIR/data/self-instruct/seed_tasks.messages.jsonl" >"$WORK/evfile.out" 2>&1 \
+    --eval-data "$LATHE_SOURCE_DIR/share/data/self-instruct/seed_tasks.messages.jsonl" >"$WORK/evfile.out" 2>&1 \
     || fail "train --eval-data: $(tail -3 "$WORK/evfile.out")"
-grep -q "eval set $LATHE_SHARED_DIR/data/self-instruct/seed_tasks.messages.jsonl: " "$WORK/evfile.out" \
+grep -q "eval set $LATHE_SOURCE_DIR/share/data/self-instruct/seed_tasks.messages.jsonl: " "$WORK/evfile.out" \
     || fail "--eval-data: no eval set line"
 grep -q '] step=1/1 .* eval_loss=.* eval_seqs=' "$WORK/evfile.out" || fail "--eval-data: no eval_loss"
 "$LATHE" train "$WORK/job.yaml" --eval-split 0.7 >"$WORK/evbad.out" 2>&1 && fail "--eval-split 0.7 accepted"

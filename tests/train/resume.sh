@@ -8,8 +8,8 @@
 set -u
 # the trainer contract's variables come from the test, not the caller
 unset LATHE_SPEC BASE_MODEL_PATH DATASET_PATH LORA_RANK CHECKPOINT_DIR CHECKPOINT_INTERVAL LATHE_THREADS
-MODEL="$LATHE_SHARED_DIR/models/llama2c-260K-plctlab/hf"
-TEXT="$LATHE_SHARED_DIR/data/tinyshakespeare/input.txt"
+MODEL="$LATHE_SOURCE_DIR/tests/ref/models/llama2c-260K-plctlab/hf"
+TEXT="$LATHE_SOURCE_DIR/share/data/tinyshakespeare/input.txt"
 WORK=$(mktemp -d /tmp/lathe-resume-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

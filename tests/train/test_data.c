@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SI LATHE_SHARED_DIR "/data/self-instruct/"
+#define SI LATHE_SOURCE_DIR "/share/data/self-instruct/"
 #define BAD LATHE_TEST_DATA "/tok/"
 
 typedef struct fixture {
@@ -30,8 +30,8 @@ static int setup(void **state)
     fixture *f = xcalloc(1, sizeof *f);
     diag_list d;
     diag_list_init(&d);
-    f->qwen = tok_load(LATHE_SHARED_DIR "/tokenizers/qwen3", &d);
-    f->llama = tok_load(LATHE_SHARED_DIR "/tokenizers/llama3", &d);
+    f->qwen = tok_load(LATHE_SOURCE_DIR "/share/tokenizers/qwen3", &d);
+    f->llama = tok_load(LATHE_SOURCE_DIR "/share/tokenizers/llama3", &d);
     bool ok = f->qwen && f->llama && chat_template_for_tokenizer(f->qwen, NULL, &f->tq, &d) &&
               chat_template_for_tokenizer(f->llama, "llama3.1", &f->tl, &d);
     if (!ok) diag_print_all(&d, stderr);

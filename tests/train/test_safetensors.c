@@ -88,7 +88,7 @@ static void test_reader_accepts(void **state)
 }
 
 /* The writer reproduces, byte for byte, the header PEFT wrote for a phi-1.5
- * r=4 q/v adapter (../shared/models/peft-reference-phi15-r4). */
+ * r=4 q/v adapter (tests/ref/models/peft-reference-phi15-r4). */
 static void test_writer_matches_peft_header(void **state)
 {
     (void)state;
@@ -108,7 +108,7 @@ static void test_writer_matches_peft_header(void **state)
     size_t len, rlen;
     unsigned char *bytes = st_writer_serialize(&w, &len);
     char err[256];
-    char *ref = file_read_all(LATHE_SHARED_DIR "/models/peft-reference-phi15-r4/"
+    char *ref = file_read_all(LATHE_SOURCE_DIR "/tests/ref/models/peft-reference-phi15-r4/"
                               "adapter_model.safetensors.header.json", 1 << 20, &rlen, err, sizeof err);
     assert_non_null(ref);
     assert_int_equal(rlen, 12592);

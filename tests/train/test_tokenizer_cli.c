@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #define LATHE LATHE_BINARY_DIR "/lathe"
-#define QWEN LATHE_SHARED_DIR "/tokenizers/qwen3"
-#define LLAMA LATHE_SHARED_DIR "/tokenizers/llama3"
+#define QWEN LATHE_SOURCE_DIR "/share/tokenizers/qwen3"
+#define LLAMA LATHE_SOURCE_DIR "/share/tokenizers/llama3"
 
 typedef struct run_result {
     int rc;
@@ -140,9 +140,9 @@ static void test_vectors_through_cli(void **state)
     (void)state;
     char err[256];
     size_t ilen, olen;
-    char *inp = file_read_all(LATHE_SHARED_DIR "/tokenizers/testvectors/ggml-vocab-qwen2.gguf.inp",
+    char *inp = file_read_all(LATHE_SOURCE_DIR "/tests/ref/tokenizers/testvectors/ggml-vocab-qwen2.gguf.inp",
                               1 << 20, &ilen, err, sizeof err);
-    char *outv = file_read_all(LATHE_SHARED_DIR "/tokenizers/testvectors/ggml-vocab-qwen2.gguf.out",
+    char *outv = file_read_all(LATHE_SOURCE_DIR "/tests/ref/tokenizers/testvectors/ggml-vocab-qwen2.gguf.out",
                                1 << 20, &olen, err, sizeof err);
     assert_non_null(inp);
     assert_non_null(outv);
@@ -183,7 +183,7 @@ static void test_data_and_errors(void **state)
     (void)state;
     run_result r;
     run((const char *[]){"lathe", "tokenize", "--tokenizer", QWEN, "--data",
-                         LATHE_SHARED_DIR "/data/self-instruct/seed_tasks.alpaca.jsonl", "--show", "0", NULL},
+                         LATHE_SOURCE_DIR "/share/data/self-instruct/seed_tasks.alpaca.jsonl", "--show", "0", NULL},
         NULL, &r);
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out.buf, "chat template: qwen3"));

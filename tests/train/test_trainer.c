@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#define GOLD LATHE_SHARED_DIR "/models/llama2c-260K-plctlab/hf"
+#define GOLD LATHE_SOURCE_DIR "/tests/ref/models/llama2c-260K-plctlab/hf"
 
 static char *write_text_file(const char *dir, const char *text, int repeats)
 {
@@ -112,7 +112,7 @@ static void test_loss_decreases_and_outputs(void **state)
     }
 
     /* adapter_config.json: exactly PEFT 0.18's keys */
-    json_t *ref = load_json(LATHE_SHARED_DIR "/models/peft-reference-phi15-r4", "adapter_config.json");
+    json_t *ref = load_json(LATHE_SOURCE_DIR "/tests/ref/models/peft-reference-phi15-r4", "adapter_config.json");
     json_t *cfg = load_json(fin, "adapter_config.json");
     assert_int_equal(json_object_size(cfg), json_object_size(ref));
     const char *key;

@@ -23,12 +23,10 @@ from .validate import Schemas
 
 
 def default_schema_dir():
-    shared = os.environ.get("LATHE_SHARED_DIR")
-    if shared:
-        return os.path.join(shared, "k8s-schemas", "v1.32.2-standalone-strict")
+    """The repository's copy of the official schemas (tests/ref/k8s-schemas)."""
     here = os.path.dirname(os.path.abspath(__file__))  # tests/k8s/double
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    return os.path.join(os.path.dirname(repo), "shared", "k8s-schemas", "v1.32.2-standalone-strict")
+    tests = os.path.dirname(os.path.dirname(here))
+    return os.path.join(tests, "ref", "k8s-schemas", "v1.32.2-standalone-strict")
 
 
 def write_atomic(path, text, mode=0o644):

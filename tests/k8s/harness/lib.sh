@@ -162,11 +162,11 @@ k8s_start() {
         { echo "FAIL: kubectl apply of the cluster's setup"; cat "$T/apply.log"; exit 1; }
     # a tiny model and the dataset, as the shared PVCs hold them
     local tok=()
-    [ -f "$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json" ] &&
-        tok=(--tokenizer "$LATHE_SHARED_DIR/tokenizers/qwen3/tokenizer.json")
+    [ -f "$LATHE_SOURCE_DIR/share/tokenizers/qwen3/tokenizer.json" ] &&
+        tok=(--tokenizer "$LATHE_SOURCE_DIR/share/tokenizers/qwen3/tokenizer.json")
     "$LATHE" init-model "$T/mnt/models/tiny" --preset tiny --arch qwen3 --init-std 0.125 "${tok[@]}" \
         > "$T/init-model.log" 2>&1 || { echo "FAIL: init-model"; cat "$T/init-model.log"; exit 1; }
-    cp "$LATHE_SHARED_DIR/data/self-instruct/seed_tasks.alpaca.jsonl" "$T/mnt/data/train.jsonl"
+    cp "$LATHE_SOURCE_DIR/share/data/self-instruct/seed_tasks.alpaca.jsonl" "$T/mnt/data/train.jsonl"
     for ns in team-a team-b; do
         mkdir -p "$T/kube/volumes/$ns/lathe-models" "$T/kube/volumes/$ns/lathe-data"
         cp -r "$T/mnt/models/tiny" "$T/kube/volumes/$ns/lathe-models/"
