@@ -8,6 +8,7 @@
 /* extern const cli_command cli_cmd_NAME; one line per command */
 extern const cli_command cli_cmd_train;
 extern const cli_command cli_cmd_init_model;
+extern const cli_command cli_cmd_init_tokenizer;
 extern const cli_command cli_cmd_generate;
 extern const cli_command cli_cmd_serve;
 extern const cli_command cli_cmd_tokenize;
@@ -34,6 +35,7 @@ const cli_command *const cli_commands[] = {
     /* &cli_cmd_NAME, one line per command */
     &cli_cmd_train,
     &cli_cmd_init_model,
+    &cli_cmd_init_tokenizer,
     &cli_cmd_generate,
     &cli_cmd_serve,
     &cli_cmd_tokenize,

@@ -37,7 +37,13 @@ static const struct {
     {0x74891e390e614ae2ull, CHAT_LLAMA3_EARLY, "meta-llama/Meta-Llama-3 (early upload)"},
     {0xcc0368e1ffb6b958ull, CHAT_LLAMA31, "meta-llama/Llama-3.1-8B-Instruct"},
     {0x368f4c34b8554414ull, CHAT_LLAMA32, "meta-llama/Llama-3.2-3B-Instruct"},
+    {0xa41d6bae9b9141bcull, CHAT_CHATML, "ChatML (CHAT_CHATML_JINJA)"},
 };
+
+const char CHAT_CHATML_JINJA[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+    "}}{% endif %}";
 
 const char *chat_family_name(chat_family f)
 {

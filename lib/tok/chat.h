@@ -80,6 +80,10 @@ const char *chat_family_name(chat_family f);
 /* Parses a family name as chat_family_name writes it. */
 bool chat_family_parse(const char *name, chat_family *out);
 
+/* The common ChatML Jinja template (no default system message), which
+ * the chatml family renders exactly; `lathe init-tokenizer` writes it. */
+extern const char CHAT_CHATML_JINJA[];
+
 /* Chooses the family of a Jinja chat template. bos_token may be NULL.
  * Returns false with a message in err for a template of no known family. */
 bool chat_template_detect(const char *jinja, const char *bos_token, chat_template *out, char *err,

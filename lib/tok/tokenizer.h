@@ -138,4 +138,53 @@ size_t tok_merges(const tok_tokenizer *t, int32_t *left, int32_t *right, size_t 
 /* The file the tokenizer was loaded from (for messages). */
 const char *tok_source(const tok_tokenizer *t);
 
+/* ---- Training (tok_train.c) ----
+ *
+ * A byte-level BPE tokenizer learned from text, for small models (tests,
+ * the demo): Qwen2's pre-tokenizer regex and ByteLevel mapping, no
+ * normaliser, ids 0..255 for the bytes, then one id per new token in the
+ * order learned, then the ChatML special tokens <|endoftext|>,
+ * <|im_start|>, <|im_end|>. Feed texts, then run: the most frequent pair
+ * of adjacent symbols is merged until the vocabulary is full. The same
+ * texts in the same order give the same file, byte for byte. */
+
+enum {
+    TOK_TRAIN_SPECIALS = 3,         /* <|endoftext|>, <|im_start|>, <|im_end|> */
+    TOK_TRAIN_MAX_VOCAB = 1 << 20,
+};
+
+typedef struct tok_trainer tok_trainer;
+
+typedef struct tok_train_options {
+    size_t vocab_size;      /* ids in all, 259 (bytes and specials) to TOK_TRAIN_MAX_VOCAB */
+    uint64_t min_frequency; /* a pair seen fewer times is never merged (0 = 1) */
+} tok_train_options;
+
+typedef struct tok_train_result {
+    size_t vocab;           /* ids in all (below vocab_size when it stopped early) */
+    size_t merges;          /* merges learned */
+    uint64_t bytes;         /* text fed */
+    uint64_t words;         /* pre-tokens in it */
+    size_t distinct_words;
+    bool stopped_early;     /* no pair was frequent enough to fill the vocabulary */
+} tok_train_result;
+
+tok_trainer *tok_trainer_new(void);
+void tok_trainer_free(tok_trainer *tr);
+
+/* Counts the pre-tokens of one text (a document: the pre-tokenizer sees it
+ * whole, as tok_encode would). Returns false with a message in err when
+ * the text is not valid UTF-8 (naming the byte). */
+bool tok_trainer_feed(tok_trainer *tr, const char *text, size_t len, char *err, size_t errsz);
+
+/* Learns the merges and returns the tokenizer.json text (caller frees), or
+ * NULL with a message in err (a vocabulary size out of range, no text). */
+char *tok_trainer_run(tok_trainer *tr, const tok_train_options *o, tok_train_result *res,
+                      char *err, size_t errsz);
+
+/* The tokenizer_config.json text for a trained tokenizer (caller frees):
+ * eos <|im_end|>, pad <|endoftext|>, no bos, and a ChatML chat template,
+ * which chat.h renders as its `chatml` family. */
+char *tok_train_config_json(void);
+
 #endif
