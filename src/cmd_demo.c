@@ -6,8 +6,11 @@
  *      GPUs whose work runs on the CPU, two teams with quotas, an urgent
  *      priority class), a server config, a LoRA experiment and an urgent job
  *      (templates: examples/demo/);
- *   2. a small model from `lathe init-model` (tiny preset, the Qwen3
- *      tokenizer of the data folder (share/) when present, else byte-level data);
+ *   2. the base model of the data folder (share/models/demo-base: a small
+ *      Qwen3-shaped model lathe pretrained on tinyshakespeare, with a
+ *      tokenizer learned by `lathe init-tokenizer`, scripts/make-demo-base.sh)
+ *      copied into the folder, and the eval file: the first tasks of the
+ *      Self-Instruct user-oriented evaluation set, never trained on;
  *   3. `lathe server` as a child process on a port the system chooses;
  *   4. the experiment (rank 8 / 16 / 32) submitted for team research: two
  *      GPUs of its quota plus one borrowed from team product;
@@ -16,7 +19,10 @@
  *   6. the trainer process of another job killed with SIGKILL: the server
  *      retries it from its newest checkpoint;
  *   7. live progress until every job ends, then a table per job (loss,
- *      steps, tokens/s, GPU-hours, cost, checkpoint, its story);
+ *      steps, tokens/s, GPU-hours, cost, checkpoint, its story), how each
+ *      rank's loss fell (from the server's progress history), and the
+ *      answers of the base model and of the best adapter to the eval
+ *      file's first instruction (`lathe generate`);
  *   8. the server stopped; the folder kept (or removed with --clean).
  *
  * The controller, scheduler and trainer do the work; the demo only submits,
@@ -42,29 +48,28 @@
 
 static const char demo_help[] =
     "usage: lathe demo [--dir DIR] [--clean] [--steps N] [--data-dir DIR] [--plain]\n"
-    "                  [--timeout D] [--byte-level] [--setup-only]\n"
+    "                  [--timeout D] [--setup-only]\n"
     "\n"
     "Runs lathe end to end on this machine, CPU only: a server with a virtual\n"
-    "cluster of 3 GPUs and two teams with quotas, a small model, a LoRA experiment\n"
-    "(ranks 8, 16, 32) on the shipped instruction data, an urgent job of the other\n"
-    "team that preempts one of them, and a trainer killed with SIGKILL that\n"
-    "resumes from its checkpoint. Shows progress live and ends with a table per\n"
-    "job. Everything stays in the folder (its path is printed) unless --clean.\n"
+    "cluster of 3 GPUs and two teams with quotas, a small pretrained model, a LoRA\n"
+    "experiment (ranks 8, 16, 32) on the shipped instruction data, an urgent job\n"
+    "of the other team that preempts one of them, and a trainer killed with\n"
+    "SIGKILL that resumes from its checkpoint. Shows progress live and ends with\n"
+    "a table per job, how each rank's loss fell, and the answers of the base\n"
+    "model and of the best adapter to an instruction none of them trained on.\n"
+    "Everything stays in the folder (its path is printed) unless --clean.\n"
     "\n"
     "options:\n"
     "  --dir DIR                work here (created; must be empty) instead of a\n"
     "                           new folder under $TMPDIR or /tmp\n"
     "  --clean                  remove the folder at the end\n"
-    "  --steps N                optimizer steps of each experiment job (default 120;\n"
-    "                           ten times that with byte-level data, whose steps\n"
-    "                           are about ten times cheaper)\n"
-    "  --data-dir DIR           the folder with data/ and tokenizers/ (default:\n"
+    "  --steps N                optimizer steps of each experiment job (default 120)\n"
+    "  --data-dir DIR           the folder with data/ and models/ (default:\n"
     "                           $LATHE_DATA_DIR, the share/ folder of the source\n"
     "                           tree lathe was built from, or share/ beside the\n"
     "                           binary's folder)\n"
     "  --plain                  plain lines even on a terminal\n"
     "  --timeout D              give up after D (default 10m)\n"
-    "  --byte-level             train on bytes even when the Qwen3 tokenizer is there\n"
     "  --setup-only             write the files and the model, print the commands\n"
     "                           that run the rest by hand, and stop\n"
     "  --write-templates DIR    write the demo's files as templates (examples/demo)\n"
@@ -124,9 +129,9 @@ static const char demo_server_yaml[] =
     "# it to data/server.addr), no token listed (the server makes an admin token\n"
     "# in data/admin-token), and short intervals so that a demo of a few minutes\n"
     "# shows scheduling, preemption and retries. The policy lets the teams' jobs\n"
-    "# read the demo's model (model/, next to this file) and its dataset, and run\n"
-    "# lathe itself as a trainer.command (the byte-level demo does); every trainer\n"
-    "# runs in the sandbox where this machine can make one (docs/security.md).\n"
+    "# read the demo's model (model/, next to this file), its dataset and its eval\n"
+    "# file; every trainer runs in the sandbox where this machine can make one\n"
+    "# (docs/security.md).\n"
     "apiVersion: lathe/v1\n"
     "kind: ServerConfig\n"
     "metadata:\n"
@@ -145,45 +150,45 @@ static const char demo_server_yaml[] =
     "  policy:\n"
     "    paths:\n"
     "      models: [model]\n"
-    "      data: [\"@DATA@\"]\n"
-    "      programs: [\"@LATHE@\"]\n"
+    "      data: [\"@DATA@\", \"@EVAL@\"]\n"
     "    sandbox:\n"
     "      mode: auto\n";
 
 /* The job settings both files share; @NAME@ are filled in by demo_fill. */
-#define DEMO_JOB_BODY                                                                           \
-    "      method: lora\n"                                                                      \
-    "      baseModel:\n"                                                                        \
-    "        path: @MODEL@\n"                                                                   \
-    "      lora:\n"                                                                             \
-    "        targetModules: [all-linear]\n"                                                     \
-    "      trainingData:\n"                                                                     \
-    "        datasetPath: @DATA@\n"                                                             \
-    "        evalSplit: 0.05\n"                                                                 \
-    "      hyperparams:\n"                                                                      \
-    "        maxSteps: @STEPS@\n"                                                               \
-    "        evalSteps: @CHECKPOINT_EVERY@\n"                                                   \
-    "        learningRate: 5e-3\n"                                                              \
-    "        warmupSteps: 5\n"                                                                  \
-    "        maxSeqLength: 128\n"                                                               \
-    "      checkpoint:\n"                                                                       \
-    "        intervalSteps: @CHECKPOINT_EVERY@\n"                                               \
-    "        keepLast: 2\n"                                                                     \
-    "      retryPolicy:\n"                                                                      \
-    "        maxRetries: 3\n"                                                                   \
-    "        backoffSeconds: 1\n"                                                               \
-    "        maxBackoffSeconds: 5\n"                                                            \
-    "      timeout:\n"                                                                          \
-    "        gracePeriod: 30s\n"                                                                \
-    "      trainer:\n"                                                                          \
-    "@TRAINER@\n"                                                                               \
-    "        env:\n"                                                                            \
+#define DEMO_JOB_BODY                                                                               \
+    "      method: lora\n"                                                                          \
+    "      baseModel:\n"                                                                            \
+    "        path: @MODEL@\n"                                                                       \
+    "      lora:\n"                                                                                 \
+    "        targetModules: [all-linear]\n"                                                         \
+    "      trainingData:\n"                                                                         \
+    "        datasetPath: @DATA@\n"                                                                 \
+    "        evalDatasetPath: @EVAL@\n"                                                             \
+    "        batchSize: 4\n"                                                                        \
+    "      hyperparams:\n"                                                                          \
+    "        maxSteps: @STEPS@\n"                                                                   \
+    "        evalSteps: @CHECKPOINT_EVERY@\n"                                                       \
+    "        learningRate: 1e-2\n"                                                                  \
+    "        warmupSteps: 5\n"                                                                      \
+    "        maxSeqLength: 256\n"                                                                   \
+    "      checkpoint:\n"                                                                           \
+    "        intervalSteps: @CHECKPOINT_EVERY@\n"                                                   \
+    "        keepLast: 2\n"                                                                         \
+    "      retryPolicy:\n"                                                                          \
+    "        maxRetries: 3\n"                                                                       \
+    "        backoffSeconds: 1\n"                                                                   \
+    "        maxBackoffSeconds: 5\n"                                                                \
+    "      timeout:\n"                                                                              \
+    "        gracePeriod: 30s\n"                                                                    \
+    "      trainer:\n"                                                                              \
+    "        env:\n"                                                                                \
     "          LATHE_THREADS: \"1\"\n"
 
 static const char demo_experiment_yaml[] =
     "# The demo's experiment: one LoRA job trained at ranks 8, 16 and 32 on the\n"
-    "# shipped instruction data, for team research. `lathe demo` fills in the\n"
-    "# @...@ values (the model it made, the data, the number of steps).\n"
+    "# shipped instruction data (the 175 Self-Instruct seed tasks), evaluated on\n"
+    "# tasks it never trains on, for team research. `lathe demo` fills in the\n"
+    "# @...@ values (the base model, the data, the eval file, the steps).\n"
     "apiVersion: lathe/v1\n"
     "kind: LoRAExperiment\n"
     "metadata:\n"
@@ -219,7 +224,6 @@ typedef struct demo_opts {
     const char *data_dir;
     bool plain;
     double timeout;
-    bool byte_level;
     bool setup_only;
     const char *templates_dir;
 } demo_opts;
@@ -235,7 +239,9 @@ typedef struct demo {
     char *dir;        /* absolute */
     char *lathe;      /* this binary */
     char *data;       /* the training data */
-    char *tokenizer;  /* NULL: byte-level */
+    char *base;       /* the base model folder of the data folder */
+    char *eval_src;   /* the evaluation set the eval file is cut from */
+    char *eval;       /* DIR/eval.jsonl */
     pid_t server;     /* 0 when not running */
     client *c;
     client_live live;
@@ -277,7 +283,11 @@ static char *demo_self(void)
 }
 
 #define DEMO_DATA_REL "data/self-instruct/seed_tasks.alpaca.jsonl"
-#define DEMO_TOKENIZER_REL "tokenizers/qwen3/tokenizer.json"
+#define DEMO_EVAL_REL "data/self-instruct/user_oriented_instructions.alpaca.jsonl"
+#define DEMO_BASE_REL "models/demo-base"
+/* The eval file: this many tasks from the start of the evaluation set, so
+ * that an evaluation takes a fraction of a second. */
+#define DEMO_EVAL_TASKS 32
 
 /* The data folder: the first candidate that holds the training data
  * (with --data-dir, only that one). */
@@ -307,7 +317,7 @@ static char *demo_find_data(const demo_opts *o, const char *self)
     return found;
 }
 
-/* Finds this binary, the data and the tokenizer. */
+/* Finds this binary, the data, the eval set and the base model. */
 static int demo_inputs(demo *d)
 {
     d->lathe = demo_self();
@@ -315,19 +325,27 @@ static int demo_inputs(demo *d)
         fprintf(stderr, "lathe demo: cannot find its own binary through /proc/self/exe\n");
         return LT_EXIT_IO;
     }
-    char *shared = demo_find_data(&d->o, d->lathe);
-    if (!shared) {
+    char *share = demo_find_data(&d->o, d->lathe);
+    if (!share) {
         fprintf(stderr, "lathe demo: cannot find its data (%s): give --data-dir DIR or set "
-                "LATHE_DATA_DIR to the folder that holds data/ and tokenizers/ (share/ of lathe's "
+                "LATHE_DATA_DIR to the folder that holds data/ and models/ (share/ of lathe's "
                 "source tree)\n", DEMO_DATA_REL);
         return LT_EXIT_IO;
     }
-    d->data = path_join(shared, DEMO_DATA_REL);
-    char *tok = path_join(shared, DEMO_TOKENIZER_REL);
-    if (!d->o.byte_level && file_exists(tok)) d->tokenizer = tok;
-    else free(tok);
-    free(shared);
-    return LT_EXIT_OK;
+    d->data = path_join(share, DEMO_DATA_REL);
+    d->eval_src = path_join(share, DEMO_EVAL_REL);
+    d->base = path_join(share, DEMO_BASE_REL);
+    char *cfg = path_join(d->base, "config.json");
+    int rc = LT_EXIT_OK;
+    const char *missing = !file_exists(d->eval_src) ? d->eval_src : !file_exists(cfg) ? cfg : NULL;
+    if (missing) {
+        fprintf(stderr, "lathe demo: %s is missing from the data folder %s (share/ of lathe's "
+                "source tree holds it)\n", missing, share);
+        rc = LT_EXIT_IO;
+    }
+    free(cfg);
+    free(share);
+    return rc;
 }
 
 /* Creates the working folder: --dir (new or empty) or a fresh temporary one. */
@@ -416,25 +434,15 @@ static char *demo_hotfix_template(void)
 }
 
 /* A job file filled in for this run (steps: its optimizer steps). */
-static char *demo_job_text(const demo *d, const char *tmpl, long steps, int indent)
+static char *demo_job_text(const demo *d, const char *tmpl, long steps)
 {
     char model[4200], st[32], every[32];
     snprintf(model, sizeof model, "%s/model", d->dir);
     snprintf(st, sizeof st, "%ld", steps);
     snprintf(every, sizeof every, "%ld", steps / 6 > 2 ? steps / 6 : 2);
-    /* byte-level data has no tokenizer: the built-in trainer reads the
-     * file as bytes (--text) through an explicit command */
-    char *trainer = d->tokenizer
-                        ? xstrdup("")
-                        : xasprintf("%*scommand: [\"%s\", train, --text, \"%s\", --seq-len, "
-                                    "\"128\", --max-steps, \"%ld\", --lr, \"5e-3\", --warmup, "
-                                    "\"5\", --targets, all-linear]",
-                                    indent, "", d->lathe, d->data, steps);
-    const char *keys[] = {"MODEL", "DATA", "STEPS", "CHECKPOINT_EVERY", "TRAINER"};
-    const char *vals[] = {model, d->data, st, every, trainer};
-    char *filled = demo_fill(tmpl, keys, vals, 5);
-    free(trainer);
-    return filled;
+    const char *keys[] = {"MODEL", "DATA", "EVAL", "STEPS", "CHECKPOINT_EVERY"};
+    const char *vals[] = {model, d->data, d->eval, st, every};
+    return demo_fill(tmpl, keys, vals, 5);
 }
 
 /* Writes text to DIR/name. */
@@ -453,18 +461,36 @@ static long demo_hotfix_steps(long steps)
     return steps * 2 / 3 > 10 ? steps * 2 / 3 : 10;
 }
 
-static int demo_write_files(const demo *d)
+/* DIR/eval.jsonl: the first DEMO_EVAL_TASKS lines of the evaluation set. */
+static int demo_write_eval(demo *d)
 {
+    char err[512];
+    size_t len;
+    char *text = file_read_all(d->eval_src, (size_t)64 << 20, &len, err, sizeof err);
+    if (!text) {
+        fprintf(stderr, "lathe demo: %s\n", err);
+        return LT_EXIT_IO;
+    }
+    size_t end = 0;
+    for (int lines = 0; end < len && lines < DEMO_EVAL_TASKS; end++) lines += text[end] == '\n';
+    text[end] = '\0';
+    d->eval = path_join(d->dir, "eval.jsonl");
+    int rc = demo_write(d->dir, "eval.jsonl", text);
+    free(text);
+    return rc;
+}
+
+static int demo_write_files(demo *d)
+{
+    int rc = demo_write_eval(d);
+    if (rc) return rc;
     char *hot_tmpl = demo_hotfix_template();
-    /* a byte-level step is about ten times cheaper (a vocabulary of 512,
-     * not 151,669): ten times the steps keep the story's timing */
-    long steps = d->tokenizer ? d->o.steps : 10 * d->o.steps;
-    char *exp = demo_job_text(d, demo_experiment_yaml, steps, 8);
-    char *hot = demo_job_text(d, hot_tmpl, demo_hotfix_steps(steps), 4);
-    const char *keys[] = {"DATA", "LATHE"};
-    const char *vals[] = {d->data, d->lathe};
+    char *exp = demo_job_text(d, demo_experiment_yaml, d->o.steps);
+    char *hot = demo_job_text(d, hot_tmpl, demo_hotfix_steps(d->o.steps));
+    const char *keys[] = {"DATA", "EVAL"};
+    const char *vals[] = {d->data, d->eval};
     char *server = demo_fill(demo_server_yaml, keys, vals, 2);
-    int rc = demo_write(d->dir, "cluster.yaml", demo_cluster_yaml);
+    rc = demo_write(d->dir, "cluster.yaml", demo_cluster_yaml);
     if (!rc) rc = demo_write(d->dir, "server.yaml", server);
     free(server);
     if (!rc) rc = demo_write(d->dir, "experiment.yaml", exp);
@@ -535,26 +561,34 @@ static void demo_print_tail(const char *path, int lines)
     free(text);
 }
 
-/* `lathe init-model DIR/model --preset tiny --arch qwen3 --init-std 0.125
- * [--tokenizer T]`. The weights' scale is 1/sqrt(dim) (dim 64), not
- * transformers' 0.02: the tied logits of a 64-wide random model then span
- * about 8 nats instead of 1.3, so its LoRA adapters can visibly lower the
- * loss in a demo's few steps. */
-static int demo_make_model(demo *d)
+/* DIR/model: a copy of the base model (weights, config and tokenizer), so
+ * that the folder holds everything its jobs read. */
+static int demo_copy_model(demo *d)
 {
-    char *model = path_join(d->dir, "model"), *log = path_join(d->dir, "init-model.log");
-    char *argv[] = {d->lathe, "init-model", model, "--preset", "tiny", "--arch", "qwen3",
-                    "--init-std", "0.125",
-                    d->tokenizer ? "--tokenizer" : NULL, d->tokenizer, NULL};
-    pid_t pid = demo_spawn(argv, log);
-    int st = pid > 0 ? demo_wait_child(pid, 300) : -1;
-    if (st != 0) {
-        fprintf(stderr, "lathe demo: `lathe init-model` failed (status %d)\n", st);
-        demo_print_tail(log, 10);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                        "tokenizer_config.json"};
+    char *model = path_join(d->dir, "model");
+    int rc = mkdir(model, 0755) == 0 || errno == EEXIST ? LT_EXIT_OK : LT_EXIT_IO;
+    if (rc) fprintf(stderr, "lathe demo: cannot create %s: %s\n", model, strerror(errno));
+    for (size_t i = 0; i < sizeof files / sizeof files[0] && !rc; i++) {
+        char *from = path_join(d->base, files[i]), err[512];
+        size_t len;
+        char *bytes = file_read_all(from, (size_t)1 << 30, &len, err, sizeof err);
+        if (!bytes) {
+            fprintf(stderr, "lathe demo: %s\n", err);
+            rc = LT_EXIT_IO;
+        } else {
+            char *to = path_join(model, files[i]);
+            int e = file_write_atomic(to, bytes, len);
+            if (e) fprintf(stderr, "lathe demo: cannot write %s: %s\n", to, strerror(e));
+            rc = e ? LT_EXIT_IO : LT_EXIT_OK;
+            free(to);
+        }
+        free(bytes);
+        free(from);
     }
     free(model);
-    free(log);
-    return st == 0 ? LT_EXIT_OK : LT_EXIT_IO;
+    return rc;
 }
 
 /* ---- the server ---- */
@@ -1104,8 +1138,8 @@ static void demo_summary_story(demo *d, const json_t *j, sb *stories, sb *adapte
 }
 
 /* The experiment's comparison: its job with the lowest eval loss (on the
- * held-out share each job keeps), where that job's final adapter is. */
-static void demo_best_eval(const json_t *items)
+ * eval file, which no job trains on), or NULL. */
+static const json_t *demo_best_eval(const json_t *items)
 {
     const json_t *best = NULL, *j;
     size_t i;
@@ -1115,11 +1149,203 @@ static void demo_best_eval(const json_t *items)
         if (!client_str(j, "experiment") || !isfinite(v)) continue;
         if (!best || v < client_num(json_object_get(best, "eval"), "best_loss", NAN)) best = j;
     }
-    if (!best) return;
+    if (!best) return NULL;
     const json_t *ev = json_object_get(best, "eval");
     printf("\nBest eval loss of experiment %s: %s, %.4f at step %lld (latest %.4f at step %lld)\n",
            client_str(best, "experiment"), client_str(best, "name"), client_num(ev, "best_loss", NAN),
            client_int(ev, "best_step", -1), client_num(ev, "loss", NAN), client_int(ev, "step", -1));
+    return best;
+}
+
+/* ---- what the experiment learned ---- */
+
+/* The steps averaged at each end of a loss curve (one step's loss is that
+ * of its few sequences, so it jumps). */
+#define DEMO_CURVE_ENDS 10
+
+/* A job's loss curve, from the server's progress history. */
+typedef struct demo_curve {
+    double first_train, last_train; /* mean loss of the first / last DEMO_CURVE_ENDS steps */
+    double first_eval, best_eval;   /* at the first evaluation / the lowest */
+    long long first_eval_step, best_eval_step;
+} demo_curve;
+
+/* Fills c from GET /v1/jobs/NAME/progress. A resumed attempt reports again
+ * the steps after its checkpoint: the last report of a step counts. */
+static bool demo_curve_of(demo *d, const json_t *job, demo_curve *c)
+{
+    long long steps = client_int(json_object_get(job, "progress"), "step", 0);
+    if (steps < 2 * DEMO_CURVE_ENDS) return false;
+    json_t *out = NULL;
+    client_error err;
+    client_error_init(&err);
+    int rc = client_job_progress(d->c, client_str(job, "name"), client_str(job, "team"), 0, &out,
+                                 &err);
+    client_error_free(&err);
+    if (rc) return false;
+    double *loss = xmalloc((size_t)(steps + 1) * sizeof *loss);
+    double *eval = xmalloc((size_t)(steps + 1) * sizeof *eval);
+    for (long long k = 0; k <= steps; k++) loss[k] = eval[k] = NAN;
+    size_t i;
+    const json_t *p;
+    json_array_foreach(json_object_get(out, "items"), i, p) {
+        long long k = client_int(p, "step", -1);
+        if (k < 1 || k > steps) continue;
+        if (isfinite(client_num(p, "loss", NAN))) loss[k] = client_num(p, "loss", NAN);
+        if (isfinite(client_num(p, "eval_loss", NAN))) eval[k] = client_num(p, "eval_loss", NAN);
+    }
+    json_decref(out);
+    double a = 0, b = 0;
+    int na = 0, nb = 0;
+    *c = (demo_curve){.first_eval = NAN, .best_eval = NAN};
+    for (long long k = 1; k <= DEMO_CURVE_ENDS; k++)
+        if (isfinite(loss[k])) a += loss[k], na++;
+    for (long long k = steps - DEMO_CURVE_ENDS + 1; k <= steps; k++)
+        if (isfinite(loss[k])) b += loss[k], nb++;
+    c->first_train = na ? a / na : NAN;
+    c->last_train = nb ? b / nb : NAN;
+    for (long long k = 1; k <= steps; k++) {
+        if (!isfinite(eval[k])) continue;
+        if (!isfinite(c->first_eval)) c->first_eval = eval[k], c->first_eval_step = k;
+        if (!isfinite(c->best_eval) || eval[k] < c->best_eval) c->best_eval = eval[k], c->best_eval_step = k;
+    }
+    free(loss);
+    free(eval);
+    return isfinite(c->first_train) && isfinite(c->last_train);
+}
+
+/* Per experiment job: its rank, how its training loss fell and how its
+ * eval loss fell; then which rank learned most in the same steps. */
+static void demo_learning(demo *d, const json_t *items, const json_t *best)
+{
+    client_table t;
+    client_table_init(&t, 4, "JOB", "RANK", "TRAIN LOSS (FIRST -> LAST 10 STEPS)",
+                      "EVAL LOSS (FIRST -> BEST)");
+    size_t i, rows = 0;
+    const json_t *j;
+    demo_curve bc = {0};
+    json_array_foreach(items, i, j) {
+        demo_curve c;
+        if (!client_str(j, "experiment") || !demo_curve_of(d, j, &c)) continue;
+        const json_t *spec = json_object_get(j, "spec"); /* the resolved document */
+        if (json_object_get(spec, "spec")) spec = json_object_get(spec, "spec");
+        const json_t *lora = json_object_get(spec, "lora");
+        char rank[16], train[64], ev[64] = "-";
+        snprintf(rank, sizeof rank, "%lld", client_int(lora, "rank", 0));
+        snprintf(train, sizeof train, "%.3f -> %.3f", c.first_train, c.last_train);
+        if (isfinite(c.first_eval))
+            snprintf(ev, sizeof ev, "%.3f@%lld -> %.3f@%lld", c.first_eval, c.first_eval_step,
+                     c.best_eval, c.best_eval_step);
+        client_table_row(&t, client_str(j, "name"), rank, train, ev);
+        if (j == best) bc = c;
+        rows++;
+    }
+    if (rows) {
+        printf("\nHow each rank learned (mean loss per answer token; eval: the %d tasks of "
+               "eval.jsonl, never trained on):\n", DEMO_EVAL_TASKS);
+        client_table_print(&t, stdout);
+        if (best && isfinite(bc.first_eval))
+            printf("Learned most in the same steps: %s (eval loss %.3f -> %.3f, training loss "
+                   "%.3f -> %.3f)\n", client_str(best, "name"), bc.first_eval, bc.best_eval,
+                   bc.first_train, bc.last_train);
+    }
+    client_table_free(&t);
+}
+
+/* The prompt the comparison asks: the eval file's first task without an
+ * input and shorter than 100 bytes (else its first task). Caller frees. */
+static char *demo_eval_prompt(const demo *d)
+{
+    char err[256];
+    size_t len;
+    char *text = file_read_all(d->eval, (size_t)16 << 20, &len, err, sizeof err);
+    char *found = NULL, *first = NULL;
+    for (char *line = text, *nl; line && *line && !found; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        json_t *r = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
+        const char *ins = client_str(r, "instruction"), *in = client_str(r, "input");
+        if (ins && !first) first = xstrdup(ins);
+        if (ins && (!in || !*in) && strlen(ins) < 100) found = xstrdup(ins);
+        json_decref(r);
+    }
+    free(text);
+    if (found) free(first);
+    return found ? found : first;
+}
+
+/* `lathe generate --model DIR/model [--adapter A] --chat --prompt P`: its
+ * answer (NULL when it failed), the newline it ends with removed. */
+static char *demo_generate(demo *d, const char *adapter, const char *prompt)
+{
+    char *model = path_join(d->dir, "model"), *log = path_join(d->dir, "generate.log");
+    unlink(log);
+    char *argv[] = {d->lathe, "generate", "--model", model, "--chat", "--prompt", (char *)prompt,
+                    "--max-new", "48", "--threads", "1", adapter ? "--adapter" : NULL,
+                    (char *)adapter, NULL};
+    pid_t pid = demo_spawn(argv, log);
+    int st = pid > 0 ? demo_wait_child(pid, 120) : -1;
+    char err[256];
+    size_t len;
+    char *out = st == 0 ? file_read_all(log, (size_t)1 << 20, &len, err, sizeof err) : NULL;
+    if (st != 0) {
+        fprintf(stderr, "lathe demo: `lathe generate` failed (status %d)\n", st);
+        demo_print_tail(log, 5);
+    }
+    if (out && len && out[len - 1] == '\n') out[len - 1] = '\0';
+    free(model);
+    free(log);
+    return out;
+}
+
+/* One answer as a table cell: one line, newlines shown as "\n", at most
+ * 110 bytes (whole UTF-8 characters). */
+static void demo_answer_cell(char *out, size_t outsz, const char *text)
+{
+    size_t o = 0;
+    for (const char *p = text ? text : "(failed)"; *p && o + 8 < outsz && o < 110; p++) {
+        if (*p == '\n') {
+            out[o++] = '\\';
+            out[o++] = 'n';
+        } else if (*p != '\r' && *p != '\t') {
+            out[o++] = *p;
+        }
+    }
+    while (o > 0 && ((unsigned char)out[o - 1] & 0xC0) == 0x80) o--; /* a cut character */
+    if (o > 0 && (unsigned char)out[o - 1] >= 0xC0) o--;
+    out[o] = '\0';
+    if (text && strlen(text) > o) snprintf(out + o, outsz - o, "...");
+}
+
+/* The base model and the best adapter answer the same eval instruction. */
+static void demo_answers(demo *d, const json_t *best)
+{
+    const json_t *ev = json_object_get(best, "eval");
+    const char *adapter = client_str(ev, "best_checkpoint");
+    if (!adapter || !dir_exists(adapter)) adapter = client_str(best, "adapter");
+    char *prompt = demo_eval_prompt(d);
+    if (!adapter || !prompt) {
+        free(prompt);
+        return;
+    }
+    char *base = demo_generate(d, NULL, prompt), *tuned = demo_generate(d, adapter, prompt);
+    char who[96], a[160], b[160];
+    snprintf(who, sizeof who, "+ %s (step %lld)", client_str(best, "name"),
+             client_int(ev, "best_step", -1));
+    demo_answer_cell(a, sizeof a, base);
+    demo_answer_cell(b, sizeof b, tuned);
+    printf("\nThe eval file's instruction \"%s\", answered by `lathe generate --chat` (greedy, "
+           "48 tokens):\n", prompt);
+    client_table t;
+    client_table_init(&t, 2, "MODEL", "ANSWER");
+    client_table_row(&t, "base model", a);
+    client_table_row(&t, who, b);
+    client_table_print(&t, stdout);
+    if (base && tuned && !strcmp(base, tuned))
+        printf("note: the adapter answers as the base model does (try more --steps)\n");
+    client_table_free(&t);
+    free(base);
+    free(tuned);
+    free(prompt);
 }
 
 /* The table per job, then each job's story and its adapter. */
@@ -1140,7 +1366,9 @@ static void demo_summary(demo *d, const json_t *items)
     printf("\n");
     client_table_print(&t, stdout);
     printf("\nHow each job got its GPUs:\n%s", sb_str(&stories));
-    demo_best_eval(items);
+    const json_t *best = demo_best_eval(items);
+    demo_learning(d, items, best);
+    if (best) demo_answers(d, best);
     if (adapters.len && !d->o.clean)
         printf("\nFinal adapters (PEFT format; try `lathe generate --model %s/model --adapter "
                "DIR --prompt ...`):\n%s", d->dir, sb_str(&adapters));
@@ -1246,11 +1474,15 @@ static int demo_setup(demo *d)
     if (!rc) rc = demo_make_dir(d);
     if (rc) return rc;
     printf("lathe demo: working in %s\n", d->dir);
-    printf("  data: %s\n  model: tiny Qwen3-shaped, %s\n", d->data,
-           d->tokenizer ? "with the Qwen3 tokenizer" : "byte-level (no tokenizer found)");
+    printf("  data: %s\n", d->data);
     fflush(stdout);
     rc = demo_write_files(d);
-    if (!rc) rc = demo_make_model(d);
+    if (!rc) rc = demo_copy_model(d);
+    if (!rc)
+        printf("  eval: %s/eval.jsonl (the first %d tasks of %s, never trained on)\n"
+               "  base model: %s/model, copied from %s (a small Qwen3-shaped model lathe\n"
+               "              pretrained on tinyshakespeare: scripts/make-demo-base.sh)\n",
+               d->dir, DEMO_EVAL_TASKS, d->eval_src, d->dir, d->base);
     return rc;
 }
 
@@ -1263,7 +1495,7 @@ static int demo_play(demo *d)
            d->dir);
     d->t0 = client_now();
     demo_say(d, "-> team research submits experiment demo-lora: LoRA ranks 8, 16, 32, %ld steps "
-                "each", d->tokenizer ? d->o.steps : 10 * d->o.steps);
+                "each", d->o.steps);
     rc = demo_submit(d, "experiment.yaml");
     if (!rc) rc = demo_watch(d);
     json_t *items = NULL;
@@ -1299,7 +1531,9 @@ static void demo_free(demo *d)
     free(d->dir);
     free(d->lathe);
     free(d->data);
-    free(d->tokenizer);
+    free(d->base);
+    free(d->eval_src);
+    free(d->eval);
 }
 
 static int demo_parse(int argc, char **argv, demo_opts *o)
@@ -1322,7 +1556,6 @@ static int demo_parse(int argc, char **argv, demo_opts *o)
                 return cli_usage_error("demo", "--timeout takes a duration such as 10m");
         } else if (!strcmp(a, "--clean")) o->clean = true;
         else if (!strcmp(a, "--plain")) o->plain = true;
-        else if (!strcmp(a, "--byte-level")) o->byte_level = true;
         else if (!strcmp(a, "--setup-only")) o->setup_only = true;
         else return cli_usage_error("demo", "unknown argument '%s'", a);
         if (takes) i++;
