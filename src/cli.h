@@ -21,6 +21,9 @@ extern const cli_command *const cli_commands[];
 const cli_command *cli_find(const char *name);
 /* Prints "lathe CMD: message" on stderr and returns LT_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A decimal integer (strtol's syntax) that is the whole of s, fits a long
+ * and lies in [lo, hi]; false otherwise, *out untouched. */
+bool cli_parse_long(const char *s, long lo, long hi, long *out);
 /* Parses "-o FORMAT" values; returns false for an unknown format. */
 typedef enum { CLI_OUT_TEXT, CLI_OUT_JSON, CLI_OUT_WIDE, CLI_OUT_YAML } cli_output;
 bool cli_parse_output(const char *s, cli_output *out);

@@ -12,16 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool im_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 static bool im_arch(const char *s, tr_arch *a)
 {
     static const char *const names[] = {"llama", "mistral", "qwen2", "qwen3"};
@@ -108,7 +98,7 @@ static int init_model_run(int argc, char **argv)
         int k;
         for (k = 0; k < 7 && strcmp(o, dim_opts[k]); k++) {}
         if (k < 7) {
-            if (!im_long(val, 1, 1 << 22, &dims[k]))
+            if (!cli_parse_long(val, 1, 1 << 22, &dims[k]))
                 return cli_usage_error("init-model", "%s %s: expected a positive integer", o, val);
         } else if (!strcmp(o, "--preset")) {
             preset = val;
@@ -119,7 +109,7 @@ static int init_model_run(int argc, char **argv)
             if (!im_dtype(val, &dtype))
                 return cli_usage_error("init-model", "--dtype %s: expected f32, bf16 or f16", val);
         } else if (!strcmp(o, "--seed")) {
-            if (!im_long(val, 0, 0x7fffffffffffffffL, &seed))
+            if (!cli_parse_long(val, 0, 0x7fffffffffffffffL, &seed))
                 return cli_usage_error("init-model", "--seed %s: expected a non-negative integer", val);
         } else if (!strcmp(o, "--tokenizer")) {
             tok = val;

@@ -132,16 +132,6 @@ static int it_read(const char *path, it_texts *out)
     return rc;
 }
 
-static bool it_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 /* Bytes per token of the written tokenizer on the texts (which also shows
  * that the file loads). Returns 0 when it does not load or encode. */
 static double it_bytes_per_token(const char *dir, const it_texts *t)
@@ -237,7 +227,7 @@ static int init_tokenizer_run(int argc, char **argv)
         if (!strcmp(a, "--vocab") || !strcmp(a, "--min-frequency")) {
             bool vocab = !strcmp(a, "--vocab");
             if (i + 1 >= argc) rc = cli_usage_error("init-tokenizer", "%s needs a value", a);
-            else if (!it_long(argv[++i], vocab ? 256 + TOK_TRAIN_SPECIALS : 1,
+            else if (!cli_parse_long(argv[++i], vocab ? 256 + TOK_TRAIN_SPECIALS : 1,
                               vocab ? TOK_TRAIN_MAX_VOCAB : 1000000000L, &v))
                 rc = cli_usage_error("init-tokenizer", "%s %s: expected %s", a, argv[i],
                                      vocab ? "a number from 259 to 1048576"

@@ -58,16 +58,6 @@ static const char TK_HELP[] =
     "  printf '\"a\"\\n\"b c\"\\n' | lathe tokenize --tokenizer models/qwen --jsonl\n"
     "  lathe tokenize --tokenizer models/qwen --data train.jsonl --show 0\n";
 
-static bool tk_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 static int tk_parse(tk_args *a, int argc, char **argv)
 {
     static const struct {
@@ -104,10 +94,10 @@ static int tk_parse(tk_args *a, int argc, char **argv)
         else if (!strcmp(o, "--format")) a->format = v;
         else if (!strcmp(o, "--chat-template")) a->chat_template = v;
         else if (!strcmp(o, "--max-seq-len")) {
-            if (!tk_long(v, 1, 1L << 24, &a->max_seq_len))
+            if (!cli_parse_long(v, 1, 1L << 24, &a->max_seq_len))
                 return cli_usage_error("tokenize", "--max-seq-len %s: expected a whole number from 1 to %ld", v, 1L << 24);
         } else if (!strcmp(o, "--show")) {
-            if (!tk_long(v, 0, 1L << 40, &a->show))
+            if (!cli_parse_long(v, 0, 1L << 40, &a->show))
                 return cli_usage_error("tokenize", "--show %s: expected a sequence index (0, 1, ...)", v);
         } else return cli_usage_error("tokenize", "unknown option %s", o);
     }

@@ -40,16 +40,6 @@ typedef struct train_args {
     tr_eval_set eval_set;
 } train_args;
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 static bool parse_double(const char *s, double lo, double hi, double *out)
 {
     char *end;
@@ -73,17 +63,17 @@ static int apply_env(train_args *a)
     }
     if ((v = getenv("CHECKPOINT_DIR")) && *v) a->o.checkpoint_dir = v;
     if ((v = getenv("LORA_RANK")) && *v) {
-        if (!parse_long(v, 1, 4096, &n))
+        if (!cli_parse_long(v, 1, 4096, &n))
             return cli_usage_error("train", "LORA_RANK=%s: expected an integer 1..4096", v);
         a->o.model.lora.rank = (int)n;
     }
     if ((v = getenv("CHECKPOINT_INTERVAL")) && *v) {
-        if (!parse_long(v, 0, 100000000, &n))
+        if (!cli_parse_long(v, 0, 100000000, &n))
             return cli_usage_error("train", "CHECKPOINT_INTERVAL=%s: expected a number of steps", v);
         a->o.checkpoint_interval = (int)n;
     }
     if ((v = getenv("LATHE_THREADS")) && *v) {
-        if (!parse_long(v, 1, 1024, &n))
+        if (!cli_parse_long(v, 1, 1024, &n))
             return cli_usage_error("train", "LATHE_THREADS=%s: expected 1..1024", v);
         a->o.threads = (int)n;
     }
@@ -97,7 +87,7 @@ static int apply_option(train_args *a, const char *opt, const char *val)
     double d;
     char err[256];
     tr_train_opts *o = &a->o;
-#define NEED_LONG(lo, hi) if (!parse_long(val, lo, hi, &n)) \
+#define NEED_LONG(lo, hi) if (!cli_parse_long(val, lo, hi, &n)) \
         return cli_usage_error("train", "%s %s: expected an integer %ld..%ld", opt, val, (long)(lo), (long)(hi))
 #define NEED_DOUBLE(lo, hi) if (!parse_double(val, lo, hi, &d)) \
         return cli_usage_error("train", "%s %s: expected a number in [%g, %g]", opt, val, (double)(lo), (double)(hi))
@@ -146,7 +136,7 @@ static int apply_option(train_args *a, const char *opt, const char *val)
         long step, phase;
         char *colon = strchr(val, ':');
         char *s = colon ? xstrndup(val, (size_t)(colon - val)) : NULL;
-        bool ok = s && parse_long(s, 1, 1000000000, &step) && parse_long(colon + 1, 1, 3, &phase);
+        bool ok = s && cli_parse_long(s, 1, 1000000000, &step) && cli_parse_long(colon + 1, 1, 3, &phase);
         free(s);
         if (!ok) return cli_usage_error("train", "--fault-kill %s: expected STEP:1, STEP:2 or STEP:3", val);
         o->fault_step = step;

@@ -4,6 +4,7 @@
 
 #include "base/base.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,16 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "\n(see `lathe help %s`)\n", cmd);
     va_end(ap);
     return LT_EXIT_USAGE;
+}
+
+bool cli_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
 }
 
 bool cli_parse_output(const char *s, cli_output *out)
