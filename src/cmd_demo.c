@@ -155,33 +155,33 @@ static const char demo_server_yaml[] =
     "      mode: auto\n";
 
 /* The job settings both files share; @NAME@ are filled in by demo_fill. */
-#define DEMO_JOB_BODY                                                                               \
-    "      method: lora\n"                                                                          \
-    "      baseModel:\n"                                                                            \
-    "        path: @MODEL@\n"                                                                       \
-    "      lora:\n"                                                                                 \
-    "        targetModules: [all-linear]\n"                                                         \
-    "      trainingData:\n"                                                                         \
-    "        datasetPath: @DATA@\n"                                                                 \
-    "        evalDatasetPath: @EVAL@\n"                                                             \
-    "        batchSize: 4\n"                                                                        \
-    "      hyperparams:\n"                                                                          \
-    "        maxSteps: @STEPS@\n"                                                                   \
-    "        evalSteps: @CHECKPOINT_EVERY@\n"                                                       \
-    "        learningRate: 1e-2\n"                                                                  \
-    "        warmupSteps: 5\n"                                                                      \
-    "        maxSeqLength: 256\n"                                                                   \
-    "      checkpoint:\n"                                                                           \
-    "        intervalSteps: @CHECKPOINT_EVERY@\n"                                                   \
-    "        keepLast: 2\n"                                                                         \
-    "      retryPolicy:\n"                                                                          \
-    "        maxRetries: 3\n"                                                                       \
-    "        backoffSeconds: 1\n"                                                                   \
-    "        maxBackoffSeconds: 5\n"                                                                \
-    "      timeout:\n"                                                                              \
-    "        gracePeriod: 30s\n"                                                                    \
-    "      trainer:\n"                                                                              \
-    "        env:\n"                                                                                \
+#define DEMO_JOB_BODY                                                                           \
+    "      method: lora\n"                                                                      \
+    "      baseModel:\n"                                                                        \
+    "        path: @MODEL@\n"                                                                   \
+    "      lora:\n"                                                                             \
+    "        targetModules: [all-linear]\n"                                                     \
+    "      trainingData:\n"                                                                     \
+    "        datasetPath: @DATA@\n"                                                             \
+    "        evalDatasetPath: @EVAL@\n"                                                         \
+    "        batchSize: 4\n"                                                                    \
+    "      hyperparams:\n"                                                                      \
+    "        maxSteps: @STEPS@\n"                                                               \
+    "        evalSteps: @CHECKPOINT_EVERY@\n"                                                   \
+    "        learningRate: 1e-2\n"                                                              \
+    "        warmupSteps: 5\n"                                                                  \
+    "        maxSeqLength: 256\n"                                                               \
+    "      checkpoint:\n"                                                                       \
+    "        intervalSteps: @CHECKPOINT_EVERY@\n"                                               \
+    "        keepLast: 2\n"                                                                     \
+    "      retryPolicy:\n"                                                                      \
+    "        maxRetries: 3\n"                                                                   \
+    "        backoffSeconds: 1\n"                                                               \
+    "        maxBackoffSeconds: 5\n"                                                            \
+    "      timeout:\n"                                                                          \
+    "        gracePeriod: 30s\n"                                                                \
+    "      trainer:\n"                                                                          \
+    "        env:\n"                                                                            \
     "          LATHE_THREADS: \"1\"\n"
 
 static const char demo_experiment_yaml[] =
