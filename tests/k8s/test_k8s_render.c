@@ -129,8 +129,11 @@ static void assert_valid(const json_t *obj)
     char *tool = xasprintf("%s/tools/validate-k8s", LATHE_SHARED_DIR);
     if (!file_exists(tool) || !file_exists("/usr/bin/python3")) {
         if (!said)
-            fprintf(stderr, "SKIP: the validate-k8s checks (%s or /usr/bin/python3 not found; give "
-                    "-DLATHE_SHARED_DIR=DIR, the folder that holds tools/validate-k8s)\n", tool);
+            fprintf(stderr, "SKIP: the validate-k8s checks (%s; give -DLATHE_SHARED_DIR=DIR, the "
+                    "folder that holds tools/validate-k8s)\n",
+                    !*LATHE_SHARED_DIR ? "LATHE_SHARED_DIR is not set"
+                    : file_exists("/usr/bin/python3") ? "tools/validate-k8s is not there"
+                                                      : "no /usr/bin/python3");
         said = true;
         free(tool);
         return;

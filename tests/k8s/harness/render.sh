@@ -27,8 +27,8 @@ VALIDATE=${LATHE_SHARED_DIR:+$LATHE_SHARED_DIR/tools/validate-k8s}
 have_validate() {
     [ -n "$VALIDATE" ] && [ -f "$VALIDATE" ] && return 0
     [ -n "${validate_said:-}" ] ||
-        echo "SKIP: the validate-k8s checks (${VALIDATE:-LATHE_SHARED_DIR is not set, no tools/validate-k8s}" \
-             "is not there; give -DLATHE_SHARED_DIR=DIR, the folder that holds tools/validate-k8s)"
+        echo "SKIP: the validate-k8s checks (${VALIDATE:+$VALIDATE is not there}${VALIDATE:-LATHE_SHARED_DIR is not set};" \
+             "give -DLATHE_SHARED_DIR=DIR, the folder that holds tools/validate-k8s)"
     validate_said=1
     return 1
 }
