@@ -18,7 +18,8 @@
  *      research's jobs (it checkpoints, returns to the queue, resumes later);
  *   6. the trainer process of another job killed with SIGKILL: the server
  *      retries it from its newest checkpoint;
- *   7. live progress until every job ends, then a table per job (loss,
+ *   7. live progress (and each job's eval loss as it falls) until every job
+ *      ends, then a table per job (loss,
  *      steps, tokens/s, GPU-hours, cost, checkpoint, its story), how each
  *      rank's loss fell (from the server's progress history), and the
  *      answers of the base model and of the best adapter to the eval
@@ -232,6 +233,8 @@ typedef struct demo_opts {
 typedef struct demo_job {
     char *name;
     size_t events_seen;
+    long long eval_step;  /* the newest evaluation shown (0: none yet) */
+    double eval_first;    /* the loss of the first one */
 } demo_job;
 
 typedef struct demo {
@@ -809,6 +812,8 @@ static demo_job *demo_slot(demo *d, const char *name)
     demo_job *j = &d->jobs[d->n_jobs++];
     j->name = xstrdup(name);
     j->events_seen = 0;
+    j->eval_step = 0;
+    j->eval_first = NAN;
     return j;
 }
 
@@ -820,6 +825,24 @@ static bool demo_event_shown(const char *type)
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
         if (type && !strcmp(type, hidden[i])) return false;
     return type != NULL;
+}
+
+/* A line when a job reports a new evaluation: the eval loss on the eval
+ * file, and how far it fell since the job's first one. */
+static void demo_eval_line(demo *d, demo_job *slot, const json_t *job)
+{
+    const json_t *ev = json_object_get(job, "eval");
+    long long step = client_int(ev, "step", 0);
+    double loss = client_num(ev, "loss", NAN);
+    if (step <= slot->eval_step || !isfinite(loss)) return;
+    if (!isfinite(slot->eval_first)) {
+        slot->eval_first = loss;
+        demo_say(d, "%s: eval loss %.3f at step %lld", slot->name, loss, step);
+    } else {
+        demo_say(d, "%s: eval loss %.3f at step %lld (%+.3f since its first evaluation)",
+                 slot->name, loss, step, loss - slot->eval_first);
+    }
+    slot->eval_step = step;
 }
 
 /* Prints the events of every job that arrived since the last look. */
@@ -848,6 +871,7 @@ static void demo_events(demo *d, const json_t *items)
         }
         json_decref(ev);
         client_error_free(&err);
+        demo_eval_line(d, slot, job);
     }
 }
 

@@ -55,6 +55,7 @@ has "hotfix-r16 succeeded" "^hotfix-r16 +product +succeeded +24 "
 has "a preempted job resumed from its checkpoint" "preempted -> resumed from step [0-9]+"
 has "the killed job resumed from its checkpoint" "killed \(SIGKILL\), retried -> resumed from step [0-9]+"
 has "the folder is left for inspection" "Everything is in $tmp/demo"
+has "the eval loss falls as it goes" "demo-lora-r(8|16|32): eval loss [0-9.]+ at step [0-9]+ \(-[0-9.]+ since its first evaluation\)"
 has "how each rank learned" "^How each rank learned"
 has "the rank that learned most" "^Learned most in the same steps: demo-lora-r(8|16|32) "
 for r in 8 16 32; do # TRAIN LOSS "first -> last" fell
