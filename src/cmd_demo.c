@@ -1231,7 +1231,8 @@ static bool demo_curve_of(demo *d, const json_t *job, demo_curve *c)
     for (long long k = 1; k <= steps; k++) {
         if (!isfinite(eval[k])) continue;
         if (!isfinite(c->first_eval)) c->first_eval = eval[k], c->first_eval_step = k;
-        if (!isfinite(c->best_eval) || eval[k] < c->best_eval) c->best_eval = eval[k], c->best_eval_step = k;
+        if (!isfinite(c->best_eval) || eval[k] < c->best_eval)
+            c->best_eval = eval[k], c->best_eval_step = k;
     }
     free(loss);
     free(eval);

@@ -49,21 +49,28 @@ static const char it_help[] =
     "exit: 0 written, 1 usage, 2 a FILE is not valid UTF-8 or JSON (file:line said),\n"
     "      4 a file could not be read or written\n";
 
+/* The texts to learn from, each with where it came from (for messages). */
 typedef struct it_texts {
     char **text;
     size_t *len;
+    const char **file;
+    size_t *line;           /* its JSONL line; 0 for a whole file */
     size_t n, cap;
 } it_texts;
 
-static void it_push(it_texts *t, const char *s, size_t n)
+static void it_push(it_texts *t, const char *s, size_t n, const char *file, size_t line)
 {
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
         t->text = xrealloc(t->text, t->cap * sizeof *t->text);
         t->len = xrealloc(t->len, t->cap * sizeof *t->len);
+        t->file = xrealloc(t->file, t->cap * sizeof *t->file);
+        t->line = xrealloc(t->line, t->cap * sizeof *t->line);
     }
     t->text[t->n] = xstrndup(s, n);
-    t->len[t->n++] = n;
+    t->len[t->n] = n;
+    t->file[t->n] = file;
+    t->line[t->n++] = line;
 }
 
 static void it_texts_free(it_texts *t)
@@ -71,21 +78,23 @@ static void it_texts_free(it_texts *t)
     for (size_t i = 0; i < t->n; i++) free(t->text[i]);
     free(t->text);
     free(t->len);
+    free(t->file);
+    free(t->line);
 }
 
 /* Every string value of v, depth first, in document order. */
-static void it_strings(const json_t *v, it_texts *out)
+static void it_strings(const json_t *v, it_texts *out, const char *file, size_t line)
 {
     if (json_is_string(v)) {
-        it_push(out, json_string_value(v), json_string_length(v));
+        it_push(out, json_string_value(v), json_string_length(v), file, line);
     } else if (json_is_array(v)) {
         size_t i;
         const json_t *x;
-        json_array_foreach(v, i, x) it_strings(x, out);
+        json_array_foreach(v, i, x) it_strings(x, out, file, line);
     } else if (json_is_object(v)) {
         const char *k;
         const json_t *x;
-        json_object_foreach((json_t *)v, k, x) it_strings(x, out);
+        json_object_foreach((json_t *)v, k, x) it_strings(x, out, file, line);
     }
 }
 
@@ -109,7 +118,7 @@ static int it_jsonl(const char *path, const char *buf, size_t len, it_texts *out
                     je.text);
             return LT_EXIT_INVALID;
         }
-        it_strings(rec, out);
+        it_strings(rec, out, path, line);
         json_decref(rec);
     }
     return LT_EXIT_OK;
@@ -127,7 +136,7 @@ static int it_read(const char *path, it_texts *out)
     }
     int rc = LT_EXIT_OK;
     if (str_ends_with(path, ".jsonl")) rc = it_jsonl(path, buf, len, out);
-    else it_push(out, buf, len);
+    else it_push(out, buf, len, path, 0);
     free(buf);
     return rc;
 }
@@ -175,7 +184,10 @@ static int it_learn(const char *dir, const it_texts *t, const tok_train_options 
     char err[512];
     for (size_t i = 0; i < t->n; i++)
         if (!tok_trainer_feed(tr, t->text[i], t->len[i], err, sizeof err)) {
-            fprintf(stderr, "lathe init-tokenizer: text %zu: %s\n", i + 1, err);
+            if (t->line[i])
+                fprintf(stderr, "lathe init-tokenizer: %s:%zu: %s\n", t->file[i], t->line[i], err);
+            else
+                fprintf(stderr, "lathe init-tokenizer: %s: %s\n", t->file[i], err);
             tok_trainer_free(tr);
             return LT_EXIT_INVALID;
         }

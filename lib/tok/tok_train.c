@@ -351,7 +351,8 @@ static void learn(tok_trainer *tr, size_t max_ids, uint64_t min_frequency, tt_vo
     pairs_init(&p, 1 << 14);
     for (size_t i = 0; i < tr->n_words; i++) {
         tt_word *w = &tr->words[i];
-        for (uint32_t k = 0; k < w->len; k++) syms[w->off + k] = (unsigned char)tr->keys.buf[w->off + k];
+        for (uint32_t k = 0; k < w->len; k++)
+            syms[w->off + k] = (unsigned char)tr->keys.buf[w->off + k];
         pairs_of_word(&p, syms + w->off, w->len, (int64_t)w->count);
         if (w->len >= 2) active[n_active++] = i;
     }

@@ -54,6 +54,7 @@ expect 4 "a missing file" "$tmp/c" "$tmp/none.txt"
 expect 2 "a bad JSONL line" "$tmp/c" "$tmp/bad.jsonl"
 grep -q "bad.jsonl:2:" "$tmp/err"; check "the bad line is named" $?
 expect 2 "a file that is not UTF-8" "$tmp/c" "$tmp/latin1.txt"
+grep -q "latin1.txt: not valid UTF-8 at byte 3" "$tmp/err"; check "the file and the byte are named" $?
 [ ! -e "$tmp/c" ]; check "nothing written after an error" $?
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }

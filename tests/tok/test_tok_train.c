@@ -26,7 +26,8 @@ static char *learn(const char *const *texts, size_t n, size_t vocab, uint64_t mi
 {
     tok_trainer *tr = tok_trainer_new();
     char err[256];
-    for (size_t i = 0; i < n; i++) assert_true(tok_trainer_feed(tr, texts[i], strlen(texts[i]), err, sizeof err));
+    for (size_t i = 0; i < n; i++)
+        assert_true(tok_trainer_feed(tr, texts[i], strlen(texts[i]), err, sizeof err));
     tok_train_options o = {.vocab_size = vocab, .min_frequency = min_freq};
     char *json = tok_trainer_run(tr, &o, res, err, sizeof err);
     if (!json) fail_msg("%s", err);
