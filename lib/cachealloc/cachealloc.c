@@ -5,9 +5,11 @@
  * DeviceCachingAllocator so that a reader can compare them.
  *
  * Blocks live in one array; a segment is a doubly linked list of blocks in
- * address order (prev/next). Each pool keeps its cached free blocks sorted
- * by (size, address): best fit is a binary search. Expandable segments also
- * keep their unmapped ranges, sorted by address. */
+ * address order (prev/next). Each pool keeps its cached free blocks in an
+ * array sorted by (size, address), the keys inline: best fit is a binary
+ * search over one array (faster here than a tree: the sets hold hundreds to
+ * a few thousand blocks). Expandable segments also keep their unmapped
+ * ranges, sorted by address. */
 #include "cachealloc/cachealloc.h"
 
 #include "base/base.h"
@@ -25,9 +27,15 @@ typedef struct ca_blk {
     bool allocated, mapped, expandable, used;
 } ca_blk;
 
-/* A sorted set of block ids. */
+/* A sorted set of blocks, their keys kept inline so that a search reads
+ * one array. */
+typedef struct ca_key {
+    uint64_t size, addr;
+    int32_t id;
+} ca_key;
+
 typedef struct ca_set {
-    int32_t *v;
+    ca_key *v;
     size_t n, cap;
 } ca_set;
 
@@ -138,22 +146,14 @@ static void blk_release(ca_allocator *a, int32_t id)
 
 /* (size, address) order of the free-block sets; address order of the
  * unmapped sets. */
-static int cmp_size(const ca_allocator *a, int32_t x, uint64_t size, uint64_t addr)
-{
-    const ca_blk *k = &a->b[x];
-    if (k->size != size) return k->size < size ? -1 : 1;
-    if (k->addr != addr) return k->addr < addr ? -1 : 1;
-    return 0;
-}
-
-static size_t set_lower(const ca_allocator *a, const ca_set *s, bool by_size, uint64_t size, uint64_t addr)
+static size_t set_lower(const ca_set *s, bool by_size, uint64_t size, uint64_t addr)
 {
     size_t lo = 0, hi = s->n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        int c = by_size ? cmp_size(a, s->v[mid], size, addr)
-                        : (a->b[s->v[mid]].addr < addr ? -1 : a->b[s->v[mid]].addr > addr);
-        if (c < 0)
+        const ca_key *k = &s->v[mid];
+        bool less = by_size ? (k->size < size || (k->size == size && k->addr < addr)) : k->addr < addr;
+        if (less)
             lo = mid + 1;
         else
             hi = mid;
@@ -163,13 +163,14 @@ static size_t set_lower(const ca_allocator *a, const ca_set *s, bool by_size, ui
 
 static void set_insert(ca_allocator *a, ca_set *s, bool by_size, int32_t id)
 {
-    size_t at = set_lower(a, s, by_size, a->b[id].size, a->b[id].addr);
+    const ca_blk *b = &a->b[id];
+    size_t at = set_lower(s, by_size, b->size, b->addr);
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 64;
         s->v = xrealloc(s->v, s->cap * sizeof *s->v);
     }
     memmove(s->v + at + 1, s->v + at, (s->n - at) * sizeof *s->v);
-    s->v[at] = id;
+    s->v[at] = (ca_key){b->size, b->addr, id};
     s->n++;
 }
 
@@ -181,8 +182,8 @@ static void set_remove_at(ca_set *s, size_t at)
 
 static void set_remove(ca_allocator *a, ca_set *s, bool by_size, int32_t id)
 {
-    size_t at = set_lower(a, s, by_size, a->b[id].size, a->b[id].addr);
-    if (at < s->n && s->v[at] == id) set_remove_at(s, at);
+    size_t at = set_lower(s, by_size, a->b[id].size, a->b[id].addr);
+    if (at < s->n && s->v[at].id == id) set_remove_at(s, at);
 }
 
 /* The set a cached block belongs to. */
@@ -290,7 +291,7 @@ static int32_t find_expandable_block(ca_allocator *a, int32_t pool, uint64_t siz
     for (int attempt = 0; attempt < 2; attempt++) {
         ca_set *u = &a->pools[pool].unmapped;
         for (size_t i = 0; i < u->n; i++) {
-            int32_t c = u->v[i];
+            int32_t c = u->v[i].id;
             int32_t p = a->b[c].prev;
             if (p != NONE && !a->b[p].allocated) c = p;
             if (has_room(a, c, size)) return c;
@@ -435,15 +436,15 @@ static bool release_oversize(ca_allocator *a, int32_t pool, uint64_t size)
     if (mss == UINT64_MAX) return false;
     ca_set *s = &a->pools[pool].free_blocks;
     uint64_t key = size < mss ? mss : size;
-    size_t at = set_lower(a, s, true, key, 0);
+    size_t at = set_lower(s, true, key, 0);
     if (at < s->n) {
-        if (!whole_segment(&a->b[s->v[at]])) return false;
-        release_block(a, s->v[at]);
+        if (!whole_segment(&a->b[s->v[at].id])) return false;
+        release_block(a, s->v[at].id);
         return true;
     }
     uint64_t released = 0;
     while (released < key && s->n > 0) {
-        int32_t id = s->v[s->n - 1];
+        int32_t id = s->v[s->n - 1].id;
         if (a->b[id].size < mss || !whole_segment(&a->b[id])) break;
         released += a->b[id].size;
         release_block(a, id);
@@ -459,7 +460,7 @@ static void release_cached(ca_allocator *a)
         ca_set *s = &a->pools[p].free_blocks;
         size_t n = s->n;
         int32_t *ids = xmalloc((n ? n : 1) * sizeof *ids);
-        memcpy(ids, s->v, n * sizeof *ids);
+        for (size_t i = 0; i < n; i++) ids[i] = s->v[i].id;
         for (size_t i = 0; i < n; i++) {
             ca_blk *k = &a->b[ids[i]];
             if (!k->used || k->allocated || !k->mapped) continue;
@@ -488,17 +489,17 @@ static uint64_t expandable_size(const ca_allocator *a, int32_t id)
 static int32_t get_free_block(ca_allocator *a, int32_t pool, uint64_t size)
 {
     ca_set *s = &a->pools[pool].free_blocks;
-    size_t at = set_lower(a, s, true, size, 0);
+    size_t at = set_lower(s, true, size, 0);
     if (at == s->n) return NONE;
-    if (a->b[s->v[at]].expandable) {
-        while (at + 1 < s->n && a->b[s->v[at]].expandable &&
-               expandable_size(a, s->v[at + 1]) < expandable_size(a, s->v[at]))
+    if (a->b[s->v[at].id].expandable) {
+        while (at + 1 < s->n && a->b[s->v[at].id].expandable &&
+               expandable_size(a, s->v[at + 1].id) < expandable_size(a, s->v[at].id))
             at++;
     }
-    uint64_t mss = max_split(a), bs = a->b[s->v[at]].size;
+    uint64_t mss = max_split(a), bs = s->v[at].size;
     if (size < mss && bs >= mss) return NONE;
     if (size >= mss && bs >= size + CA_LARGE_BUFFER) return NONE;
-    int32_t id = s->v[at];
+    int32_t id = s->v[at].id;
     set_remove_at(s, at);
     return id;
 }

@@ -107,6 +107,7 @@ void est_input_defaults(est_input *in, const model_shape *m)
     in->lora_dropout = 0.05;
     in->batch = 1;
     in->seq = 2048;
+    in->grad_accum = 1;
     in->grad_ckpt = true;
     in->flash_attn = true;
     in->precision = PREC_BF16;
@@ -116,6 +117,7 @@ void est_input_defaults(est_input *in, const model_shape *m)
     in->tensor_parallel = 1;
     in->pipeline_stages = 1;
     in->counter = EST_COUNTER_DEVICE;
+    ca_config_default(&in->alloc);
     est_input_set_stack(in, EST_STACK_HF);
 }
 
@@ -229,6 +231,13 @@ bool est_input_resolve(est_input *in, diag_list *d)
     }
     check_range(d, "--batch", in->batch, 1, 1 << 20);
     check_range(d, "--seq", in->seq, 1, 1 << 24);
+    check_range(d, "--grad-accum", in->grad_accum, 1, 1 << 20);
+    if (!(in->seq_sd >= 0 && in->seq_mean >= 0) || (in->seq_sd > 0 && !(in->seq_mean >= 1)) ||
+        in->seq_mean > 1e9 || in->seq_sd > 1e9) {
+        diag *x = bad(d, "--seq-mean", "sample lengths need a mean of at least one token and a standard deviation >= 0");
+        diag_set_found(x, "mean %g, standard deviation %g", in->seq_mean, in->seq_sd);
+        diag_set_suggestion(x, "give both --seq-mean and --seq-sd, or neither (every batch --seq tokens long)");
+    }
     if (!(in->lora_dropout >= 0 && in->lora_dropout < 1)) {
         diag *x = bad(d, "lora.dropout", "out of range");
         diag_set_expected(x, "a number in [0, 1)");

@@ -234,6 +234,7 @@ static void config_input(const plan_search *s, plan_config *c)
     in->targets = s->r->targets;
     in->lora_dropout = job->lora.dropout;
     in->batch = c->micro_batch;
+    in->grad_accum = c->grad_accum > 0 ? c->grad_accum : 1;
     in->seq = s->r->seq;
     in->grad_ckpt = c->grad_ckpt;
     in->flash_attn = c->flash_attn;
@@ -257,8 +258,17 @@ static bool config_fits(const plan_search *s, plan_config *c)
     if (!ok) return false;
     c->quant = c->in.quant;
     c->bits = c->in.bits;
-    est_estimate(&c->in, s->calib, &c->mem);
     c->usable = c->gpu->memory * (1.0 - s->opt->margin);
+    /* the replay holds at least what the terms of its largest phase add
+     * up to (tests/plan/test_replay.c, within 2 %): a configuration whose
+     * terms alone exceed the GPU is out without replaying it */
+    est_terms(&c->in, s->calib, &c->mem);
+    double terms = fmax(c->mem.phase[0], fmax(c->mem.phase[1], c->mem.phase[2])) - c->mem.weight_temp;
+    if (0.98 * terms > c->usable) {
+        c->fits = false;
+        return false;
+    }
+    est_estimate(&c->in, s->calib, &c->mem);
     c->fits = c->mem.peak <= c->usable;
     return c->fits;
 }
@@ -334,7 +344,7 @@ static bool model_parallel_needed(const plan_search *s, spec_method method, cons
     diag_list_free(&tmp);
     if (!ok) return false;
     est_result m;
-    est_estimate(&c.in, s->calib, &m);
+    est_terms(&c.in, s->calib, &m); /* the weights alone decide */
     return m.weights_quantised + m.weights_dense > g->memory * (1.0 - s->opt->margin) * 0.8;
 }
 
