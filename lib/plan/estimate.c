@@ -452,8 +452,11 @@ static void activations(const est_ctx *x, est_result *r)
     double head_in = x->last_stage ? (4.0 + x->a) * (double)x->m->hidden * x->tokens : 0;
     double work = est_layer_backward_work(x) * x->tokens;
     if (x->in->grad_ckpt) {
-        r->activations = x->layers * r->act_checkpoint + head_in;
-        r->layer_backward = r->act_per_layer + work;
+        /* checkpoints offloaded to CPU memory: none stays on the GPU but the
+         * layer's in backward */
+        int kept = x->in->offload_checkpoints ? 0 : x->layers;
+        r->activations = kept * r->act_checkpoint + head_in;
+        r->layer_backward = r->act_per_layer + work + (kept ? 0 : r->act_checkpoint);
     } else {
         r->activations = x->layers * r->act_per_layer + head_in;
         r->layer_backward = work;

@@ -215,6 +215,8 @@ static void row_stack(est_row *r, json_t *row)
         st = EST_STACK_TORCHTUNE;
     else if (contains_ci(src, "litgpt") || contains_ci(src, "lit-gpt"))
         st = EST_STACK_LITGPT;
+    else if (contains_ci(src, "unsloth") && !contains_ci(src, "llama-factory"))
+        st = EST_STACK_UNSLOTH;
     else if (contains_ci(src, "galore") || contains_ci(src, "metamath") ||
              contains_ci(src, "method comparison") || contains_ci(src, "method_comparison") ||
              (contains_ci(src, "peft") && contains_ci(src, "bench")))
@@ -236,6 +238,7 @@ static void row_stack(est_row *r, json_t *row)
         contains_ci(src, "llamafactory") || (q && strcmp(q, "hqq4") == 0))
         r->in.kbit_fp32 = false;
     r->in.chunked_loss = jbool(row, "chunked_ce", r->in.chunked_loss);
+    r->in.compiled = jbool(row, "compile", r->in.compiled);
 }
 
 /* The GPU's memory from the row's gpu text: "A100 80GB" -> 80 GiB (GPU
@@ -290,7 +293,6 @@ static void row_from_json(est_row *r, json_t *row)
     if (r->in.batch < 1 || r->in.seq < 1) skip(r, "batch or sequence length unknown");
     r->in.grad_ckpt = jbool(row, "grad_ckpt", false);
     r->in.flash_attn = jbool(row, "flash_attn", true);
-    r->in.compiled = jbool(row, "compile", false);
     const char *opt = jstr(row, "optimizer");
     if (!opt || !spec_optimizer_parse(opt, &r->in.optimizer)) skip(r, "optimizer lathe does not model");
     if (jbool(row, "optimizer_in_bwd", false)) skip(r, "optimizer step fused into backward");

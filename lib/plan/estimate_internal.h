@@ -112,6 +112,7 @@ typedef struct est_loss_plan {
     double chunk_share;   /* the share of the tokens one chunk holds (1 unchunked) */
     bool chunks_kept;     /* every chunk's logits stay alive until the loss is done (torchtune) */
     bool grad_whole;      /* the logits' gradient is assembled whole (LitGPT's unchunked lm_head) */
+    bool fused;           /* one kernel: a log-sum-exp per row, the gradient written into the logits */
 } est_loss_plan;
 
 /* The loss plan of the input's stack, model code and settings. */

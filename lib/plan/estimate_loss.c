@@ -30,6 +30,9 @@
  *     chunked_cross_entropy saves each chunk's log-softmax in the logits'
  *     dtype; its full fine-tuning script takes the lm_head whole, so the
  *     logits' gradient is assembled whole
+ *   Unsloth: Fast_CrossEntropyLoss (Triton) keeps the 16-bit logits and an
+ *     fp32 log-sum-exp per row, and its backward writes the gradient into
+ *     the logits' own memory: no other vocabulary-sized buffer
  *   Gemma-2 caps its logits, tanh(logits / 30) x 30 (transformers
  *     Gemma2ForCausalLM, LitGPT do_softcapping): the tanh output, in the
  *     logits' dtype, is saved for backward
@@ -62,6 +65,10 @@ void est_loss_plan_of(const est_ctx *x, est_loss_plan *lp)
     lp->chunks = 1;
     lp->chunk_share = 1;
     lp->softcap = x->m->arch == MODEL_ARCH_GEMMA2 ? a : 0;
+    if (in->fused_loss) {
+        lp->fused = true;
+        return;
+    }
     if (in->stack == EST_STACK_LITGPT) {
         lp->keep_logits = true;
         /* chunked_cross_entropy takes the loss in 128-token chunks whether or
@@ -103,6 +110,7 @@ void est_loss_plan_of(const est_ctx *x, est_loss_plan *lp)
 
 double est_loss_plan_peak(const est_loss_plan *lp)
 {
+    if (lp->fused) return lp->logits + lp->softcap;
     if (lp->chunk_tokens > 0)
         /* LitGPT, in the backward of a chunk: the kept logits, every chunk's
          * log-softmax, that chunk's two gradient buffers (and the logits'

@@ -415,10 +415,10 @@ static int forward(rp *p, rp_step *s)
         bool ckpt = x->in->grad_ckpt;
         layer_forward(p, s, l, !ckpt, EST_T_ACTS);
         int out = rp_alloc(p, ah, EST_T_ACTS);
-        if (ckpt)
+        if (ckpt && !x->in->offload_checkpoints)
             s->ckpt[l] = hidden; /* checkpoint(layer, hidden) keeps its input */
         else
-            rp_free(p, &hidden);
+            rp_free(p, &hidden); /* or it waits in CPU memory */
         hidden = out;
         rp_free(p, &s->gather[l]);
     }
@@ -441,7 +441,12 @@ static int loss_and_head(rp *p, rp_step *s, int hidden)
     rp_free(p, &hidden);
     int head = rp_alloc(p, p->parts.gather_head, EST_T_SHARDING);
     int cap = rp_alloc(p, lp.softcap * V * N, EST_T_LOGITS);
-    if (lp.chunks > 1 || lp.chunk_tokens > 0) {
+    if (lp.fused) { /* the gradient is written into the logits */
+        int logits = rp_alloc(p, lp.logits * V * N, EST_T_LOGITS);
+        int lse = rp_alloc(p, 4.0 * N, EST_T_LOGITS);
+        rp_free(p, &lse);
+        rp_free(p, &logits);
+    } else if (lp.chunks > 1 || lp.chunk_tokens > 0) {
         int nc = lp.chunks > 1 ? lp.chunks : (int)ceil(N / s->samples / lp.chunk_tokens);
         if (nc < 1) nc = 1;
         if (nc > 1024) nc = 1024; /* a replay of longer sequences groups their chunks */
@@ -557,6 +562,8 @@ static void layer_backward(rp *p, rp_step *s, int l, int *g)
     double qd = (double)(m->heads * m->head_dim) / x->tp, heads = (double)m->heads / x->tp;
     gather(p, s, l, -1);
     int out = -1;
+    if (x->in->grad_ckpt && x->in->offload_checkpoints) /* the checkpoint comes back */
+        s->ckpt[l] = rp_alloc(p, a * h * N, EST_T_LAYER_BWD);
     if (x->in->grad_ckpt) {
         layer_forward(p, s, l, true, EST_T_LAYER_BWD);
         out = rp_alloc(p, a * h * N, EST_T_LAYER_BWD); /* the recomputed output */

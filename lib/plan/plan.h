@@ -45,10 +45,11 @@ typedef enum {
     EST_STACK_HF,        /* Hugging Face Trainer + PEFT (also ms-swift, axolotl, TRL): the default */
     EST_STACK_TORCHTUNE, /* torchtune recipes */
     EST_STACK_LITGPT,    /* LitGPT (Lightning Fabric) */
-    EST_STACK_PLAIN      /* a hand-written PyTorch loop over a transformers model, no autocast */
+    EST_STACK_PLAIN,     /* a hand-written PyTorch loop over a transformers model, no autocast */
+    EST_STACK_UNSLOTH    /* Unsloth: Triton kernels, a fused cross entropy, checkpoints in CPU memory */
 } est_stack;
 
-const char *est_stack_name(est_stack s); /* "hf", "torchtune", "litgpt", "plain" */
+const char *est_stack_name(est_stack s); /* "hf", "torchtune", "litgpt", "plain", "unsloth" */
 bool est_stack_parse(const char *s, est_stack *out);
 
 typedef struct est_input {
@@ -87,6 +88,10 @@ typedef struct est_input {
     bool bf16_loss;           /* the model code takes the loss of 16-bit logits (Qwen v1, GaLore) */
     bool kbit_fp32;           /* PEFT's prepare_model_for_kbit_training: the weights a bitsandbytes
                                  base keeps unquantised (embedding, lm_head, norms) in fp32 */
+    bool fused_loss;          /* the cross entropy is one kernel that keeps only a log-sum-exp per
+                                 token and writes its gradient into the logits (Unsloth) */
+    bool offload_checkpoints; /* the layers' checkpoints wait in CPU memory (Unsloth's
+                                 use_gradient_checkpointing="unsloth") */
     bool legacy_loss;         /* transformers < 4.46: the model returns logits.float() and shifts
                                  them with a copy (later versions shift the labels and upcast in
                                  the loss function) */
@@ -104,6 +109,8 @@ void est_input_defaults(est_input *in, const model_shape *m);
  *              since mid-2024)
  *   litgpt     adapters in the model dtype, lm_head and loss in chunks
  *   plain      PEFT fp32 adapters, the model output kept through backward
+ *   unsloth    PEFT fp32 adapters, fused kernels (as compiled), a fused
+ *              cross entropy, checkpoints offloaded to CPU memory
  * bf16_loss follows the model code: on for Qwen v1 (in->model must be set). */
 void est_input_set_stack(est_input *in, est_stack stack);
 /* Replaces the auto values (method auto is an error: the planner chooses

@@ -89,6 +89,8 @@ static void test_loss_plans(void **state)
     expect_loss(EST_STACK_TORCHTUNE, NULL, 0.15);
     expect_loss(EST_STACK_TORCHTUNE, compiled, 0.1);
     expect_loss(EST_STACK_TORCHTUNE, old_torchtune, 0.3);
+    /* Unsloth's fused cross entropy: the logits and a log-sum-exp per row */
+    expect_loss(EST_STACK_UNSLOTH, NULL, 0.01);
     /* LitGPT's 128-token chunks */
     expect_loss(EST_STACK_LITGPT, NULL, 0.15);
     expect_loss(EST_STACK_LITGPT, unchunked_litgpt, 0.15);
@@ -164,6 +166,32 @@ static void test_varying_lengths(void **state)
     est_result again;
     est_estimate(&in, &bare, &again);
     assert_true(again.reserved == expandable.reserved);
+    model_shape_free(&m);
+}
+
+/* Unsloth's checkpoints wait in CPU memory: the GPU keeps none but the
+ * one of the layer in backward. */
+static void test_offloaded_checkpoints(void **state)
+{
+    (void)state;
+    model_shape m;
+    model_shape_from_catalog(model_catalog_find("Qwen2-1.5B"), &m);
+    est_input in;
+    est_input_defaults(&in, &m);
+    est_input_set_stack(&in, EST_STACK_UNSLOTH);
+    in.seq = 16384;
+    in.counter = EST_COUNTER_ALLOCATED;
+    resolve(&in);
+    est_result r;
+    est_estimate(&in, &bare, &r);
+    double head_in = (4.0 + 2.0) * (double)m.hidden * 16384;
+    assert_true(r.activations == head_in);
+    assert_true(r.at_peak[EST_T_ACTS] <= head_in + 2.0 * (double)m.hidden * 16384 + 1.0);
+    in.offload_checkpoints = false;
+    est_result kept;
+    est_estimate(&in, &bare, &kept);
+    assert_true(kept.activations == head_in + (double)m.layers * r.act_checkpoint);
+    assert_true(kept.allocated > r.allocated);
     model_shape_free(&m);
 }
 
@@ -246,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_loss_plans),      cmocka_unit_test(test_counters),
         cmocka_unit_test(test_varying_lengths), cmocka_unit_test(test_grad_accum),
         cmocka_unit_test(test_alloc_conf),      cmocka_unit_test(test_snapshot_at_peak),
+        cmocka_unit_test(test_offloaded_checkpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
