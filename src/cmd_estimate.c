@@ -20,8 +20,10 @@ static const char estimate_help[] =
     "\n"
     "Estimates the peak GPU memory of one training step, per GPU, term by term:\n"
     "base weights, adapters, gradients, optimizer states, activations (per layer\n"
-    "too), logits and loss buffers, framework and allocator overhead, and the\n"
-    "CUDA context. The total is what nvidia-smi would show (docs/estimator.md).\n"
+    "too), logits and loss buffers, framework buffers, the caching allocator's\n"
+    "free cache and the CUDA context. The step's tensors are replayed, in the\n"
+    "order the step allocates them, through a model of PyTorch's caching\n"
+    "allocator. The total is what nvidia-smi would show (docs/estimator.md).\n"
     "\n"
     "options:\n"
     "  --model NAME|PATH     a catalogue name (Qwen2-7B-Instruct, Llama-3-8B, ...),\n"
@@ -81,7 +83,9 @@ static const char estimate_help[] =
     "examples:\n"
     "  lathe estimate --model Qwen2-7B-Instruct --method qlora --rank 16 --targets all-linear\n"
     "  lathe estimate --model ./Llama-3-8B --method full --gpus 8 --strategy zero3 -o json\n"
-    "  lathe estimate job.yaml --batch 4\n";
+    "  lathe estimate job.yaml --batch 4\n"
+    "  lathe estimate --model Qwen2-7B --method lora --seq 8192 --seq-mean 3000 \\\n"
+    "      --seq-sd 2500 --gpu-memory 80 --explain\n";
 
 /* The command line, kept as text until the model is known. */
 typedef struct est_args {
