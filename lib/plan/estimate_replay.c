@@ -425,6 +425,24 @@ static int forward(rp *p, rp_step *s)
     return hidden;
 }
 
+/* The cross entropy's backward over `elems` entries (rows x vocabulary):
+ * nll_loss's gradient (a dense zeros_like) and log_softmax's meet the
+ * saved log-softmax, then the gradient goes back through the cast to the
+ * input's dtype (in_b). Returns that gradient. */
+static int ce_backward(rp *p, const est_loss_plan *lp, double elems, double in_b, int *lsm)
+{
+    int g1 = rp_alloc(p, lp->ce * elems, EST_T_LOGITS);
+    int g2 = rp_alloc(p, lp->ce * elems, EST_T_LOGITS);
+    rp_free(p, lsm);
+    rp_free(p, &g1);
+    if (lp->ce > in_b) {
+        int g3 = rp_alloc(p, in_b * elems, EST_T_LOGITS);
+        rp_free(p, &g2);
+        g2 = g3;
+    }
+    return g2;
+}
+
 /* The lm_head's forward and the loss's, then their backward: the loss plan
  * of the stack (estimate_loss.c) tensor by tensor. Returns the gradient of
  * the final hidden state. */
@@ -465,16 +483,8 @@ static int loss_and_head(rp *p, rp_step *s, int hidden)
         /* backward, one chunk at a time */
         int gwhole = lp.grad_whole ? rp_alloc(p, lp.logits * V * N, EST_T_LOGITS) : -1;
         for (int k = nc - 1; k >= 0; k--) {
-            int g1 = rp_alloc(p, lp.ce * V * cn, EST_T_LOGITS);
-            int g2 = rp_alloc(p, lp.ce * V * cn, EST_T_LOGITS);
-            rp_free(p, &lsm[k]);
-            rp_free(p, &g1);
-            if (lp.ce > lp.logits) {
-                int g3 = rp_alloc(p, lp.logits * V * cn, EST_T_LOGITS);
-                rp_free(p, &g2);
-                g2 = g3;
-            }
-            rp_free(p, &g2);
+            int g = ce_backward(p, &lp, V * cn, lp.logits, &lsm[k]);
+            rp_free(p, &g);
         }
         rp_free(p, &gwhole);
         rp_free(p, &whole);
@@ -515,15 +525,7 @@ static int loss_and_head(rp *p, rp_step *s, int hidden)
         rp_free(p, &logits);
         if (!lp.keep_logits) rp_free(p, &kept);
         /* backward */
-        int g1 = rp_alloc(p, lp.ce * V * rows, EST_T_LOGITS); /* nll_loss's gradient */
-        int g2 = rp_alloc(p, lp.ce * V * rows, EST_T_LOGITS); /* log_softmax's */
-        rp_free(p, &lsm);
-        rp_free(p, &g1);
-        if (lp.ce > cur_b) { /* back through the cast */
-            int g3 = rp_alloc(p, cur_b * V * rows, EST_T_LOGITS);
-            rp_free(p, &g2);
-            g2 = g3;
-        }
+        int g2 = ce_backward(p, &lp, V * rows, cur_b, &lsm);
         if (lp.shift_copy) { /* slice backward: a zero-filled gradient of the whole logits */
             int g4 = rp_alloc(p, cur_b * V * N, EST_T_LOGITS);
             rp_free(p, &g2);

@@ -41,6 +41,16 @@ static void resolve(est_input *in)
     diag_list_free(&d);
 }
 
+/* A catalogue model with the estimator's defaults and the counter given. */
+static void catalogue_input(const char *name, est_counter counter, model_shape *m, est_input *in)
+{
+    const model_catalog_entry *e = model_catalog_find(name);
+    assert_non_null(e);
+    model_shape_from_catalog(e, m);
+    est_input_defaults(in, m);
+    in->counter = counter;
+}
+
 static void lora_input(est_input *in, const model_shape *m, est_stack stack)
 {
     est_input_defaults(in, m);
@@ -143,11 +153,9 @@ static void test_varying_lengths(void **state)
 {
     (void)state;
     model_shape m;
-    model_shape_from_catalog(model_catalog_find("Qwen2-1.5B"), &m);
     est_input in;
-    est_input_defaults(&in, &m);
+    catalogue_input("Qwen2-1.5B", EST_COUNTER_RESERVED, &m, &in);
     in.seq = 4096;
-    in.counter = EST_COUNTER_RESERVED;
     resolve(&in);
     est_result fixed, varied, expandable;
     est_estimate(&in, &bare, &fixed);
@@ -175,12 +183,10 @@ static void test_offloaded_checkpoints(void **state)
 {
     (void)state;
     model_shape m;
-    model_shape_from_catalog(model_catalog_find("Qwen2-1.5B"), &m);
     est_input in;
-    est_input_defaults(&in, &m);
+    catalogue_input("Qwen2-1.5B", EST_COUNTER_ALLOCATED, &m, &in);
     est_input_set_stack(&in, EST_STACK_UNSLOTH);
     in.seq = 16384;
-    in.counter = EST_COUNTER_ALLOCATED;
     resolve(&in);
     est_result r;
     est_estimate(&in, &bare, &r);
@@ -201,11 +207,9 @@ static void test_grad_accum(void **state)
 {
     (void)state;
     model_shape m;
-    model_shape_from_catalog(model_catalog_find("Qwen2-0.5B"), &m);
     est_input in;
-    est_input_defaults(&in, &m);
+    catalogue_input("Qwen2-0.5B", EST_COUNTER_ALLOCATED, &m, &in);
     in.method = METHOD_FULL;
-    in.counter = EST_COUNTER_ALLOCATED;
     in.seq = 8192;
     resolve(&in);
     est_result one, many;
@@ -223,10 +227,8 @@ static void test_alloc_conf(void **state)
 {
     (void)state;
     model_shape m;
-    model_shape_from_catalog(model_catalog_find("Qwen2-7B"), &m);
     est_input in;
-    est_input_defaults(&in, &m);
-    in.counter = EST_COUNTER_RESERVED;
+    catalogue_input("Qwen2-7B", EST_COUNTER_RESERVED, &m, &in);
     in.seq = 8192;
     resolve(&in);
     est_result plain, split;
@@ -243,10 +245,8 @@ static void test_snapshot_at_peak(void **state)
 {
     (void)state;
     model_shape m;
-    model_shape_from_catalog(model_catalog_find("Qwen2-1.5B"), &m);
     est_input in;
-    est_input_defaults(&in, &m);
-    in.counter = EST_COUNTER_RESERVED;
+    catalogue_input("Qwen2-1.5B", EST_COUNTER_RESERVED, &m, &in);
     resolve(&in);
     est_result r;
     ca_snapshot snap;
