@@ -210,11 +210,40 @@ static void price(const plan_result *r, plan_config *c)
 
 /* ---- candidates ---- */
 
+/* Estimates already made in this plan. The GPU types share most
+ * configurations and an estimate does not depend on the type (the planner
+ * compares the figure with each type's memory), so each is replayed once.
+ * Inputs start from est_input_defaults (zeroed, padding included): equal
+ * inputs compare equal byte for byte. */
+typedef struct plan_memo {
+    est_input *in;
+    est_result *out;
+    size_t n, cap;
+} plan_memo;
+
+static void memo_estimate(plan_memo *m, const est_input *in, const est_calib *calib, est_result *out)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (memcmp(&m->in[i], in, sizeof *in) == 0) {
+            *out = m->out[i];
+            return;
+        }
+    est_estimate(in, calib, out);
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 64;
+        m->in = xrealloc(m->in, m->cap * sizeof *m->in);
+        m->out = xrealloc(m->out, m->cap * sizeof *m->out);
+    }
+    m->in[m->n] = *in;
+    m->out[m->n++] = *out;
+}
+
 typedef struct plan_search {
     const spec_job *job;
     const plan_options *opt;
     plan_result *r;
     const est_calib *calib;
+    plan_memo *memo;
     bool gc_forced, gc_value;       /* the spec says on or off */
     bool flash;                     /* flash attention */
     spec_precision precision;
@@ -268,7 +297,7 @@ static bool config_fits(const plan_search *s, plan_config *c)
         c->fits = false;
         return false;
     }
-    est_estimate(&c->in, s->calib, &c->mem);
+    memo_estimate(s->memo, &c->in, s->calib, &c->mem);
     c->fits = c->mem.peak <= c->usable;
     return c->fits;
 }
@@ -692,8 +721,9 @@ int plan_job(const spec_job *job, const plan_options *opt_in, plan_result *out, 
         plan_catalog_builtin(&builtin);
         opt.catalog = &builtin;
     }
+    plan_memo memo = {0};
     plan_search s = {.job = job, .opt = &opt, .r = out,
-                     .calib = opt.calib ? opt.calib : &est_calib_default};
+                     .calib = opt.calib ? opt.calib : &est_calib_default, .memo = &memo};
     search_settings(&s);
     int rc = LT_EXIT_OK;
     size_t errors = d->errors;
@@ -733,6 +763,8 @@ int plan_job(const spec_job *job, const plan_options *opt_in, plan_result *out, 
     explain_requested(&s);
     if (!out->found) rc = LT_EXIT_NOFIT;
 done:
+    free(memo.in);
+    free(memo.out);
     /* configs point at catalogue entries: keep the catalogue alive with the result */
     if (builtin.gpus) {
         if (rc == LT_EXIT_OK || rc == LT_EXIT_NOFIT) {
