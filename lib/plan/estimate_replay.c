@@ -115,9 +115,14 @@ static void note_peaks(rp *p)
     }
 }
 
+/* 1 TiB: far beyond any device; keeps the sums of absurd inputs (a
+ * fuzzer's) inside uint64_t. */
+#define RP_MAX_TENSOR 1099511627776.0
+
 static int rp_alloc(rp *p, double bytes, est_term_tag tag)
 {
     if (!(bytes >= 1)) return -1;
+    if (bytes > RP_MAX_TENSOR) bytes = RP_MAX_TENSOR;
     int h = ca_malloc(p->ca, (uint64_t)ceil(bytes), (int)tag);
     if ((size_t)h >= p->cap_tag) {
         size_t cap = p->cap_tag ? p->cap_tag : 1024;
