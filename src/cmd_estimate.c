@@ -20,8 +20,10 @@ static const char estimate_help[] =
     "\n"
     "Estimates the peak GPU memory of one training step, per GPU, term by term:\n"
     "base weights, adapters, gradients, optimizer states, activations (per layer\n"
-    "too), logits and loss buffers, framework and allocator overhead, and the\n"
-    "CUDA context. The total is what nvidia-smi would show (docs/estimator.md).\n"
+    "too), logits and loss buffers, framework buffers, the caching allocator's\n"
+    "free cache and the CUDA context. The step's tensors are replayed, in the\n"
+    "order the step allocates them, through a model of PyTorch's caching\n"
+    "allocator. The total is what nvidia-smi would show (docs/estimator.md).\n"
     "\n"
     "options:\n"
     "  --model NAME|PATH     a catalogue name (Qwen2-7B-Instruct, Llama-3-8B, ...),\n"
@@ -34,7 +36,14 @@ static const char estimate_help[] =
     "  --targets LIST        module names (q_proj,v_proj), all-linear, lm_head\n"
     "                        (default q_proj,v_proj or the model's fused equivalent)\n"
     "  --batch B             micro batch per GPU (default 1)\n"
-    "  --seq S               tokens per sample (default 2048)\n"
+    "  --seq S               tokens per sample: the packed or padded length, or the\n"
+    "                        cap when samples vary (default 2048)\n"
+    "  --seq-mean N --seq-sd N  sample lengths vary (mean and standard deviation in\n"
+    "                        tokens, cut at --seq) and each micro batch is padded to\n"
+    "                        its longest: the allocator's cache keeps blocks of\n"
+    "                        short batches that a long one cannot use (default:\n"
+    "                        every batch --seq tokens long)\n"
+    "  --grad-accum N        micro steps per optimizer step (default 1)\n"
     "  --grad-ckpt on|off    gradient checkpointing (default on)\n"
     "  --precision P         bf16 (default), fp16, amp, fp32\n"
     "  --optimizer O         adamw (default), adamw8bit, paged_adamw,\n"
@@ -44,9 +53,10 @@ static const char estimate_help[] =
     "                        ddp with more GPUs)\n"
     "  --flash-attn on|off   fused attention (default on)\n"
     "  --stack S             hf (Hugging Face Trainer + PEFT, also ms-swift and\n"
-    "                        axolotl; default), torchtune, litgpt, or plain (a\n"
-    "                        hand-written loop, no autocast): how the loss, the\n"
-    "                        adapters and the optimizer step are computed\n"
+    "                        axolotl; default), torchtune, litgpt, plain (a\n"
+    "                        hand-written loop, no autocast) or unsloth: how the\n"
+    "                        loss, the adapters, the checkpoints and the optimizer\n"
+    "                        step are computed\n"
     "  --compile on|off      torch.compile (default off)\n"
     "  --chunked-loss on|off loss over chunks of the logits (default: the stack's)\n"
     "  --fused-optimizer on|off  fused AdamW step (default: the stack's)\n"
@@ -58,21 +68,32 @@ static const char estimate_help[] =
     "  --gpu-memory SIZE     the GPU's memory (80GiB; a bare number is GiB; an\n"
     "                        \"80GB\" GPU holds 80 GiB): the allocator's cache is\n"
     "                        capped there (default unknown)\n"
+    "  --alloc-conf CONF     PYTORCH_CUDA_ALLOC_CONF as the job sets it:\n"
+    "                        expandable_segments:True, max_split_size_mb:N,\n"
+    "                        roundup_power2_divisions:N, comma-separated\n"
+    "  --counter C           the figure to give: device (what nvidia-smi shows;\n"
+    "                        default), reserved (max_memory_reserved) or\n"
+    "                        allocated (max_memory_allocated)\n"
+    "  --explain             also print the caching allocator's segments at the peak\n"
     "  -o, --output FORMAT   text (default) or json (total under per_gpu_gib,\n"
-    "                        every term in GiB under terms_gib)\n"
+    "                        every term alive at the peak in GiB under terms_gib)\n"
     "\n"
     "exit: 0 ok, 1 bad command line, 2 invalid model or settings, 4 unreadable file\n"
     "\n"
     "examples:\n"
     "  lathe estimate --model Qwen2-7B-Instruct --method qlora --rank 16 --targets all-linear\n"
     "  lathe estimate --model ./Llama-3-8B --method full --gpus 8 --strategy zero3 -o json\n"
-    "  lathe estimate job.yaml --batch 4\n";
+    "  lathe estimate job.yaml --batch 4\n"
+    "  lathe estimate --model Qwen2-7B --method lora --seq 8192 --seq-mean 3000 \\\n"
+    "      --seq-sd 2500 --gpu-memory 80 --explain\n";
 
 /* The command line, kept as text until the model is known. */
 typedef struct est_args {
     const char *job, *model, *method, *bits, *quant, *rank, *targets, *batch, *seq;
     const char *grad_ckpt, *precision, *optimizer, *gpus, *strategy, *flash_attn;
     const char *stack, *compile, *chunked_loss, *fused_optimizer, *kbit_fp32, *gpu_memory;
+    const char *seq_mean, *seq_sd, *grad_accum, *alloc_conf, *counter;
+    bool explain;
     cli_output out;
 } est_args;
 
@@ -92,6 +113,9 @@ static const struct {
     {"--fused-optimizer", offsetof(est_args, fused_optimizer)},
     {"--kbit-fp32", offsetof(est_args, kbit_fp32)},
     {"--gpu-memory", offsetof(est_args, gpu_memory)},
+    {"--seq-mean", offsetof(est_args, seq_mean)},   {"--seq-sd", offsetof(est_args, seq_sd)},
+    {"--grad-accum", offsetof(est_args, grad_accum)}, {"--alloc-conf", offsetof(est_args, alloc_conf)},
+    {"--counter", offsetof(est_args, counter)},
 };
 
 static const char **flag_slot(est_args *a, const char *flag)
@@ -113,6 +137,10 @@ static int parse_args(int argc, char **argv, est_args *a)
             continue;
         }
         const char *flag = arg; /* main.c turned "--flag=value" into two arguments */
+        if (strcmp(flag, "--explain") == 0) {
+            a->explain = true;
+            continue;
+        }
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!value) return cli_usage_error("estimate", "%s needs a value", flag);
         i++;
@@ -123,9 +151,10 @@ static int parse_args(int argc, char **argv, est_args *a)
         }
         const char **slot = flag_slot(a, flag);
         if (!slot) {
-            const char *names[sizeof FLAGS / sizeof FLAGS[0]];
+            const char *names[sizeof FLAGS / sizeof FLAGS[0] + 1];
             for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++) names[k] = FLAGS[k].flag;
-            const char *near = str_suggest(flag, names, sizeof FLAGS / sizeof FLAGS[0]);
+            names[sizeof FLAGS / sizeof FLAGS[0]] = "--explain";
+            const char *near = str_suggest(flag, names, sizeof FLAGS / sizeof FLAGS[0] + 1);
             return cli_usage_error("estimate", "unknown option %s%s%s%s", flag, near ? " (did you mean " : "",
                                    near ? near : "", near ? "?)" : "");
         }
@@ -189,6 +218,50 @@ static bool parse_memory(const char *flag, const char *s, double *out, diag_list
     return true;
 }
 
+static bool parse_real(const char *flag, const char *s, double lo, double hi, double *out, diag_list *d)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, flag, "not a valid number");
+        diag_set_expected(x, "a number from %g to %g", lo, hi);
+        diag_set_found(x, "%s", s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* PYTORCH_CUDA_ALLOC_CONF's syntax: key:value pairs separated by commas.
+ * garbage_collection_threshold is accepted and not modelled (it only acts
+ * with a memory fraction set); unknown keys are errors. */
+static void parse_alloc_conf(const char *s, ca_config *c, diag_list *d)
+{
+    char **items = NULL;
+    size_t n = str_split(s, ',', &items);
+    for (size_t i = 0; i < n; i++) {
+        char *item = items[i], *colon = strchr(item, ':');
+        const char *key = item, *val = colon ? colon + 1 : "";
+        if (colon) *colon = '\0';
+        double v = 0;
+        if (strcmp(key, "expandable_segments") == 0 && (strcmp(val, "True") == 0 || strcmp(val, "False") == 0)) {
+            c->expandable_segments = strcmp(val, "True") == 0;
+        } else if (strcmp(key, "max_split_size_mb") == 0 && parse_real("--alloc-conf", val, 20, 1e9, &v, d)) {
+            c->max_split_size = (uint64_t)(v * 1024 * 1024); /* PyTorch requires more than 20 MiB */
+        } else if (strcmp(key, "roundup_power2_divisions") == 0 && parse_real("--alloc-conf", val, 1, 64, &v, d)) {
+            c->roundup_power2_divisions = (unsigned)v;
+        } else if (strcmp(key, "garbage_collection_threshold") == 0 || strcmp(key, "backend") == 0) {
+            /* accepted: no effect on a replay without a memory fraction */
+        } else if (strcmp(key, "max_split_size_mb") != 0 && strcmp(key, "roundup_power2_divisions") != 0) {
+            diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, "--alloc-conf", "unknown allocator setting");
+            diag_set_expected(x, "expandable_segments:True|False, max_split_size_mb:N, roundup_power2_divisions:N");
+            diag_set_found(x, "%s%s%s", key, colon ? ":" : "", val);
+        }
+    }
+    str_list_free(items, n);
+}
+
 static void enum_error(const char *flag, const char *s, const char *expected, diag_list *d)
 {
     diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, flag, "unknown value");
@@ -209,6 +282,8 @@ static void apply_enums(const est_args *a, est_input *in, diag_list *d)
         enum_error("--optimizer", a->optimizer, "adamw, adamw8bit, paged_adamw, paged_adamw8bit or sgd", d);
     if (a->strategy && !spec_strategy_parse(a->strategy, &in->strategy))
         enum_error("--strategy", a->strategy, "single, ddp, fsdp, zero2 or zero3", d);
+    if (a->counter && !est_counter_parse(a->counter, &in->counter))
+        enum_error("--counter", a->counter, "device, reserved or allocated", d);
 }
 
 /* The stack first: its defaults (chunked loss, fused optimizer, adapter
@@ -259,6 +334,14 @@ static void apply_flags(const est_args *a, est_input *in, diag_list *d)
     if (a->fused_optimizer) parse_on_off("--fused-optimizer", a->fused_optimizer, &in->fused_optimizer, d);
     if (a->kbit_fp32) parse_on_off("--kbit-fp32", a->kbit_fp32, &in->kbit_fp32, d);
     if (a->gpu_memory) parse_memory("--gpu-memory", a->gpu_memory, &in->gpu_memory, d);
+    if (a->grad_accum) parse_int("--grad-accum", a->grad_accum, 1, 1 << 20, &in->grad_accum, d);
+    if (a->seq_mean) parse_real("--seq-mean", a->seq_mean, 1, 1 << 24, &in->seq_mean, d);
+    if (a->seq_sd) parse_real("--seq-sd", a->seq_sd, 0, 1 << 24, &in->seq_sd, d);
+    if (!a->seq_mean != !a->seq_sd) {
+        diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, a->seq_mean ? "--seq-sd" : "--seq-mean", "missing");
+        diag_set_suggestion(x, "varying sample lengths need both --seq-mean and --seq-sd");
+    }
+    if (a->alloc_conf) parse_alloc_conf(a->alloc_conf, &in->alloc, d);
     if (a->targets) {
         char **names = NULL;
         size_t n = str_split(a->targets, ',', &names);
@@ -281,6 +364,7 @@ static void apply_job(const spec_job *j, est_input *in, diag_list *d)
         apply_targets((const char *const *)j->lora.target_modules, j->lora.n_target_modules,
                       "spec.lora.targetModules", j, in, d);
     in->batch = j->training_data.batch_size;
+    if (j->training_data.gradient_accumulation > 0) in->grad_accum = j->training_data.gradient_accumulation;
     in->seq = j->hyperparams.max_seq_length;
     in->precision = j->hyperparams.precision;
     in->optimizer = j->hyperparams.optimizer;
@@ -325,7 +409,8 @@ static int exit_for(const diag_list *d)
 static void print_result(const est_args *a, const est_input *in, const diag_list *notes)
 {
     est_result r;
-    est_estimate(in, NULL, &r);
+    ca_snapshot snap;
+    est_estimate_explain(in, NULL, &r, a->explain ? &snap : NULL);
     if (a->out == CLI_OUT_JSON) {
         char *text = est_to_json(in, &r, notes);
         printf("%s\n", text);
@@ -334,9 +419,11 @@ static void print_result(const est_args *a, const est_input *in, const diag_list
         sb s;
         sb_init(&s);
         est_format_text(in, &r, notes, &s);
+        if (a->explain) est_format_explain(in, &r, &snap, &s);
         fputs(sb_str(&s), stdout);
         sb_free(&s);
     }
+    if (a->explain) ca_snapshot_free(&snap);
 }
 
 static int estimate_run(int argc, char **argv)

@@ -3,15 +3,21 @@
  *
  *   bench_estimator [FILE.jsonl] [-v] [--fit]
  *
- * FILE defaults to LATHE_SHARED_DIR/data/memory-calibration.jsonl; any file
- * of that schema (a held-out set) runs the same way. Rows lathe cannot use
- * are skipped (-v says why). Prints, per method and overall: rows, mean
- * absolute percentage error, median, share within +-10 % and +-20 %, for
- * lathe and the seed formula; then a leave-one-source-out cross-validation
- * (the calibrated constants refitted without each source, then scored on
- * it), and the time per estimate against the seed formula's.
- * -v prints every row; --fit prints the constants fitted on every usable
- * row (what est_calib_default holds) and the metrics they give. */
+ * FILE defaults to share/calibration/memory-calibration.jsonl in the source
+ * tree; any file of that schema (a held-out set) runs the same way. Rows
+ * lathe cannot use are skipped (-v says why). Prints:
+ *   - per method and overall: rows, mean absolute percentage error, median,
+ *     share within +-10 % and +-20 %, for lathe and the seed formula, on
+ *     the whole file
+ *   - the same per source, with lathe's mean signed error (its bias)
+ *   - leave-one-source-out cross-validation: each source predicted with
+ *     the constants fitted on the other sources (framework_gib, the only
+ *     one a fit may set; lathe's default fits nothing), per method and
+ *     overall, lathe and seed side by side
+ *   - the time per estimate against the seed formula's, for fixed and for
+ *     varying sample lengths
+ * -v prints every row; --fit prints the framework_gib fitted on every row
+ * and the metrics it gives. */
 #include "plan/plan.h"
 
 #include <math.h>
@@ -24,6 +30,16 @@ typedef struct bench_opts {
     const char *path;
     bool verbose, fit;
 } bench_opts;
+
+/* What the bench computes once per row. */
+typedef struct bench_row {
+    const est_row *row;
+    double lathe;   /* GiB, lathe's default constants */
+    double seed;    /* GiB, the seed formula */
+    double loso;    /* GiB, with framework_gib fitted without the row's source */
+    double fw_loso; /* that framework_gib */
+    est_phase phase;
+} bench_row;
 
 static double seed_gib(const est_row *r)
 {
@@ -41,149 +57,155 @@ static double ape(double est, double measured)
     return fabs(est - measured) / measured * 100.0;
 }
 
-static void print_metrics_line(const char *label, const double *a, const double *b, size_t n)
+static void metrics_cols(const double *a, size_t n, char *out, size_t outsz)
 {
-    est_metrics ml, ms;
-    est_metrics_of(a, n, &ml);
-    est_metrics_of(b, n, &ms);
-    printf("  %-8s %5zu | %6.1f %7.1f %6.0f%% %6.0f%% | %6.1f %7.1f %6.0f%% %6.0f%%\n", label, n,
-           ml.mape, ml.median_ape, ml.within10 * 100, ml.within20 * 100, ms.mape, ms.median_ape,
-           ms.within10 * 100, ms.within20 * 100);
+    est_metrics m;
+    est_metrics_of(a, n, &m);
+    snprintf(out, outsz, "%6.1f %7.1f %6.0f%% %6.0f%%", m.mape, m.median_ape, m.within10 * 100, m.within20 * 100);
 }
 
-/* Per method and overall, lathe (constants c) against the seed formula. */
-static void print_table(const est_row *rows, size_t n, const est_calib *c)
+/* Per method and overall: lathe's figure (which: 0 default, 1 LOSO) and the seed's. */
+static void print_table(const bench_row *b, size_t n, int which)
 {
     static const struct {
         const char *name;
         spec_method m;
     } methods[] = {{"lora", METHOD_LORA}, {"qlora", METHOD_QLORA}, {"dora", METHOD_DORA},
                    {"full", METHOD_FULL}};
-    double *a = xmalloc((n + 1) * sizeof *a), *b = xmalloc((n + 1) * sizeof *b);
-    printf("  %-8s %5s | %-31s | %s\n", "", "", "lathe", "seed formula");
-    printf("  %-8s %5s | %6s %7s %7s %7s | %6s %7s %7s %7s\n", "method", "rows", "MAPE", "median",
-           "+-10%", "+-20%", "MAPE", "median", "+-10%", "+-20%");
+    double *x = xmalloc((n + 1) * sizeof *x), *y = xmalloc((n + 1) * sizeof *y);
+    printf("  %-8s %5s | %-31s | %s\n", "", "", which ? "lathe, leave one source out" : "lathe", "seed formula");
+    printf("  %-8s %5s | %6s %7s %7s %7s | %6s %7s %7s %7s\n", "method", "rows", "MAPE", "median", "+-10%",
+           "+-20%", "MAPE", "median", "+-10%", "+-20%");
     for (size_t k = 0; k <= sizeof methods / sizeof methods[0]; k++) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
-            if (!rows[i].usable) continue;
-            if (k < 4 && rows[i].in.method != methods[k].m) continue;
-            a[m] = est_row_ape(&rows[i], c);
-            b[m] = ape(seed_gib(&rows[i]), rows[i].measured_gib);
+            if (k < 4 && b[i].row->in.method != methods[k].m) continue;
+            x[m] = ape(which ? b[i].loso : b[i].lathe, b[i].row->measured_gib);
+            y[m] = ape(b[i].seed, b[i].row->measured_gib);
             m++;
         }
         if (k < 4 && m == 0) continue;
-        print_metrics_line(k < 4 ? methods[k].name : "all", a, b, m);
+        char l[64], s[64];
+        metrics_cols(x, m, l, sizeof l);
+        metrics_cols(y, m, s, sizeof s);
+        printf("  %-8s %5zu | %s | %s\n", k < 4 ? methods[k].name : "all", m, l, s);
     }
-    free(a);
-    free(b);
+    free(x);
+    free(y);
 }
 
-static void print_row(const est_row *r, const est_calib *c)
+/* Per source: lathe's errors, its bias, the framework_gib fitted without
+ * the source and what cross-validation gives, and the seed's MAPE. */
+static void print_sources(const bench_row *b, size_t n)
+{
+    printf("\nper source (bias: mean signed error; fw: framework_gib fitted on the other sources):\n");
+    printf("  %-46s %5s | %6s %7s %7s %7s | %5s %7s | %6s\n", "source", "rows", "MAPE", "median", "bias", "+-10%",
+           "fw", "LOSO", "seed");
+    double *x = xmalloc((n + 1) * sizeof *x), *y = xmalloc((n + 1) * sizeof *y), *z = xmalloc((n + 1) * sizeof *z);
+    for (size_t s = 0; s < n; s++) {
+        bool first = true;
+        for (size_t j = 0; j < s; j++)
+            if (strcmp(b[j].row->source, b[s].row->source) == 0) first = false;
+        if (!first) continue;
+        size_t m = 0;
+        double bias = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(b[i].row->source, b[s].row->source) != 0) continue;
+            double meas = b[i].row->measured_gib;
+            x[m] = ape(b[i].lathe, meas);
+            y[m] = ape(b[i].loso, meas);
+            z[m] = ape(b[i].seed, meas);
+            bias += (b[i].lathe - meas) / meas * 100.0;
+            m++;
+        }
+        est_metrics ml, mo, ms;
+        est_metrics_of(x, m, &ml);
+        est_metrics_of(y, m, &mo);
+        est_metrics_of(z, m, &ms);
+        printf("  %-46.46s %5zu | %6.1f %7.1f %+6.1f%% %6.0f%% | %5.2f %6.1f%% | %6.1f\n", b[s].row->source, m, ml.mape,
+               ml.median_ape, bias / (double)m, ml.within10 * 100, b[s].fw_loso, mo.mape, ms.mape);
+    }
+    free(x);
+    free(y);
+    free(z);
+}
+
+static void print_row(const est_row *r, const bench_row *b)
 {
     const model_shape *m = &r->shape;
-    if (!r->usable) {
+    if (!b) {
         printf("%5d %-34.34s skipped: %s\n", r->id, r->model, r->skip_reason);
         return;
     }
-    est_result res;
-    est_estimate(&r->in, c, &res);
     sb t;
     sb_init(&t);
     if (r->in.method != METHOD_FULL) {
         model_targets_format(m, r->in.targets, &t);
         sb_printf(&t, " r%d", r->in.rank);
     }
-    double seed = seed_gib(r), est = res.peak / GIB;
-    printf("%5d %-34.34s %-9s %-5s %-6s %-22.22s b%-2d s%-5d %s %s %-8s %-6s %dx%-6s %-9s | %7.2f %7.2f %7.2f | "
+    printf("%5d %-34.34s %-9s %-5s %-6s %-22.22s b%-2d s%-5d %s %s %-8s %-6s %dx%-6s %-9s%s | %7.2f %7.2f %7.2f | "
            "%+6.1f%% %+7.1f%%  (%s)\n",
            r->id, r->model, est_stack_name(r->in.stack), spec_method_name(r->in.method),
            r->in.quant == QUANT_NONE ? "" : spec_quant_name(r->in.quant), sb_str(&t), r->in.batch,
            r->in.seq, r->in.grad_ckpt ? "gc" : "--", r->in.flash_attn ? "fa" : "--",
            spec_optimizer_name(r->in.optimizer), spec_precision_name(r->in.precision), r->in.gpus,
            r->in.pipeline_stages > 1 ? "pipe" : spec_strategy_name(r->in.strategy), r->memory_kind,
-           r->measured_gib, est, seed, (est - r->measured_gib) / r->measured_gib * 100,
-           (seed - r->measured_gib) / r->measured_gib * 100, est_phase_name(res.peak_phase));
+           r->in.seq_sd > 0 ? "~" : " ", r->measured_gib, b->lathe, b->seed,
+           (b->lathe - r->measured_gib) / r->measured_gib * 100, (b->seed - r->measured_gib) / r->measured_gib * 100,
+           est_phase_name(b->phase));
     sb_free(&t);
 }
 
-/* Leave one source out: refit without it, score it. */
-static void cross_validate(const est_row *rows, size_t n, const est_calib *start)
+/* Leave one source out: framework_gib fitted on the other sources' rows. */
+static void cross_validate(bench_row *b, size_t n)
 {
-    printf("\ncross-validation, leave one source out (constants refitted on the other sources):\n");
-    printf("  %-46s %5s  %-24s %8s %8s\n", "held-out source", "rows", "framework/base/slack",
-           "MAPE", "in-fit");
-    bool *use = xcalloc(n, sizeof *use);
-    double *all = xmalloc((n + 1) * sizeof *all);
-    size_t n_all = 0;
-    for (size_t s = 0; s < n; s++) {
-        if (!rows[s].usable) continue;
-        bool first = true;
-        for (size_t j = 0; j < s; j++)
-            if (rows[j].usable && strcmp(rows[j].source, rows[s].source) == 0) first = false;
-        if (!first) continue;
-        for (size_t i = 0; i < n; i++) use[i] = strcmp(rows[i].source, rows[s].source) != 0;
-        est_calib fitted;
-        est_calib_fit(rows, n, use, start, &fitted);
-        double sum = 0, sum_in = 0;
-        size_t k = 0, k_in = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!rows[i].usable) continue;
-            double e = est_row_ape(&rows[i], &fitted);
-            if (use[i]) {
-                sum_in += e;
-                k_in++;
-            } else {
-                sum += e;
-                all[n_all++] = e;
-                k++;
-            }
-        }
-        char fit[64];
-        snprintf(fit, sizeof fit, "%.2f / %.2f GiB / %.2f", fitted.framework_gib, fitted.reserved_base_gib,
-                 fitted.reserved_frac);
-        printf("  %-46.46s %5zu  %-24s %7.1f%% %7.1f%%\n", rows[s].source, k, fit, sum / (double)k,
-               k_in ? sum_in / (double)k_in : 0.0);
+    double *peak = xmalloc((n + 1) * sizeof *peak), *meas = xmalloc((n + 1) * sizeof *meas);
+    bool *use = xmalloc((n + 1) * sizeof *use);
+    for (size_t i = 0; i < n; i++) {
+        peak[i] = b[i].lathe;
+        meas[i] = b[i].row->measured_gib;
     }
-    est_metrics m;
-    est_metrics_of(all, n_all, &m);
-    printf("  %-46s %5zu  %-24s %7.1f%%   (median %.1f%%, within 10%%: %.0f%%, within 20%%: %.0f%%)\n",
-           "all held-out predictions", m.n, "", m.mape, m.median_ape, m.within10 * 100,
-           m.within20 * 100);
+    for (size_t s = 0; s < n; s++) {
+        for (size_t i = 0; i < n; i++) use[i] = strcmp(b[i].row->source, b[s].row->source) != 0;
+        double fw = est_calib_fit_framework(peak, meas, use, n);
+        b[s].fw_loso = fw;
+        b[s].loso = b[s].lathe + fw;
+    }
+    free(peak);
+    free(meas);
     free(use);
-    free(all);
 }
 
 /* Time per estimate, against the seed formula measured in the same run. */
-static void timing(const est_row *rows, size_t n)
+static void timing(const bench_row *b, size_t n)
 {
-    const int reps = 200;
-    volatile double sink = 0;
-    size_t count = 0;
-    clock_t t0 = clock();
-    for (int k = 0; k < reps; k++)
-        for (size_t i = 0; i < n; i++)
-            if (rows[i].usable) {
-                est_result r;
-                est_estimate(&rows[i].in, NULL, &r);
-                sink += r.peak;
-                count++;
-            }
-    clock_t t1 = clock();
-    for (int k = 0; k < reps; k++)
-        for (size_t i = 0; i < n; i++)
-            if (rows[i].usable) sink += seed_gib(&rows[i]);
-    clock_t t2 = clock();
-    double lathe_us = (double)(t1 - t0) / CLOCKS_PER_SEC * 1e6 / (double)(count ? count : 1);
-    double seed_us = (double)(t2 - t1) / CLOCKS_PER_SEC * 1e6 / (double)(count ? count : 1);
-    printf("\ntiming: %zu estimates, %.2f us each; seed formula %.3f us each (ratio %.1fx)\n", count,
-           lathe_us, seed_us, seed_us > 0 ? lathe_us / seed_us : 0.0);
-    (void)sink;
+    for (int varied = 0; varied < 2; varied++) {
+        const est_row *row = NULL;
+        for (size_t i = 0; i < n && !row; i++)
+            if ((b[i].row->in.seq_sd > 0) == varied) row = b[i].row;
+        if (!row) continue;
+        int reps = varied ? 4 : 40, seed_reps = 100000;
+        volatile double sink = 0;
+        clock_t t0 = clock();
+        for (int k = 0; k < reps; k++) {
+            est_result r;
+            est_estimate(&row->in, NULL, &r);
+            sink += r.peak;
+        }
+        clock_t t1 = clock();
+        for (int k = 0; k < seed_reps; k++) sink += seed_gib(row);
+        clock_t t2 = clock();
+        double lathe_us = (double)(t1 - t0) / CLOCKS_PER_SEC * 1e6 / reps;
+        double seed_us = (double)(t2 - t1) / CLOCKS_PER_SEC * 1e6 / seed_reps;
+        printf("timing, %s lengths (row %d): %.0f us per estimate; seed formula %.3f us (ratio %.0fx)\n",
+               varied ? "varying" : "fixed", row->id, lathe_us, seed_us, seed_us > 0 ? lathe_us / seed_us : 0.0);
+        (void)sink;
+    }
 }
 
 static bool parse_args(int argc, char **argv, bench_opts *o)
 {
-    o->path = LATHE_SHARED_DIR "/data/memory-calibration.jsonl";
+    o->path = LATHE_SOURCE_DIR "/share/calibration/memory-calibration.jsonl";
     o->verbose = o->fit = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-v") == 0)
@@ -214,28 +236,51 @@ int main(int argc, char **argv)
         return file_exists(o.path) ? LT_EXIT_INVALID : LT_EXIT_IO;
     }
     diag_list_free(&d);
-    est_calib c = est_calib_default;
-    size_t usable = 0;
-    for (size_t i = 0; i < n; i++) usable += rows[i].usable;
-    printf("bench_estimator: %zu usable rows of %zu in %s\n", usable, n, o.path);
-    if (o.fit) {
-        est_calib_fit(rows, n, NULL, &est_calib_default, &c);
-        printf("fitted on every usable row: framework_gib %.3f, reserved_base_gib %.3f, reserved_frac %.2f\n",
-               c.framework_gib, c.reserved_base_gib, c.reserved_frac);
+    bench_row *b = xcalloc(n + 1, sizeof *b);
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].usable) continue;
+        est_result r;
+        est_estimate(&rows[i].in, NULL, &r);
+        b[nb++] = (bench_row){&rows[i], r.peak / GIB, seed_gib(&rows[i]), 0, 0, r.peak_phase};
     }
-    printf("constants: framework %.3f GiB, allocator slack %.3f GiB + %.2f of the loss buffers and "
-           "weight copies\n\n",
-           c.framework_gib, c.reserved_base_gib, c.reserved_frac);
+    printf("bench_estimator: %zu usable rows of %zu in %s\n", nb, n, o.path);
+    printf("constants: framework_gib %.3f (nothing fitted), CUDA context %.2f GiB, NCCL %.2f GiB\n\n",
+           est_calib_default.framework_gib, est_calib_default.cuda_context_gib, est_calib_default.nccl_gib);
     if (o.verbose) {
-        printf("%5s %-34s %-9s %-5s %-6s %-22s %-3s %-6s %-5s %-8s %-6s %-8s %-9s | %7s %7s %7s | %7s %8s\n",
+        printf("%5s %-34s %-9s %-5s %-6s %-22s %-3s %-6s %-5s %-8s %-6s %-8s %-10s | %7s %7s %7s | %7s %8s\n",
                "id", "model", "stack", "meth", "quant", "targets", "b", "seq", "gc fa", "optim", "prec", "gpus",
                "counter", "meas", "lathe", "seed", "lathe", "seed");
-        for (size_t i = 0; i < n; i++) print_row(&rows[i], &c);
-        printf("\n");
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) print_row(&rows[i], rows[i].usable ? &b[k++] : NULL);
+        printf("  (~: sample lengths vary; the replay averages several draws)\n\n");
     }
-    print_table(rows, n, &c);
-    cross_validate(rows, n, &est_calib_default);
-    timing(rows, n);
+    cross_validate(b, nb);
+    printf("calibration set:\n");
+    print_table(b, nb, 0);
+    print_sources(b, nb);
+    printf("\ncross-validation, leave one source out:\n");
+    print_table(b, nb, 1);
+    if (o.fit) {
+        double *peak = xmalloc((nb + 1) * sizeof *peak), *meas = xmalloc((nb + 1) * sizeof *meas);
+        for (size_t i = 0; i < nb; i++) {
+            peak[i] = b[i].lathe;
+            meas[i] = b[i].row->measured_gib;
+        }
+        double fw = est_calib_fit_framework(peak, meas, NULL, nb);
+        double *a = xmalloc((nb + 1) * sizeof *a);
+        for (size_t i = 0; i < nb; i++) a[i] = ape(b[i].lathe + fw, meas[i]);
+        est_metrics m;
+        est_metrics_of(a, nb, &m);
+        printf("\nfitted on every row: framework_gib %.3f -> MAPE %.1f%%, median %.1f%%, within 10%%: %.0f%%\n", fw,
+               m.mape, m.median_ape, m.within10 * 100);
+        free(peak);
+        free(meas);
+        free(a);
+    }
+    printf("\n");
+    timing(b, nb);
+    free(b);
     est_rows_free(rows, n);
     return 0;
 }

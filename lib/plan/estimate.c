@@ -1,62 +1,43 @@
 /* estimate.c: the GPU memory estimator's physical model. Every term is
  * derived from the architecture, the settings and the training stack (how
  * it computes the loss, the adapters' dtype, the optimizer step);
- * docs/estimator.md gives each formula with its source. Only
- * est_calib_default's constants were fitted to measurements.
+ * docs/estimator.md gives each formula with its source.
  *
- * A training step has three peaks, and the estimate is the largest:
+ * The terms are sizes: what each kind of tensor takes when it is alive.
+ * Added up per phase they give the phases below (no allocator), and
+ * est_replay (estimate_replay.c) allocates every one of them, tensor by
+ * tensor and in the order the step does, through a model of PyTorch's
+ * caching allocator: the counters (allocated, reserved, device) come from
+ * that replay.
+ *
+ * A training step has three peaks:
  *   forward+loss   weights, states, saved activations of every layer, the
  *                  logits and the loss buffers (and their backward)
  *   backward       weights, states, saved activations, the layer being
  *                  recomputed and back-propagated, the gradients so far
  *   optimizer step weights, states, every gradient, the step's temporaries
- * Counters: allocated = the largest phase; reserved adds the caching
- * allocator's slack (fixed, and on the loss buffers and weight copies),
- * capped at the GPU's memory when known; device adds the CUDA context (and
- * NCCL) and the optimizer states in CUDA managed memory.
  */
-#include "plan/plan.h"
+#include "plan/estimate_internal.h"
 
 #include <math.h>
 #include <string.h>
 
-/* Fitted by `bench_estimator --fit` on the usable rows of
- * shared/data/memory-calibration.jsonl (docs/estimator.md, "Calibration"):
- * framework 0, reserved base 1.0 GiB, slack 2.35 x the loss buffers.
- * cuda_context_gib and nccl_gib are not fitted (no calibration row uses the
- * device counter): a CUDA 12 context with lazy module loading takes about
- * 0.5 GiB on A100/H100; NCCL's default buffers (NCCL_BUFFSIZE 4 MiB per
- * channel and peer) take a few hundred MiB. */
+/* Nothing here is fitted to the calibration rows (docs/estimator.md,
+ * "Calibration"):
+ *   framework_gib 0: every allocation the stacks make is a term or a
+ *     buffer of the replay; bench_estimator --fit shows what a fit would
+ *     add (and its cross-validation what that is worth)
+ *   cuda_context_gib 0.5: a CUDA 12 context with lazy module loading
+ *     (PyTorch sets CUDA_MODULE_LOADING=LAZY) on A100 / H100: PyTorch's
+ *     notes on CUDA memory management say the context takes "several
+ *     hundred MiB"; outside the caching allocator, device counter only
+ *   nccl_gib 0.5: NCCL's buffers, NCCL_BUFFSIZE (4 MiB) per channel for
+ *     each peer's send and receive, allocated by NCCL itself */
 const est_calib est_calib_default = {
     .framework_gib = 0.0,
-    .reserved_frac = 2.35,
-    .reserved_base_gib = 1.0,
     .cuda_context_gib = 0.5,
     .nccl_gib = 0.5,
 };
-
-/* Everything the terms share, computed once. */
-typedef struct est_ctx {
-    const est_input *in;
-    const model_shape *m;
-    model_params p;
-    bool full, lora;       /* lora: LoRA, QLoRA or DoRA */
-    bool deepspeed_amp;    /* ZeRO with amp: bf16 weights + fp32 master in the optimizer */
-    bool autocast;         /* the forward runs under torch.autocast */
-    double a;              /* bytes of an activation element: 2, or 4 in fp32 */
-    double pb;             /* bytes of a trainable parameter (and of its AdamW state) */
-    double ab;             /* bytes of an adapter parameter: pb, or 4 for fp32 adapters */
-    double wb;             /* bytes of a frozen dense weight */
-    double gb;             /* bytes of a gradient element */
-    int dp, tp, pp;        /* data, tensor and pipeline parallel degrees */
-    int layers;            /* decoder layers on this GPU */
-    double layer_frac;     /* layers / total layers */
-    bool shard_params;     /* FSDP, ZeRO-3 */
-    bool shard_grads;      /* FSDP, ZeRO-2, ZeRO-3 */
-    bool last_stage;       /* holds the lm_head (always, without pipeline) */
-    bool first_stage;      /* holds the embedding */
-    double tokens;         /* per GPU per micro step */
-} est_ctx;
 
 /* Whether the forward runs under torch.autocast: amp precision outside
  * DeepSpeed (LitGPT bf16-mixed, torch.autocast over fp32 weights), and the
@@ -71,7 +52,7 @@ static bool autocast_on(const est_input *in, bool deepspeed_amp)
     return half && in->stack == EST_STACK_HF && !zero;
 }
 
-static void ctx_init(est_ctx *x, const est_input *in)
+void est_ctx_init(est_ctx *x, const est_input *in)
 {
     memset(x, 0, sizeof *x);
     x->in = in;
@@ -85,7 +66,8 @@ static void ctx_init(est_ctx *x, const est_input *in)
     x->shard_params = in->strategy == STRAT_FSDP || in->strategy == STRAT_ZERO3;
     x->shard_grads = x->shard_params || in->strategy == STRAT_ZERO2;
     bool fp32 = in->precision == PREC_FP32, amp = in->precision == PREC_AMP;
-    x->deepspeed_amp = amp && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
+    x->deepspeed = in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3;
+    x->deepspeed_amp = amp && x->deepspeed;
     x->autocast = autocast_on(in, x->deepspeed_amp);
     x->a = fp32 ? 4 : 2;
     x->pb = (fp32 || amp) && !x->deepspeed_amp ? 4 : 2;
@@ -108,7 +90,7 @@ static void ctx_init(est_ctx *x, const est_input *in)
  *   GPTQ (group 128): bits + fp16 scale and packed zero per group + int32 g_idx per input
  *   AWQ (group 128): 4 + fp16 scale and 4-bit zero per group
  * (bitsandbytes Params4bit / Int8Params, AutoGPTQ QuantLinear, AutoAWQ WQLinear.) */
-static double quant_bits(const est_input *in, int64_t in_features, int64_t out_features)
+double est_quant_bits(const est_input *in, int64_t in_features, int64_t out_features)
 {
     switch (in->quant) {
     case QUANT_NF4: return 4.0 + 32.0 / 64.0;
@@ -130,7 +112,7 @@ static double layer_quant_bits(const est_ctx *x)
     for (size_t i = 0; i < n; i++) {
         if (!mods[i].per_layer) continue;
         double w = (double)mods[i].in * (double)mods[i].out;
-        bits += w * quant_bits(x->in, mods[i].in, mods[i].out);
+        bits += w * est_quant_bits(x->in, mods[i].in, mods[i].out);
         count += w;
     }
     return count > 0 ? bits / count : 16.0;
@@ -231,26 +213,61 @@ static void trainable(const est_ctx *x, est_result *r)
     r->optimizer_temp = t * step_temp_bytes(x, elt) / shard;
 }
 
-/* FSDP / ZeRO-3 gather each layer's parameters before using it and keep
- * the next one prefetched (two layers), and gather the lm_head for the
- * logits. DDP keeps its gradient buckets beside the gradients
- * (gradient_as_bucket_view=False, the default). */
-static void sharding(const est_ctx *x, est_result *r)
+/* The buffers and temporaries that are not tensors of the model:
+ *   FSDP / ZeRO-3 gather each layer's 16-bit (or quantised) parameters
+ *     before using it and prefetch the next, and gather the lm_head for
+ *     the logits: what is gathered beyond the local shard, (1 - 1/dp)
+ *   DDP keeps gradient buckets beside the gradients
+ *     (gradient_as_bucket_view=False, the default): the gradients' size
+ *   DeepSpeed ZeRO-2/3 reduce gradients through a bucket of
+ *     reduce_bucket_size elements; the Hugging Face integration's "auto"
+ *     sets it to hidden x hidden (transformers integrations/deepspeed.py)
+ *   QLoRA dequantises each quantised matrix to the compute dtype for its
+ *     matmuls (bitsandbytes dequantize_4bit, one at a time): the largest
+ *   DoRA (PEFT's DoraLinearLayer.forward) builds B A from an identity in
+ *     the activation dtype, then W + s B A in the adapter dtype to take its
+ *     norms: (a + 3 x adapter bytes) x the largest adapted matrix
+ *   amp makes 16-bit autocast copies of fp32 weights: one layer's */
+void est_parts_of(const est_ctx *x, const est_result *r, est_parts *out)
 {
+    memset(out, 0, sizeof *out);
+    double tp = x->tp;
     if (x->shard_params && x->dp > 1) {
         double layer_bytes = x->in->quant != QUANT_NONE
                                  ? (double)x->p.per_layer_linear * layer_quant_bits(x) / 8.0
                                  : (double)x->p.per_layer * 2.0;
         double head = (double)(x->p.lm_head ? x->p.lm_head : x->p.embedding) * 2.0;
-        r->sharding = (2.0 * layer_bytes + head) * (1.0 - 1.0 / x->dp) / x->tp;
+        out->gather_layer = layer_bytes * (1.0 - 1.0 / x->dp) / tp;
+        out->gather_head = head * (1.0 - 1.0 / x->dp) / tp;
     } else if (x->in->strategy == STRAT_DDP && x->dp > 1) {
-        r->sharding = r->gradients;
+        out->ddp_buckets = r->gradients;
     }
+    if (x->deepspeed && x->dp > 1) out->ds_bucket = (double)x->m->hidden * (double)x->m->hidden * x->gb;
+    double big = 0;
+    model_module mods[MODEL_MAX_MODULES];
+    size_t n = model_modules(x->m, mods);
+    for (size_t i = 0; i < n; i++) {
+        double w = (double)mods[i].in * (double)mods[i].out;
+        if (mods[i].per_layer && w > big) big = w;
+    }
+    if (x->in->quant != QUANT_NONE) out->dequant = x->a * big / tp;
+    if (x->in->method == METHOD_DORA)
+        out->dora = (x->a + 3.0 * x->ab) * (double)r->lora.max_in * (double)r->lora.max_out / tp;
+    if (x->in->precision == PREC_AMP && !x->deepspeed_amp && x->in->quant == QUANT_NONE)
+        out->amp_copy_layer = (double)x->p.per_layer_linear * 2.0 / tp;
+}
+
+static void sharding(const est_ctx *x, est_result *r)
+{
+    est_parts b;
+    est_parts_of(x, r, &b);
+    r->sharding = 2.0 * b.gather_layer + b.gather_head + b.ddp_buckets + b.ds_bucket;
 }
 
 /* ---- activations ---- */
 
-/* The input each projection reads, by role. */
+/* The input each projection reads, by role: 0 the attention input, 1 the
+ * attention output (o_proj), 2 the MLP input, 3 the MLP product (down). */
 static int input_slot(unsigned roles)
 {
     if (roles & (MODEL_ROLE_Q | MODEL_ROLE_K | MODEL_ROLE_V)) return 0;
@@ -259,11 +276,6 @@ static int input_slot(unsigned roles)
     return 3;
 }
 
-/* Bytes per token the layer's projections keep for backward. A trained
- * weight needs its input (each distinct input is kept once). A LoRA branch
- * keeps its input (a dropout copy plus a one-byte mask per adapted module
- * when dropout > 0, PEFT's lora_dropout) and lora_A's output; DoRA also
- * keeps the base and LoRA results to differentiate the magnitude. */
 /* Bytes of the input a LoRA branch keeps per element. PEFT's Linear
  * casts x to lora_A's dtype (`x = x.to(lora_A.weight.dtype)`), so fp32
  * adapters keep an fp32 copy; its bitsandbytes layers skip the cast under
@@ -274,11 +286,25 @@ static double lora_input_bytes(const est_ctx *x)
     return cast ? 4.0 : x->a;
 }
 
-static double projection_inputs(const est_ctx *x)
+static void put(est_layer *l, double bytes, est_dies dies, bool mlp)
+{
+    if (bytes <= 0 || l->n >= EST_LAYER_MAX) return;
+    l->t[l->n++] = (est_ltensor){bytes, dies, mlp, false};
+}
+
+/* What the layer's projections keep for backward, per slot. A trained
+ * weight needs its input (each distinct input is kept once). A LoRA branch
+ * keeps its input (a dropout copy plus a one-byte mask per adapted module
+ * when dropout > 0, PEFT's lora_dropout) and lora_A's output; DoRA also
+ * keeps the base and LoRA results to differentiate the magnitude. The
+ * LoRA branch's output (lora_B's) lives until it is added to the base
+ * output. saved_input[slot] says whether the shared input itself is kept. */
+static void projection_tensors(const est_ctx *x, int slot_lo, int slot_hi, est_layer *l,
+                               bool saved_input[4])
 {
     model_module mods[MODEL_MAX_MODULES];
     size_t n = model_modules(x->m, mods);
-    double a = x->a, la = lora_input_bytes(x), bytes = 0;
+    double a = x->a, la = lora_input_bytes(x), tp = x->tp;
     bool kept[4] = {false, false, false, false};
     bool dropout = x->in->lora_dropout > 0;
     /* LitGPT's LoRAQKVLinear runs one dropout over the fused qkv input */
@@ -288,51 +314,124 @@ static double projection_inputs(const est_ctx *x)
         bool adapted = x->lora && (mods[i].roles & x->in->targets);
         if (!x->full && !adapted) continue;
         int slot = input_slot(mods[i].roles);
+        bool mine = slot >= slot_lo && slot <= slot_hi, mlp = slot >= 2;
+        est_dies half = mlp ? EST_DIES_MLP : EST_DIES_ATTN;
         bool own_copy = adapted && (dropout || la != a) && !(shared_qkv && slot == 0 && qkv_done);
-        if (own_copy)
-            bytes += (la + (dropout ? 1.0 : 0.0)) * (double)mods[i].in;
-        else if (!kept[slot])
-            bytes += a * (double)mods[i].in;
+        double in = (double)mods[i].in / tp;
+        if (own_copy) {
+            if (mine) put(l, la * in, EST_DIES_BACKWARD, mlp);
+            if (mine && dropout) put(l, in, EST_DIES_BACKWARD, mlp); /* the dropout mask */
+        } else if (!kept[slot]) {
+            if (mine) put(l, a * in, EST_DIES_BACKWARD, mlp);
+            saved_input[slot] = true;
+        }
         if (adapted && slot == 0) qkv_done = true;
         kept[slot] = true;
-        if (adapted) {
-            bytes += (x->autocast ? a : la) * x->in->rank;
-            if (x->in->method == METHOD_DORA) bytes += 2.0 * a * (double)mods[i].out;
+        if (adapted && mine) {
+            put(l, (x->autocast ? a : la) * x->in->rank / tp, EST_DIES_BACKWARD, mlp); /* lora_A's output */
+            if (x->in->method == METHOD_DORA) put(l, 2.0 * a * (double)mods[i].out / tp, EST_DIES_BACKWARD, mlp);
+            put(l, a * (double)mods[i].out / tp, half, mlp); /* lora_B's output */
         }
     }
-    return bytes;
 }
 
-/* Bytes per token one decoder layer keeps for backward, without
- * checkpointing (the layer code of transformers' Llama family and
- * torchtune):
- *   RMSNorm: its input upcast to fp32 (4h); the normalised value too when
- *     its weight is trained; a compiled (fused) norm keeps only its input
- *   projection inputs: projection_inputs()
- *   attention: q, k and v after RoPE (k, v repeated to every query head
- *     before SDPA), the output and the fp32 log-sum-exp; eager attention
- *     also keeps the fp32 softmax and its cast: (4 + a) x heads x seq
- *   MLP: gate output (kept by the activation), activation output and up
- *     output (kept by the product); compiled: the activation is recomputed
- * *eager receives the seq x seq part. */
-static double layer_saved_per_token(const est_ctx *x, double *eager)
+/* The RMSNorms of one half: its input upcast to fp32 is kept (4h;
+ * `hidden_states.to(torch.float32)` is kept by `pow` and the multiply),
+ * and the normalised value too when the norm's weight is trained; a
+ * compiled (fused) norm keeps only its 16-bit input. Gemma-2's four norms
+ * are split between the halves. */
+static void norm_tensors(const est_ctx *x, int count, bool mlp, est_layer *l)
+{
+    double h = (double)x->m->hidden, keep = x->in->compiled ? x->a : 4.0;
+    for (int i = 0; i < count; i++) {
+        put(l, keep * h, EST_DIES_BACKWARD, mlp);
+        if (x->full) put(l, x->a * h, EST_DIES_BACKWARD, mlp);
+    }
+}
+
+/* One decoder layer's forward (the layer code of transformers' Llama
+ * family and torchtune), tensor by tensor:
+ *   attention half: the norm; the projections' kept inputs and LoRA
+ *     tensors; q, k, v (transient); the per-head q/k norms (Qwen3); q and
+ *     k after RoPE, k and v repeated to every query head before SDPA, the
+ *     output and the fp32 log-sum-exp; in eager attention the fp32 softmax
+ *     and its cast, (4 + a) x heads x seq per token; o_proj's output and
+ *     the residual sum
+ *   MLP half: the norm; the kept inputs; the gate output (kept by the
+ *     activation), the activation's output and the up output (kept by the
+ *     product; compiled: the activation is recomputed); the product when
+ *     no one keeps it; down's output
+ * The saved tensors add up to the per-layer figure of docs/estimator.md. */
+void est_layer_tensors(const est_ctx *x, est_layer *l)
 {
     const model_shape *m = x->m;
-    double a = x->a, h = (double)m->hidden, I = (double)m->intermediate;
+    double a = x->a, h = (double)m->hidden, I = (double)m->intermediate / x->tp, tp = x->tp;
     double qd = (double)(m->heads * m->head_dim), kvd = (double)(m->kv_heads * m->head_dim);
-    double norm_keep = x->in->compiled ? a : 4.0;
-    double norms = m->norms_per_layer * (norm_keep * h + (x->full ? a * h : 0));
-    if (m->qk_norm) norms += norm_keep * (qd + kvd);
-    double attn = 4.0 * a * qd + 4.0 * (double)m->heads;
-    *eager = x->in->flash_attn ? 0 : (4.0 + a) * (double)m->heads * (double)x->in->seq / x->tp;
-    double mlp = a * I * (x->in->compiled ? 2 : 3);
-    return norms + (projection_inputs(x) + attn + mlp) / x->tp + *eager;
+    double heads = (double)m->heads / tp;
+    bool saved_input[4] = {false, false, false, false};
+    int norms_attn = (m->norms_per_layer + 1) / 2;
+    l->n = 0;
+    /* attention half */
+    norm_tensors(x, 1, false, l);
+    int mark = l->n;
+    projection_tensors(x, 0, 0, l, saved_input);
+    if (!saved_input[0]) { /* the normalised input, read by q, k, v only */
+        memmove(&l->t[mark + 1], &l->t[mark], (size_t)(l->n - mark) * sizeof l->t[0]);
+        l->t[mark] = (est_ltensor){a * h, EST_DIES_ATTN, false, false};
+        l->n++;
+    }
+    put(l, a * (qd + 2.0 * kvd) / tp, EST_DIES_ATTN, false); /* q, k, v projections */
+    if (m->qk_norm) put(l, (x->in->compiled ? a : 4.0) * (qd + kvd), EST_DIES_BACKWARD, false);
+    for (int i = 0; i < 4; i++) put(l, a * qd / tp, EST_DIES_BACKWARD, false); /* q, k, v, out */
+    put(l, 4.0 * heads, EST_DIES_BACKWARD, false);                             /* log-sum-exp */
+    if (!x->in->flash_attn) {
+        double s = (double)x->in->seq;
+        l->t[l->n] = (est_ltensor){4.0 * heads * s, EST_DIES_BACKWARD, false, true};
+        l->n++;
+        l->t[l->n] = (est_ltensor){a * heads * s, EST_DIES_BACKWARD, false, true};
+        l->n++;
+    }
+    projection_tensors(x, 1, 1, l, saved_input);
+    put(l, a * h, EST_DIES_ATTN, false); /* o_proj's output */
+    norm_tensors(x, norms_attn - 1, false, l);
+    put(l, a * h, EST_DIES_MLP, false); /* the residual sum, read by the MLP half's add */
+    /* MLP half */
+    norm_tensors(x, 1, true, l);
+    mark = l->n;
+    projection_tensors(x, 2, 2, l, saved_input);
+    if (!saved_input[2]) {
+        memmove(&l->t[mark + 1], &l->t[mark], (size_t)(l->n - mark) * sizeof l->t[0]);
+        l->t[mark] = (est_ltensor){a * h, EST_DIES_MLP, true, false};
+        l->n++;
+    }
+    int kept_mlp = x->in->compiled ? 2 : 3;
+    for (int i = 0; i < kept_mlp; i++) put(l, a * I, EST_DIES_BACKWARD, true);
+    projection_tensors(x, 3, 3, l, saved_input);
+    if (!saved_input[3]) put(l, a * I, EST_DIES_MLP, true); /* the product, read by down only */
+    norm_tensors(x, m->norms_per_layer - norms_attn - 1, true, l);
+    put(l, a * h, EST_DIES_MLP, true); /* down's output */
+}
+
+/* Bytes per token one decoder layer keeps for backward without
+ * checkpointing: its saved tensors; *eager receives the seq x seq part. */
+static double layer_saved_per_token(const est_ctx *x, double *eager)
+{
+    est_layer l;
+    est_layer_tensors(x, &l);
+    double saved = 0;
+    *eager = 0;
+    for (int i = 0; i < l.n; i++) {
+        if (l.t[i].dies != EST_DIES_BACKWARD) continue;
+        saved += l.t[i].bytes;
+        if (l.t[i].eager) *eager += l.t[i].bytes;
+    }
+    return saved;
 }
 
 /* Working memory of one layer's backward per token: the gradients of the
  * MLP's three intermediate tensors and of the layer's input and output; in
  * eager attention also the softmax backward's fp32 buffers and cast. */
-static double layer_backward_work(const est_ctx *x)
+double est_layer_backward_work(const est_ctx *x)
 {
     const model_shape *m = x->m;
     double a = x->a;
@@ -351,118 +450,49 @@ static void activations(const est_ctx *x, est_result *r)
     r->act_checkpoint = ckpt * x->tokens;
     /* the final norm keeps its fp32 input, the lm_head its input */
     double head_in = x->last_stage ? (4.0 + x->a) * (double)x->m->hidden * x->tokens : 0;
-    double work = layer_backward_work(x) * x->tokens;
+    double work = est_layer_backward_work(x) * x->tokens;
     if (x->in->grad_ckpt) {
-        r->activations = x->layers * r->act_checkpoint + head_in;
-        r->layer_backward = r->act_per_layer + work;
+        /* checkpoints offloaded to CPU memory: none stays on the GPU but the
+         * layer's in backward */
+        int kept = x->in->offload_checkpoints ? 0 : x->layers;
+        r->activations = kept * r->act_checkpoint + head_in;
+        r->layer_backward = r->act_per_layer + work + (kept ? 0 : r->act_checkpoint);
     } else {
         r->activations = x->layers * r->act_per_layer + head_in;
         r->layer_backward = work;
     }
 }
 
-/* The dtype the cross entropy is computed in: fp32 when the model is,
- * under autocast (cross_entropy, log_softmax and nll_loss are on its fp32
- * list), in torchtune (TransformerDecoder returns `self.output(h).float()`,
- * CEWithChunkedOutputLoss upcasts each chunk) and in transformers' own
- * models (`logits = logits.float()`); the logits' dtype in LitGPT
- * (chunked_cross_entropy on the lm_head chunks) and in model code that
- * does not upcast (Qwen v1's modeling_qwen.py, GaLore's Llama copy). */
-static double ce_bytes(const est_ctx *x)
-{
-    if (x->a == 4 || x->autocast || x->in->stack == EST_STACK_TORCHTUNE) return 4.0;
-    if (x->in->stack == EST_STACK_LITGPT || x->in->bf16_loss) return x->a;
-    return 4.0;
-}
-
-/* Bytes per token and vocabulary entry alive at the peak of the loss and
- * its backward, from each stack's loss code:
- *   unchunked: three buffers of the cross entropy's dtype meet in its
- *     backward: the log-softmax output it saved, nll_loss's gradient
- *     (a dense zeros_like) and log_softmax's gradient; the forward holds as
- *     many (the upcast logits, the shifted contiguous copy, the
- *     log-softmax). A loop that keeps the model output through backward
- *     (`outputs.loss.backward()`) adds the logits.
- *   torchtune CEWithChunkedOutputLoss (8 chunks): the 16-bit logits of
- *     every chunk, every chunk's saved fp32 log-softmax (none when the loss
- *     is compiled: inductor recomputes it), and one chunk's fp32 buffers.
- *   LitGPT: chunked_cross_entropy works on 128-token chunks, so only the
- *     logits (the loop keeps them through backward) and every chunk's
- *     saved log-softmax are whole; with the lm_head unchunked (its full
- *     fine-tuning script) the logits' gradient is assembled whole too.
- * Gemma-2 caps its logits, tanh(logits / 30) x 30 (transformers
- * Gemma2ForCausalLM, LitGPT do_softcapping), before the loss: the tanh
- * output, in the logits' dtype, is saved for backward. */
-static double loss_vocab_bytes(const est_ctx *x)
-{
-    double a = x->a, ce = ce_bytes(x);
-    double softcap = x->m->arch == MODEL_ARCH_GEMMA2 ? a : 0.0;
-    if (x->in->stack == EST_STACK_LITGPT) return a + ce + (x->in->chunked_loss ? 0.0 : a) + softcap;
-    if (x->in->chunked_loss) return a + (x->in->compiled ? 0.0 : 4.0) + 2.0 * 4.0 / 8.0 + softcap;
-    /* the kept logits: torchtune's were the model's fp32 output; a
-     * transformers model (>= 4.46) returns 16-bit logits and upcasts them
-     * inside its loss function (ForCausalLMLoss) */
-    double kept = 0;
-    if (x->in->logits_kept) kept = x->in->stack == EST_STACK_TORCHTUNE ? 4.0 : a;
-    return 3.0 * ce + kept + softcap;
-}
-
 static void logits(const est_ctx *x, est_result *r)
 {
     if (!x->last_stage) return;
+    est_loss_plan lp;
+    est_loss_plan_of(x, &lp);
     double V = (double)x->m->vocab / x->tp;
-    r->loss_vocab_bytes = loss_vocab_bytes(x);
+    r->loss_vocab_bytes = est_loss_plan_peak(&lp);
     r->logits = r->loss_vocab_bytes * V * x->tokens;
     if (x->full) r->head_grad = (double)x->m->vocab * (double)x->m->hidden * x->gb / x->tp /
                                 (x->shard_grads ? x->dp : 1);
 }
 
-/* Temporary weight copies alive while a layer computes:
- *   QLoRA: each quantised matrix is dequantised to the compute dtype for its
- *     matmuls (bitsandbytes dequantize_4bit, one at a time)
- *   DoRA: PEFT's DoraLinearLayer.forward builds B A from an identity
- *     (x_eye, in x in, activation dtype), then W + scaling x B A in the
- *     adapter dtype to take its norms: eye + B A + scaled + sum
- *   amp: autocast's bf16 copies of fp32 weights; trained weights are cached
- *     for the whole forward, frozen ones kept per layer for backward */
+/* Temporary weight copies alive while a layer computes (est_parts_of):
+ * the dequantised matrix, DoRA's norm temporaries, and amp's copies of
+ * every layer's weights (trained weights are cached for the whole
+ * forward, frozen ones kept for backward: every layer without
+ * checkpointing, one with it). */
 static void weight_temp(const est_ctx *x, est_result *r)
 {
-    double big = 0;
-    model_module mods[MODEL_MAX_MODULES];
-    size_t n = model_modules(x->m, mods);
-    for (size_t i = 0; i < n; i++) {
-        double w = (double)mods[i].in * (double)mods[i].out;
-        if (mods[i].per_layer && w > big) big = w;
-    }
-    if (x->in->quant != QUANT_NONE) r->weight_temp += x->a * big / x->tp;
-    if (x->in->method == METHOD_DORA)
-        r->weight_temp += (x->a + 3.0 * x->ab) * (double)r->lora.max_in * (double)r->lora.max_out / x->tp;
-    if (x->in->precision == PREC_AMP && !x->deepspeed_amp && x->in->quant == QUANT_NONE) {
-        double layer = (double)x->p.per_layer_linear * 2.0 / x->tp;
-        bool all_layers = x->full || !x->in->grad_ckpt;
-        r->weight_temp += layer * (all_layers ? x->layers : 1);
-    }
+    est_parts b;
+    est_parts_of(x, r, &b);
+    bool all_layers = x->full || !x->in->grad_ckpt;
+    r->weight_temp = b.dequant + b.dora + b.amp_copy_layer * (all_layers ? x->layers : 1);
 }
 
-/* ---- phases and counters ---- */
+/* ---- phases ---- */
 
-/* On a GPU of known size the caching allocator cannot reserve more than
- * the device holds: when cudaMalloc fails it releases its cached free
- * blocks and retries (c10 CUDACachingAllocator, release_cached_blocks), so
- * the slack shrinks to what fits; only the live tensors must fit. Paged
- * optimizer states are evicted to host memory under the same pressure. */
-static void cap_to_gpu(double gpu_memory, est_result *r)
-{
-    double room = gpu_memory - r->cuda_context;
-    if (gpu_memory > 0 && r->reserved > room) r->reserved = r->allocated > room ? r->allocated : room;
-    r->device = r->reserved + r->cuda_context + r->optimizer_paged;
-    if (gpu_memory > 0 && r->device > gpu_memory && r->optimizer_paged > 0) {
-        double over = r->device - gpu_memory;
-        r->device -= over < r->optimizer_paged ? over : r->optimizer_paged;
-    }
-}
-
-static void phases(const est_ctx *x, const est_calib *c, est_result *r)
+/* The terms alive in each phase, added up: the allocated figure an
+ * allocator without rounding or transients would show. */
+static void phases(const est_ctx *x, est_result *r)
 {
     double states_in_counter = r->optimizer - r->optimizer_paged;
     double persistent = r->weights_quantised + r->weights_dense + r->adapter + states_in_counter;
@@ -472,51 +502,42 @@ static void phases(const est_ctx *x, const est_calib *c, est_result *r)
     r->phase[EST_PHASE_BACKWARD] = fixed + r->activations + r->layer_backward + grads_in_backward +
                                    r->weight_temp;
     r->phase[EST_PHASE_STEP] = fixed + r->gradients + r->optimizer_temp;
-    r->peak_phase = EST_PHASE_LOSS;
-    for (int i = 1; i < 3; i++)
-        if (r->phase[i] > r->phase[r->peak_phase]) r->peak_phase = (est_phase)i;
-    r->allocated = r->phase[r->peak_phase];
-    /* The caching allocator keeps the blocks of freed tensors; when a
-     * later, differently sized tensor does not fit them it reserves more.
-     * The loss buffers (a few huge tensors of three sizes) and the
-     * dequantised / copied weights are freed and re-allocated in varying
-     * sizes every step; weights, states, gradients, the optimizer's
-     * temporaries and the per-layer activations (the same sizes layer after
-     * layer) reuse their blocks. So the slack is a fraction of the former,
-     * and the reserved peak the largest phase with its slack. */
-    double act_like[3] = {
-        r->logits + r->head_grad + r->weight_temp,
-        r->weight_temp,
-        0,
-    };
-    r->reserved = 0;
-    for (int i = 0; i < 3; i++) {
-        double res = r->phase[i] + c->reserved_frac * act_like[i];
-        if (res > r->reserved) r->reserved = res;
-    }
-    r->reserved += c->reserved_base_gib * GIB;
-    r->cuda_context = (c->cuda_context_gib + (x->in->gpus > 1 ? c->nccl_gib : 0)) * GIB;
-    cap_to_gpu(x->in->gpu_memory, r);
-    r->allocator = r->reserved - r->allocated;
-    switch (x->in->counter) {
-    case EST_COUNTER_ALLOCATED: r->peak = r->allocated; break;
-    case EST_COUNTER_RESERVED: r->peak = r->reserved; break;
-    default: r->peak = r->device; break;
-    }
+}
+
+static void terms(const est_input *in, const est_calib *c, est_result *out, est_ctx *x)
+{
+    if (!c) c = &est_calib_default;
+    memset(out, 0, sizeof *out);
+    est_ctx_init(x, in);
+    weights(x, out);
+    trainable(x, out);
+    sharding(x, out);
+    activations(x, out);
+    logits(x, out);
+    weight_temp(x, out);
+    out->framework = c->framework_gib * GIB;
+    phases(x, out);
+}
+
+void est_terms(const est_input *in, const est_calib *c, est_result *out)
+{
+    est_ctx x;
+    terms(in, c, out, &x);
+}
+
+static void estimate(const est_input *in, const est_calib *c, est_result *out, ca_snapshot *snap)
+{
+    est_ctx x;
+    terms(in, c, out, &x);
+    est_replay(&x, c ? c : &est_calib_default, out, snap);
 }
 
 void est_estimate(const est_input *in, const est_calib *c, est_result *out)
 {
-    if (!c) c = &est_calib_default;
-    memset(out, 0, sizeof *out);
-    est_ctx x;
-    ctx_init(&x, in);
-    weights(&x, out);
-    trainable(&x, out);
-    sharding(&x, out);
-    activations(&x, out);
-    logits(&x, out);
-    weight_temp(&x, out);
-    out->framework = c->framework_gib * GIB;
-    phases(&x, c, out);
+    estimate(in, c, out, NULL);
+}
+
+void est_estimate_explain(const est_input *in, const est_calib *c, est_result *out, ca_snapshot *snap)
+{
+    estimate(in, c, out, snap);
 }

@@ -12,9 +12,12 @@
  *     which counter they quote mostly come from scripts printing
  *     torch.cuda.max_memory_allocated()
  *   - LoRA dropout is taken as 0.05 (the rows do not record it)
- *   - the schema has no field for the training stack: row_stack derives it
- *     from source_name (and the stack's version from source_date), and the
- *     GPU's memory from the gpu text
+ *   - the training stack is the row's `stack` when present, else derived
+ *     from source_name (row_stack); the stack's version from source_date;
+ *     the GPU's memory from the gpu text
+ *   - optional fields lathe's copy of the file adds (share/calibration/
+ *     README.md): stack, adapter_fp32, grad_accum, seq_len_mean and
+ *     seq_len_sd (the dataset's token statistics when samples vary)
  */
 #include "plan/plan.h"
 
@@ -163,6 +166,18 @@ static void row_parallel(est_row *r, json_t *row)
     if (off && strcmp(off, "none") != 0) skip(r, "CPU offload");
 }
 
+/* Gradient accumulation and the sample lengths' statistics, when given. */
+static void row_steps(est_row *r, json_t *row)
+{
+    long ga = jlong(row, "grad_accum");
+    if (ga > 0) r->in.grad_accum = (int)ga;
+    json_t *mean = json_object_get(row, "seq_len_mean"), *sd = json_object_get(row, "seq_len_sd");
+    if (json_is_number(mean) && json_is_number(sd)) {
+        r->in.seq_mean = json_number_value(mean);
+        r->in.seq_sd = json_number_value(sd);
+    }
+}
+
 static void row_counter(est_row *r)
 {
     const char *k = r->memory_kind;
@@ -191,13 +206,17 @@ static void row_counter(est_row *r)
  * norms; HQQ bases are skipped by PEFT, as GPTQ ones. */
 static void row_stack(est_row *r, json_t *row)
 {
-    const char *src = r->source, *date = jstr(row, "source_date");
+    const char *src = r->source, *date = jstr(row, "source_date"), *given = jstr(row, "stack");
     bool recent = date && strcmp(date, "2024-07") >= 0;
     est_stack st = EST_STACK_HF;
-    if (contains_ci(src, "torchtune"))
+    if (given) {
+        if (!est_stack_parse(given, &st)) skip(r, "a stack lathe does not know");
+    } else if (contains_ci(src, "torchtune"))
         st = EST_STACK_TORCHTUNE;
     else if (contains_ci(src, "litgpt") || contains_ci(src, "lit-gpt"))
         st = EST_STACK_LITGPT;
+    else if (contains_ci(src, "unsloth") && !contains_ci(src, "llama-factory"))
+        st = EST_STACK_UNSLOTH;
     else if (contains_ci(src, "galore") || contains_ci(src, "metamath") ||
              contains_ci(src, "method comparison") || contains_ci(src, "method_comparison") ||
              (contains_ci(src, "peft") && contains_ci(src, "bench")))
@@ -208,13 +227,18 @@ static void row_stack(est_row *r, json_t *row)
         r->in.fused_optimizer = recent;
         r->in.logits_kept = !recent;
     }
-    if (st == EST_STACK_HF && !recent) r->in.adapter_fp32 = r->in.quant != QUANT_NONE;
+    if ((st == EST_STACK_HF || st == EST_STACK_PLAIN) && !recent) r->in.adapter_fp32 = r->in.quant != QUANT_NONE;
+    r->in.adapter_fp32 = jbool(row, "adapter_fp32", r->in.adapter_fp32);
+    /* transformers 4.46 (2024-10-24) moved the logits' upcast into the loss
+     * function and shifts the labels instead of the logits */
+    r->in.legacy_loss = (st == EST_STACK_HF || st == EST_STACK_PLAIN) && !(date && strcmp(date, "2024-10") >= 0);
     const char *q = jstr(row, "quant");
     if (contains_ci(src, "qlora paper") || contains_ci(src, "dettmers") ||
         contains_ci(src, "axolotl") || contains_ci(src, "llama-factory") ||
         contains_ci(src, "llamafactory") || (q && strcmp(q, "hqq4") == 0))
         r->in.kbit_fp32 = false;
     r->in.chunked_loss = jbool(row, "chunked_ce", r->in.chunked_loss);
+    r->in.compiled = jbool(row, "compile", r->in.compiled);
 }
 
 /* The GPU's memory from the row's gpu text: "A100 80GB" -> 80 GiB (GPU
@@ -269,13 +293,13 @@ static void row_from_json(est_row *r, json_t *row)
     if (r->in.batch < 1 || r->in.seq < 1) skip(r, "batch or sequence length unknown");
     r->in.grad_ckpt = jbool(row, "grad_ckpt", false);
     r->in.flash_attn = jbool(row, "flash_attn", true);
-    r->in.compiled = jbool(row, "compile", false);
     const char *opt = jstr(row, "optimizer");
     if (!opt || !spec_optimizer_parse(opt, &r->in.optimizer)) skip(r, "optimizer lathe does not model");
     if (jbool(row, "optimizer_in_bwd", false)) skip(r, "optimizer step fused into backward");
     const char *prec = jstr(row, "precision");
     if (!prec || !spec_precision_parse(prec, &r->in.precision)) skip(r, "precision unknown");
     row_parallel(r, row);
+    row_steps(r, row);
     row_counter(r);
     r->in.model = &r->shape;
     r->in.gpu_memory = row_gpu_memory(row);
@@ -386,45 +410,52 @@ double est_row_ape(const est_row *row, const est_calib *c)
     return fabs(r.peak / GIB - row->measured_gib) / row->measured_gib * 100.0;
 }
 
-/* The fit's objective: mean APE with each row's error clipped at 50 %. */
-static double fit_objective(const est_row *rows, size_t n, const bool *use, const est_calib *c)
+/* framework_gib is one allocation made at load and held through the run:
+ * it adds itself to every counter (the replay with it is the replay
+ * without it, shifted), so the fit estimates each row once and tries the
+ * values on those peaks. */
+double est_calib_fit_framework(const double *peak_gib, const double *measured_gib, const bool *use, size_t n)
 {
-    double sum = 0;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!rows[i].usable || (use && !use[i])) continue;
-        double e = est_row_ape(&rows[i], c);
-        sum += e < 50.0 ? e : 50.0;
-        k++;
+    double best = 0, best_obj = INFINITY;
+    for (int f = 0; f <= 20; f++) { /* 0 ... 2.5 GiB by 1/8 */
+        double fw = 0.125 * f, sum = 0;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (use && !use[i]) continue;
+            double e = fabs(peak_gib[i] + fw - measured_gib[i]) / measured_gib[i] * 100.0;
+            sum += e < 50.0 ? e : 50.0; /* clipped: rows the schema cannot describe do not pull it */
+            k++;
+        }
+        double o = k ? sum / (double)k : 0;
+        if (o < best_obj - 1e-12) {
+            best_obj = o;
+            best = fw;
+        }
     }
-    return k ? sum / (double)k : 0;
+    return best;
 }
 
 void est_calib_fit(const est_row *rows, size_t n, const bool *use, const est_calib *start,
                    est_calib *out)
 {
-    /* start only supplies the fields that are not fitted: the search
-     * never keeps start's own fitted values, so a cross-validation fold
-     * cannot inherit constants fitted on the rows it leaves out */
-    *out = *start;
-    est_calib best = *start, c = *start;
-    double best_obj = INFINITY;
-    /* The grids span the physically sensible values: framework buffers up
-     * to 2.5 GiB, allocator slack up to the transient memory itself (a
-     * reserved pool at most twice what the loss allocates). */
-    for (int f = 0; f <= 20; f++) {
-        c.framework_gib = 0.125 * f;
-        for (int b = 0; b <= 20; b++) {
-            c.reserved_base_gib = 0.125 * b;
-            for (int s = 0; s <= 60; s++) {
-                c.reserved_frac = 0.05 * s;
-                double o = fit_objective(rows, n, use, &c);
-                if (o < best_obj - 1e-12) {
-                    best_obj = o;
-                    best = c;
-                }
-            }
-        }
+    /* start only supplies the fields that are not fitted: the search never
+     * keeps start's own framework_gib, so a cross-validation fold cannot
+     * inherit a value fitted on the rows it leaves out */
+    est_calib base = *start;
+    base.framework_gib = 0;
+    double *peak = xcalloc(n ? n : 1, sizeof *peak), *meas = xcalloc(n ? n : 1, sizeof *meas);
+    bool *ok = xcalloc(n ? n : 1, sizeof *ok);
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].usable || (use && !use[i])) continue;
+        est_result r;
+        est_estimate(&rows[i].in, &base, &r);
+        peak[i] = r.peak / GIB;
+        meas[i] = rows[i].measured_gib;
+        ok[i] = true;
     }
-    *out = best;
+    *out = base;
+    out->framework_gib = est_calib_fit_framework(peak, meas, ok, n);
+    free(peak);
+    free(meas);
+    free(ok);
 }

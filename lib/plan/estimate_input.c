@@ -33,7 +33,8 @@ static const struct {
     const char *name;
     est_stack stack;
 } STACKS[] = {{"hf", EST_STACK_HF},         {"torchtune", EST_STACK_TORCHTUNE},
-              {"litgpt", EST_STACK_LITGPT}, {"plain", EST_STACK_PLAIN}};
+              {"litgpt", EST_STACK_LITGPT}, {"plain", EST_STACK_PLAIN},
+              {"unsloth", EST_STACK_UNSLOTH}};
 
 const char *est_stack_name(est_stack s)
 {
@@ -64,7 +65,7 @@ void est_input_set_stack(est_input *in, est_stack stack)
      * (autocast_adapter_dtype=True in get_peft_model); torchtune builds
      * its LoRA layers in the model dtype; LitGPT's bf16-true keeps every
      * parameter in bf16. */
-    in->adapter_fp32 = stack == EST_STACK_HF || stack == EST_STACK_PLAIN;
+    in->adapter_fp32 = stack == EST_STACK_HF || stack == EST_STACK_PLAIN || stack == EST_STACK_UNSLOTH;
     /* torchtune's configs use CEWithChunkedOutputLoss and AdamW with
      * fused: True since mid-2024; LitGPT's LoRA and QLoRA scripts call
      * model(input_ids, lm_head_chunk_size=128). */
@@ -74,6 +75,16 @@ void est_input_set_stack(est_input *in, est_stack stack)
      * logits referenced; the Trainer drops the outputs in compute_loss,
      * torchtune deletes them before backward. */
     in->logits_kept = stack == EST_STACK_PLAIN;
+    /* Unsloth replaces the norms, RoPE and SwiGLU with Triton kernels that
+     * keep their 16-bit inputs (fast_rms_layernorm saves X and the fp32
+     * reciprocal per row; swiglu keeps gate and up), as a compiled model
+     * does; Fast_CrossEntropyLoss keeps the logits and a log-sum-exp per
+     * row and writes the gradient into the logits; its
+     * use_gradient_checkpointing="unsloth" moves each layer's checkpoint to
+     * CPU memory until the layer's backward needs it. */
+    in->compiled = stack == EST_STACK_UNSLOTH;
+    in->fused_loss = stack == EST_STACK_UNSLOTH;
+    in->offload_checkpoints = stack == EST_STACK_UNSLOTH;
     /* Qwen v1's modeling_qwen.py takes CrossEntropyLoss of the bf16
      * lm_logits; transformers' own models upcast them (logits.float()). */
     in->bf16_loss = in->model && in->model->arch == MODEL_ARCH_QWEN;
@@ -107,6 +118,7 @@ void est_input_defaults(est_input *in, const model_shape *m)
     in->lora_dropout = 0.05;
     in->batch = 1;
     in->seq = 2048;
+    in->grad_accum = 1;
     in->grad_ckpt = true;
     in->flash_attn = true;
     in->precision = PREC_BF16;
@@ -116,6 +128,7 @@ void est_input_defaults(est_input *in, const model_shape *m)
     in->tensor_parallel = 1;
     in->pipeline_stages = 1;
     in->counter = EST_COUNTER_DEVICE;
+    ca_config_default(&in->alloc);
     est_input_set_stack(in, EST_STACK_HF);
 }
 
@@ -229,6 +242,13 @@ bool est_input_resolve(est_input *in, diag_list *d)
     }
     check_range(d, "--batch", in->batch, 1, 1 << 20);
     check_range(d, "--seq", in->seq, 1, 1 << 24);
+    check_range(d, "--grad-accum", in->grad_accum, 1, 1 << 20);
+    if (!(in->seq_sd >= 0 && in->seq_mean >= 0) || (in->seq_sd > 0 && !(in->seq_mean >= 1)) ||
+        in->seq_mean > 1e9 || in->seq_sd > 1e9) {
+        diag *x = bad(d, "--seq-mean", "sample lengths need a mean of at least one token and a standard deviation >= 0");
+        diag_set_found(x, "mean %g, standard deviation %g", in->seq_mean, in->seq_sd);
+        diag_set_suggestion(x, "give both --seq-mean and --seq-sd, or neither (every batch --seq tokens long)");
+    }
     if (!(in->lora_dropout >= 0 && in->lora_dropout < 1)) {
         diag *x = bad(d, "lora.dropout", "out of range");
         diag_set_expected(x, "a number in [0, 1)");

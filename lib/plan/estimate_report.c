@@ -1,7 +1,9 @@
 /* estimate_report.c: the estimate as text (a table of terms with their
  * derivation) and as JSON (jansson): the total under per_gpu_gib and every
- * term in GiB under terms_gib. */
-#include "plan/plan.h"
+ * term in GiB under terms_gib, as alive at the peak of the counter in the
+ * caching allocator's replay; and the allocator's segments at that peak
+ * (--explain). */
+#include "plan/estimate_internal.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -13,8 +15,8 @@
 typedef struct est_term {
     const char *key;   /* JSON key under terms_gib */
     const char *label; /* text label */
-    double bytes;
-    bool in_peak;      /* part of the peak phase's sum */
+    double bytes;      /* alive at the counter's peak (the replay) */
+    double size;       /* the term's size when it is alive (the model) */
     char note[192];    /* how it was computed */
 } est_term;
 
@@ -31,17 +33,17 @@ static const char *precision_dtype(spec_precision p)
 }
 
 /* Appends one term; its note is printf-formatted. */
-static void add_term(est_term *t, size_t *n, const char *key, const char *label, double bytes,
-                     bool in_peak, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static void add_term(est_term *t, size_t *n, const char *key, const char *label, double bytes, double size,
+                     const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
-static void add_term(est_term *t, size_t *n, const char *key, const char *label, double bytes,
-                     bool in_peak, const char *fmt, ...)
+static void add_term(est_term *t, size_t *n, const char *key, const char *label, double bytes, double size,
+                     const char *fmt, ...)
 {
     est_term *x = &t[(*n)++];
     x->key = key;
     x->label = label;
     x->bytes = bytes;
-    x->in_peak = in_peak;
+    x->size = size;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(x->note, sizeof x->note, fmt, ap);
@@ -56,66 +58,67 @@ static bool deepspeed_amp(const est_input *in)
 /* Weights and what training keeps for the trainable parameters. */
 static void state_terms(const est_input *in, const est_result *r, est_term *t, size_t *n)
 {
-    est_phase ph = r->peak_phase;
+    const double *at = r->at_peak;
     bool lora = in->method != METHOD_FULL, ds = deepspeed_amp(in);
     char total[48], trainable[48];
     str_thousands(total, sizeof total, r->params_total);
     str_thousands(trainable, sizeof trainable, r->params_trainable);
-    add_term(t, n, "base_weights_quantised", "base weights, quantised", r->weights_quantised, true,
+    add_term(t, n, "base_weights_quantised", "base weights, quantised", at[EST_T_WEIGHTS_Q], r->weights_quantised,
              "%s linear weights with their scales", spec_quant_name(in->quant));
-    add_term(t, n, "base_weights", lora ? "base weights (frozen)" : "weights (trained)", r->weights_dense,
-             true, "%s parameters of the model, %s", total,
+    add_term(t, n, "base_weights", lora ? "base weights (frozen)" : "weights (trained)", at[EST_T_WEIGHTS],
+             r->weights_dense, "%s parameters of the model, %s", total,
              in->quant != QUANT_NONE && r->dense_fp32 ? "the rest in fp32 (prepare_model_for_kbit_training)"
              : in->quant != QUANT_NONE ? "the rest in 16 bits"
              : ds                    ? "bf16 (DeepSpeed: fp32 master in the optimizer)"
                                      : precision_dtype(in->precision));
     add_term(t, n, "adapter_weights", in->method == METHOD_DORA ? "DoRA adapters" : "LoRA adapters",
-             r->adapter, true, "%s trainable parameters", trainable);
-    add_term(t, n, "gradients", "gradients", r->gradients,
-             ph == EST_PHASE_STEP || (ph == EST_PHASE_BACKWARD && lora), "one per trainable parameter");
-    add_term(t, n, "optimizer_states", "optimizer states", r->optimizer - r->optimizer_paged, true, "%s",
-             spec_optimizer_name(in->optimizer));
-    add_term(t, n, "optimizer_states_paged", "optimizer states, paged", r->optimizer_paged,
-             in->counter == EST_COUNTER_DEVICE, "CUDA managed memory: device counter only");
-    add_term(t, n, "optimizer_step_temp", "optimizer step temporaries", r->optimizer_temp,
-             ph == EST_PHASE_STEP, "%s",
+             at[EST_T_ADAPTER], r->adapter, "%s trainable parameters", trainable);
+    add_term(t, n, "gradients", "gradients", at[EST_T_GRADS], r->gradients, "one per trainable parameter%s",
+             in->grad_accum > 1 ? ", kept across the accumulation" : "");
+    add_term(t, n, "optimizer_states", "optimizer states", at[EST_T_STATES], r->optimizer - r->optimizer_paged,
+             "%s", spec_optimizer_name(in->optimizer));
+    double paged = in->counter == EST_COUNTER_DEVICE ? r->device - r->reserved - r->cuda_context : 0;
+    add_term(t, n, "optimizer_states_paged", "optimizer states, paged", paged, r->optimizer_paged,
+             "CUDA managed memory: device counter only");
+    add_term(t, n, "optimizer_step_temp", "optimizer step temporaries", at[EST_T_OPT_TEMP], r->optimizer_temp, "%s",
              ds                      ? "fp32 gradient partition"
              : r->optimizer_temp > 0 ? "foreach AdamW: sqrt(v) per parameter"
                                      : "none");
-    add_term(t, n, "sharding_buffers", "sharding / DDP buffers", r->sharding, true, "%s x %d GPUs",
+    add_term(t, n, "sharding_buffers", "sharding / DDP buffers", at[EST_T_SHARDING], r->sharding, "%s x %d GPUs",
              spec_strategy_name(in->strategy), in->gpus);
 }
 
 /* Activations, logits and the temporaries of the forward and backward. */
 static void activation_terms(const est_input *in, const est_result *r, est_term *t, size_t *n)
 {
-    est_phase ph = r->peak_phase;
-    bool loss = ph == EST_PHASE_LOSS, bwd = ph == EST_PHASE_BACKWARD;
-    add_term(t, n, "activations", "activations (all layers)", r->activations, loss || bwd, "%d layers x %s",
+    const double *at = r->at_peak;
+    add_term(t, n, "activations", "activations (all layers)", at[EST_T_ACTS], r->activations, "%d layers x %s",
              r->layers_on_gpu, in->grad_ckpt ? "checkpoint" : "saved activations");
-    add_term(t, n, "layer_backward", "layer in backward", r->layer_backward, bwd, "%s",
+    add_term(t, n, "layer_backward", "layer in backward", at[EST_T_LAYER_BWD], r->layer_backward, "%s",
              in->grad_ckpt ? "recomputed activations + gradients" : "gradients of one layer");
-    add_term(t, n, "logits_and_loss", "logits and loss", r->logits, loss,
+    add_term(t, n, "logits_and_loss", "logits and loss", at[EST_T_LOGITS], r->logits,
              "%d x %d tokens x %lld vocab x %.1f bytes (%s%s)", in->batch, in->seq,
              (long long)in->model->vocab, r->loss_vocab_bytes, est_stack_name(in->stack),
              in->chunked_loss ? ", chunked" : "");
-    add_term(t, n, "lm_head_gradient", "lm_head gradient", r->head_grad,
-             loss || (bwd && in->method == METHOD_FULL), "vocab x hidden, during the loss backward");
-    add_term(t, n, "weight_temporaries", "temporary weight copies", r->weight_temp, loss || bwd,
+    add_term(t, n, "lm_head_gradient", "lm_head gradient", at[EST_T_HEAD_GRAD], r->head_grad,
+             "vocab x hidden, from the loss backward on");
+    add_term(t, n, "weight_temporaries", "temporary weight copies", at[EST_T_WEIGHT_TEMP], r->weight_temp,
              "dequantised / autocast / DoRA norm");
 }
 
-/* The terms in display order, with which ones the peak phase holds. */
+/* The terms in display order, as alive at the peak of the input's
+ * counter; they add up to it. */
 static size_t build_terms(const est_input *in, const est_result *r, est_term *t)
 {
     size_t n = 0;
     state_terms(in, r, t, &n);
     activation_terms(in, r, t, &n);
-    add_term(t, &n, "framework", "framework buffers", r->framework, true, "calibrated");
-    add_term(t, &n, "allocator_slack", "allocator slack (reserved)", r->allocator,
-             in->counter != EST_COUNTER_ALLOCATED, "caching allocator, calibrated");
-    add_term(t, &n, "cuda_context", "CUDA context (+ NCCL)", r->cuda_context, in->counter == EST_COUNTER_DEVICE,
-             "device counter only");
+    add_term(t, &n, "framework", "framework buffers", r->at_peak[EST_T_FRAMEWORK], r->at_peak[EST_T_FRAMEWORK],
+             "the batch, cuBLAS workspaces%s", r->framework > 0 ? ", fitted constant" : "");
+    add_term(t, &n, "allocator_slack", "allocator cache (reserved, free)", r->cached_at_peak, r->reserved - r->allocated,
+             "caching allocator replay: %d micro steps", r->replay_steps);
+    add_term(t, &n, "cuda_context", "CUDA context (+ NCCL)", in->counter == EST_COUNTER_DEVICE ? r->cuda_context : 0,
+             r->cuda_context, "device counter only");
     return n;
 }
 
@@ -153,11 +156,14 @@ void est_format_text(const est_input *in, const est_result *r, const diag_list *
     est_term t[EST_MAX_TERMS];
     size_t n = build_terms(in, r, t);
     text_header(in, r, out);
-    sb_printf(out, "per GPU %38s   (in parentheses: not alive at the peak)\n", "GiB");
+    sb_printf(out, "per GPU, alive at the peak %22s   (in parentheses: not alive then)\n", "GiB");
     for (size_t i = 0; i < n; i++) {
-        if (t[i].bytes <= 0) continue;
+        if (t[i].bytes <= 0 && t[i].size <= 0) continue;
         char num[24], v[32];
-        snprintf(num, sizeof num, t[i].in_peak ? "%.2f " : "(%.2f)", t[i].bytes / GIB);
+        if (t[i].bytes > 0)
+            snprintf(num, sizeof num, "%.2f ", t[i].bytes / GIB);
+        else
+            snprintf(num, sizeof num, "(%.2f)", t[i].size / GIB);
         snprintf(v, sizeof v, "%9s", num);
         sb_printf(out, "  %-36s %s  %s\n", t[i].label, v, t[i].note);
     }
@@ -171,8 +177,14 @@ void est_format_text(const est_input *in, const est_result *r, const diag_list *
     sb_printf(out, "  %-36s %8.2f   at the %s peak\n", "peak per GPU", r->peak / GIB, est_phase_name(r->peak_phase));
     sb_printf(out, "  counter %s; allocated %.2f, reserved %.2f, device %.2f GiB\n", est_counter_name(in->counter),
               r->allocated / GIB, r->reserved / GIB, r->device / GIB);
-    sb_printf(out, "  phases (allocated): forward+loss %.2f, backward %.2f, optimizer step %.2f GiB\n",
-              r->phase[0] / GIB, r->phase[1] / GIB, r->phase[2] / GIB);
+    sb_printf(out, "  phases (max allocated): forward+loss %.2f, backward %.2f, optimizer step %.2f GiB\n",
+              r->replay_phase[0] / GIB, r->replay_phase[1] / GIB, r->replay_phase[2] / GIB);
+    if (in->gpu_memory > 0 && (r->oom || r->device > in->gpu_memory))
+        sb_printf(out, "  does not fit: the step needs more than the GPU's %.0f GiB even with the cache freed\n",
+                  in->gpu_memory / GIB);
+    else if (r->alloc_retries > 0)
+        sb_printf(out, "  the GPU filled up %lu time(s): the allocator freed its cache and retried (slow steps)\n",
+                  r->alloc_retries);
     for (size_t i = 0; notes && i < notes->len; i++) {
         sb_puts(out, "note: ");
         diag_format(&notes->items[i], out);
@@ -223,13 +235,16 @@ char *est_to_json(const est_input *in, const est_result *r, const diag_list *not
     json_t *in_peak = json_array();
     for (size_t i = 0; i < n; i++) {
         json_object_set_new(terms, t[i].key, json_real(t[i].bytes / GIB));
-        if (t[i].in_peak && t[i].bytes > 0) json_array_append_new(in_peak, json_string(t[i].key));
+        if (t[i].bytes > 0) json_array_append_new(in_peak, json_string(t[i].key));
     }
     json_t *per_layer = json_pack("{s:f, s:f, s:f, s:i}", "saved_gib", r->act_per_layer / GIB,
                                   "attention_scores_gib", r->act_per_layer_eager / GIB,
                                   "checkpoint_gib", r->act_checkpoint / GIB, "layers_on_gpu", r->layers_on_gpu);
-    json_t *phases = json_pack("{s:f, s:f, s:f}", "forward_loss", r->phase[0] / GIB, "backward",
-                               r->phase[1] / GIB, "optimizer_step", r->phase[2] / GIB);
+    json_t *phases = json_pack("{s:f, s:f, s:f}", "forward_loss", r->replay_phase[0] / GIB, "backward",
+                               r->replay_phase[1] / GIB, "optimizer_step", r->replay_phase[2] / GIB);
+    json_t *alloc = json_pack("{s:i, s:f, s:I, s:I, s:b}", "micro_steps", r->replay_steps, "cached_at_peak_gib",
+                              r->cached_at_peak / GIB, "segments_at_peak", (json_int_t)r->segments_at_peak,
+                              "retries", (json_int_t)r->alloc_retries, "oom", r->oom);
     json_t *msgs = json_array();
     for (size_t i = 0; notes && i < notes->len; i++) {
         sb s;
@@ -245,7 +260,72 @@ char *est_to_json(const est_input *in, const est_result *r, const diag_list *not
                              "device_gib", r->device / GIB, "peak_phase", est_phase_name(r->peak_phase),
                              "terms_gib", terms, "in_peak", in_peak, "activation_per_layer", per_layer,
                              "phases_gib", phases, "notes", msgs);
+    json_object_set_new(root, "allocator", alloc);
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return text;
+}
+
+/* ---- the allocator at the peak ---- */
+
+static const char *const TAG_NAMES[EST_T_COUNT] = {
+    "quantised weights", "weights", "adapters", "gradients", "optimizer states", "optimizer temporaries",
+    "sharding buffers", "activations", "layer backward", "logits and loss", "lm_head gradient",
+    "weight temporaries", "framework"};
+
+void est_format_explain(const est_input *in, const est_result *r, const ca_snapshot *snap, sb *out)
+{
+    uint64_t total = 0, used = 0, small = 0, small_used = 0, free_large_max = 0;
+    for (size_t i = 0; i < snap->n_segments; i++) {
+        const ca_segment_info *s = &snap->segments[i];
+        total += s->size;
+        used += s->allocated;
+        if (s->small) {
+            small += s->size;
+            small_used += s->allocated;
+        }
+    }
+    for (size_t i = 0; i < snap->n_blocks; i++)
+        if (!snap->blocks[i].allocated && snap->blocks[i].size > free_large_max) free_large_max = snap->blocks[i].size;
+    sb_printf(out, "\ncaching allocator at the %s peak (%s, %d micro steps replayed%s%s):\n",
+              est_counter_name(in->counter == EST_COUNTER_ALLOCATED ? EST_COUNTER_ALLOCATED : EST_COUNTER_RESERVED),
+              est_phase_name(r->peak_phase), r->replay_steps,
+              in->alloc.expandable_segments ? ", expandable segments" : "",
+              in->seq_sd > 0 ? ", varying sample lengths" : "");
+    sb_printf(out, "  %zu segments, %.2f GiB reserved: %.2f GiB in use, %.2f GiB cached and free (largest free block %.2f GiB)\n",
+              snap->n_segments, (double)total / GIB, (double)used / GIB, (double)(total - used) / GIB,
+              (double)free_large_max / GIB);
+    sb_printf(out, "  small pool (2 MiB segments): %.1f MiB, %.1f MiB in use\n", (double)small / (1 << 20),
+              (double)small_used / (1 << 20));
+    sb_puts(out, "  large segments (in use by term | cached free):\n");
+    size_t shown = 0, rest = 0;
+    uint64_t rest_size = 0, rest_free = 0;
+    for (size_t i = 0; i < snap->n_segments; i++) {
+        const ca_segment_info *s = &snap->segments[i];
+        if (s->small) continue;
+        if (s->size < (64u << 20) || shown >= 40) { /* small ones are summed up */
+            rest++;
+            rest_size += s->size;
+            rest_free += s->size - s->allocated;
+            continue;
+        }
+        shown++;
+        double by_tag[EST_T_COUNT] = {0};
+        for (size_t k = 0; k < s->n_blocks; k++) {
+            const ca_block_info *b = &snap->blocks[s->first_block + k];
+            if (b->allocated && b->tag >= 0 && b->tag < EST_T_COUNT) by_tag[b->tag] += (double)b->size;
+        }
+        sb_printf(out, "    %9.1f MiB  %3zu block%s  ", (double)s->size / (1 << 20), s->n_blocks, s->n_blocks == 1 ? " " : "s");
+        bool any = false;
+        for (int k = 0; k < EST_T_COUNT; k++)
+            if (by_tag[k] > 0) {
+                sb_printf(out, "%s%s %.1f", any ? ", " : "", TAG_NAMES[k], by_tag[k] / (1 << 20));
+                any = true;
+            }
+        if (s->size > s->allocated) sb_printf(out, "%s| free %.1f", any ? " " : "", (double)(s->size - s->allocated) / (1 << 20));
+        sb_putc(out, '\n');
+    }
+    if (rest)
+        sb_printf(out, "    %zu more large segment%s: %.1f MiB, %.1f MiB of it free\n", rest, rest == 1 ? "" : "s",
+                  (double)rest_size / (1 << 20), (double)rest_free / (1 << 20));
 }

@@ -3,8 +3,9 @@
  *   - the GPU memory estimator: a physical model of the per-GPU peak of a
  *     LoRA / QLoRA / DoRA / full fine-tuning step, term by term (weights,
  *     adapters, gradients, optimizer states, activations, logits and loss,
- *     framework and allocator overhead), with a few constants calibrated on
- *     published measurements (docs/estimator.md)
+ *     framework buffers), and the step's allocations replayed through a
+ *     model of PyTorch's caching allocator (cachealloc.h) for the reserved
+ *     and device counters (docs/estimator.md)
  *   - the seed article's formula, kept as the baseline to beat
  *   - calibration rows (shared/data/memory-calibration.jsonl schema), error
  *     metrics and the constant fit used by bench/estimator
@@ -14,6 +15,7 @@
 #define LATHE_PLAN_H
 
 #include "base/base.h"
+#include "cachealloc/cachealloc.h"
 #include "model/model.h"
 #include "spec/spec.h"
 
@@ -43,10 +45,11 @@ typedef enum {
     EST_STACK_HF,        /* Hugging Face Trainer + PEFT (also ms-swift, axolotl, TRL): the default */
     EST_STACK_TORCHTUNE, /* torchtune recipes */
     EST_STACK_LITGPT,    /* LitGPT (Lightning Fabric) */
-    EST_STACK_PLAIN      /* a hand-written PyTorch loop over a transformers model, no autocast */
+    EST_STACK_PLAIN,     /* a hand-written PyTorch loop over a transformers model, no autocast */
+    EST_STACK_UNSLOTH    /* Unsloth: Triton kernels, a fused cross entropy, checkpoints in CPU memory */
 } est_stack;
 
-const char *est_stack_name(est_stack s); /* "hf", "torchtune", "litgpt", "plain" */
+const char *est_stack_name(est_stack s); /* "hf", "torchtune", "litgpt", "plain", "unsloth" */
 bool est_stack_parse(const char *s, est_stack *out);
 
 typedef struct est_input {
@@ -58,7 +61,12 @@ typedef struct est_input {
     unsigned targets;         /* MODEL_ROLE_* adapted */
     double lora_dropout;      /* > 0: each adapted module keeps a dropout copy of its input */
     int batch;                /* micro batch per GPU */
-    int seq;                  /* tokens per sample */
+    int seq;                  /* tokens per sample: the padded or packed length, or the cap */
+    double seq_mean, seq_sd;  /* > 0: sample lengths vary (mean and standard deviation in tokens,
+                                 log-normal, cut at seq) and each micro batch is padded to its
+                                 longest sample; 0: every micro batch is seq tokens long (packed,
+                                 or padded to the cap) */
+    int grad_accum;           /* micro steps per optimizer step: gradients live across them */
     bool grad_ckpt;           /* activation (gradient) checkpointing per decoder layer */
     bool flash_attn;          /* fused attention (FlashAttention-2 / SDPA): no seq x seq scores */
     spec_precision precision; /* bf16, fp16, amp (fp32 weights + autocast), fp32 */
@@ -80,6 +88,15 @@ typedef struct est_input {
     bool bf16_loss;           /* the model code takes the loss of 16-bit logits (Qwen v1, GaLore) */
     bool kbit_fp32;           /* PEFT's prepare_model_for_kbit_training: the weights a bitsandbytes
                                  base keeps unquantised (embedding, lm_head, norms) in fp32 */
+    bool fused_loss;          /* the cross entropy is one kernel that keeps only a log-sum-exp per
+                                 token and writes its gradient into the logits (Unsloth) */
+    bool offload_checkpoints; /* the layers' checkpoints wait in CPU memory (Unsloth's
+                                 use_gradient_checkpointing="unsloth") */
+    bool legacy_loss;         /* transformers < 4.46: the model returns logits.float() and shifts
+                                 them with a copy (later versions shift the labels and upcast in
+                                 the loss function) */
+    ca_config alloc;          /* PYTORCH_CUDA_ALLOC_CONF: max_split_size, expandable_segments,
+                                 roundup_power2_divisions (the capacity comes from gpu_memory) */
 } est_input;
 
 /* LoRA r16 on q_proj,v_proj, batch 1, 2048 tokens, gradient checkpointing
@@ -92,6 +109,8 @@ void est_input_defaults(est_input *in, const model_shape *m);
  *              since mid-2024)
  *   litgpt     adapters in the model dtype, lm_head and loss in chunks
  *   plain      PEFT fp32 adapters, the model output kept through backward
+ *   unsloth    PEFT fp32 adapters, fused kernels (as compiled), a fused
+ *              cross entropy, checkpoints offloaded to CPU memory
  * bf16_loss follows the model code: on for Qwen v1 (in->model must be set). */
 void est_input_set_stack(est_input *in, est_stack stack);
 /* Replaces the auto values (method auto is an error: the planner chooses
@@ -101,17 +120,15 @@ void est_input_set_stack(est_input *in, est_stack stack);
  * field as path. Returns true when the input can be estimated. */
 bool est_input_resolve(est_input *in, diag_list *d);
 
-/* The constants real PyTorch stacks add on top of the physical terms:
- * the only numbers fitted to measurements (docs/estimator.md). */
+/* The memory outside the modelled tensors. framework_gib is the only
+ * number a fit may set (bench_estimator --fit); the defaults come from
+ * documentation, not from the measurements (docs/estimator.md). */
 typedef struct est_calib {
-    double framework_gib;    /* allocations no term models: cuBLAS/flash workspaces, RNG, buffers */
-    double reserved_frac;    /* caching-allocator slack, a fraction of the loss buffers and weight copies */
-    double reserved_base_gib; /* the caching allocator's fixed slack: reserved counter only */
+    double framework_gib;    /* allocations no term models, held through the run (default 0) */
     double cuda_context_gib; /* CUDA context and kernels: in the device counter only */
     double nccl_gib;         /* NCCL buffers per GPU when gpus > 1: device counter only */
 } est_calib;
 
-/* The calibrated values (fitted by bench/estimator --fit on the calibration rows). */
 extern const est_calib est_calib_default;
 
 typedef enum { EST_PHASE_LOSS, EST_PHASE_BACKWARD, EST_PHASE_STEP } est_phase;
@@ -145,19 +162,37 @@ typedef struct est_result {
     double head_grad;           /* lm_head gradient alive during the loss backward (full) */
     double weight_temp;         /* dequantised (QLoRA), DoRA W + BA, autocast copies (amp) */
 
-    double phase[3];            /* allocated bytes at the peak of each phase */
-    est_phase peak_phase;
-    double allocated;           /* max of the phases */
+    double phase[3];            /* the terms alive in each phase, added up (no allocator) */
+
+    /* The step replayed through the caching allocator (estimate_replay.c):
+     * every figure below comes from there. */
+    double replay_phase[3];     /* max_memory_allocated within each phase */
+    est_phase peak_phase;       /* where the input's counter peaks */
+    double allocated;           /* torch.cuda.max_memory_allocated() */
+    double reserved;            /* torch.cuda.max_memory_reserved() (capped by the GPU) */
     double allocator;           /* reserved - allocated */
-    double reserved;
     double cuda_context;        /* context + NCCL */
     double device;              /* reserved + context + paged optimizer states */
     double peak;                /* the figure of the input's counter */
+#define EST_TERM_SLOTS 16
+    double at_peak[EST_TERM_SLOTS]; /* bytes of each term alive at the counter's peak, by the
+                                       replay's term tags (est_to_json names them) */
+    double cached_at_peak;      /* reserved but free at that moment (0 for the allocated counter) */
+    int replay_steps;           /* micro steps replayed */
+    unsigned long segments_at_peak; /* cudaMalloc'ed segments at the reserved peak */
+    unsigned long alloc_retries; /* times the full GPU made the allocator free its cache */
+    bool oom;                   /* the replay did not fit the GPU even after freeing the cache */
 } est_result;
 
 /* Estimates a resolved input (est_input_resolve) with constants c (NULL =
  * est_calib_default). */
 void est_estimate(const est_input *in, const est_calib *c, est_result *out);
+/* Only the terms and their phases (est_result.phase), without the
+ * replay: a thousand times cheaper, for screening what cannot fit. */
+void est_terms(const est_input *in, const est_calib *c, est_result *out);
+/* The same as est_estimate, and the caching allocator's segments at the
+ * peak of the input's counter (what `lathe estimate --explain` prints). */
+void est_estimate_explain(const est_input *in, const est_calib *c, est_result *out, ca_snapshot *snap);
 
 /* The seed article's estimator, all in GiB (model = P*2*1.2, loraParams =
  * P*2*r*targets/hidden, lora = 2*loraParams, optimizer = 12*loraParams,
@@ -176,6 +211,9 @@ void est_seed_formula(double params, int rank, int n_targets, bool full, int bat
 /* The breakdown as text: one line per term with its derivation, the
  * per-layer activation figure, the phases and the total. */
 void est_format_text(const est_input *in, const est_result *r, const diag_list *notes, sb *out);
+/* The allocator's state at the peak: each segment, its blocks in use by
+ * term and its cached free bytes. */
+void est_format_explain(const est_input *in, const est_result *r, const ca_snapshot *snap, sb *out);
 /* The same as a JSON document: the total under "per_gpu_gib", every term in
  * GiB under "terms_gib". Caller frees. */
 char *est_to_json(const est_input *in, const est_result *r, const diag_list *notes);
@@ -216,12 +254,16 @@ typedef struct est_metrics {
 void est_metrics_of(const double *ape, size_t n, est_metrics *out);
 /* lathe's absolute percentage error on one row with constants c. */
 double est_row_ape(const est_row *row, const est_calib *c);
-/* Fits framework_gib, reserved_base_gib and reserved_frac on the rows where
- * use[i] (NULL = every usable row) by grid search on the mean absolute
- * percentage error clipped at 50 % (so that a few rows the schema cannot
- * describe do not pull the constants); the other fields come from start. */
+/* Fits framework_gib on the rows where use[i] (NULL = every usable row) by
+ * grid search on the mean absolute percentage error clipped at 50 % (so
+ * that a few rows the schema cannot describe do not pull it); the other
+ * fields come from start. */
 void est_calib_fit(const est_row *rows, size_t n, const bool *use, const est_calib *start,
                    est_calib *out);
+/* The same search on peaks already estimated with framework_gib 0 (it is
+ * one allocation held through the run, so it adds itself to every
+ * counter): the framework_gib that fits rows where use[i] best. */
+double est_calib_fit_framework(const double *peak_gib, const double *measured_gib, const bool *use, size_t n);
 
 /* ==================================================================== */
 /* ---- planner ---- */

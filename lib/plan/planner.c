@@ -210,11 +210,40 @@ static void price(const plan_result *r, plan_config *c)
 
 /* ---- candidates ---- */
 
+/* Estimates already made in this plan. The GPU types share most
+ * configurations and an estimate does not depend on the type (the planner
+ * compares the figure with each type's memory), so each is replayed once.
+ * Inputs start from est_input_defaults (zeroed, padding included): equal
+ * inputs compare equal byte for byte. */
+typedef struct plan_memo {
+    est_input *in;
+    est_result *out;
+    size_t n, cap;
+} plan_memo;
+
+static void memo_estimate(plan_memo *m, const est_input *in, const est_calib *calib, est_result *out)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (memcmp(&m->in[i], in, sizeof *in) == 0) {
+            *out = m->out[i];
+            return;
+        }
+    est_estimate(in, calib, out);
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 64;
+        m->in = xrealloc(m->in, m->cap * sizeof *m->in);
+        m->out = xrealloc(m->out, m->cap * sizeof *m->out);
+    }
+    m->in[m->n] = *in;
+    m->out[m->n++] = *out;
+}
+
 typedef struct plan_search {
     const spec_job *job;
     const plan_options *opt;
     plan_result *r;
     const est_calib *calib;
+    plan_memo *memo;
     bool gc_forced, gc_value;       /* the spec says on or off */
     bool flash;                     /* flash attention */
     spec_precision precision;
@@ -234,6 +263,7 @@ static void config_input(const plan_search *s, plan_config *c)
     in->targets = s->r->targets;
     in->lora_dropout = job->lora.dropout;
     in->batch = c->micro_batch;
+    in->grad_accum = c->grad_accum > 0 ? c->grad_accum : 1;
     in->seq = s->r->seq;
     in->grad_ckpt = c->grad_ckpt;
     in->flash_attn = c->flash_attn;
@@ -257,8 +287,17 @@ static bool config_fits(const plan_search *s, plan_config *c)
     if (!ok) return false;
     c->quant = c->in.quant;
     c->bits = c->in.bits;
-    est_estimate(&c->in, s->calib, &c->mem);
     c->usable = c->gpu->memory * (1.0 - s->opt->margin);
+    /* the replay holds at least what the terms of its largest phase add
+     * up to (tests/plan/test_replay.c, within 2 %): a configuration whose
+     * terms alone exceed the GPU is out without replaying it */
+    est_terms(&c->in, s->calib, &c->mem);
+    double terms = fmax(c->mem.phase[0], fmax(c->mem.phase[1], c->mem.phase[2])) - c->mem.weight_temp;
+    if (0.98 * terms > c->usable) {
+        c->fits = false;
+        return false;
+    }
+    memo_estimate(s->memo, &c->in, s->calib, &c->mem);
     c->fits = c->mem.peak <= c->usable;
     return c->fits;
 }
@@ -334,7 +373,7 @@ static bool model_parallel_needed(const plan_search *s, spec_method method, cons
     diag_list_free(&tmp);
     if (!ok) return false;
     est_result m;
-    est_estimate(&c.in, s->calib, &m);
+    est_terms(&c.in, s->calib, &m); /* the weights alone decide */
     return m.weights_quantised + m.weights_dense > g->memory * (1.0 - s->opt->margin) * 0.8;
 }
 
@@ -682,8 +721,9 @@ int plan_job(const spec_job *job, const plan_options *opt_in, plan_result *out, 
         plan_catalog_builtin(&builtin);
         opt.catalog = &builtin;
     }
+    plan_memo memo = {0};
     plan_search s = {.job = job, .opt = &opt, .r = out,
-                     .calib = opt.calib ? opt.calib : &est_calib_default};
+                     .calib = opt.calib ? opt.calib : &est_calib_default, .memo = &memo};
     search_settings(&s);
     int rc = LT_EXIT_OK;
     size_t errors = d->errors;
@@ -723,6 +763,8 @@ int plan_job(const spec_job *job, const plan_options *opt_in, plan_result *out, 
     explain_requested(&s);
     if (!out->found) rc = LT_EXIT_NOFIT;
 done:
+    free(memo.in);
+    free(memo.out);
     /* configs point at catalogue entries: keep the catalogue alive with the result */
     if (builtin.gpus) {
         if (rc == LT_EXIT_OK || rc == LT_EXIT_NOFIT) {

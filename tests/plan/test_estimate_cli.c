@@ -131,21 +131,27 @@ static void test_stack_and_gpu(void **state)
     const char *stacks[2] = {"hf", "litgpt"};
     for (int i = 0; i < 2; i++) {
         run_result r;
-        run_lathe(&r, (const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--seq", "8192",
-                                       "--stack", stacks[i], "--gpu-memory", i ? "40" : "0", "-o", "json", NULL});
+        run_lathe(&r, (const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--seq", "16384",
+                                       "--stack", stacks[i], "--gpu-memory", i ? "40" : "0", "--counter",
+                                       i ? "device" : "allocated", "-o", "json", NULL});
         assert_int_equal(r.status, 0);
         json_error_t err;
         json_t *root = json_loads(sb_str(&r.out), 0, &err);
         assert_non_null(root);
         loss[i] = json_number_value(json_object_get(json_object_get(root, "terms_gib"), "logits_and_loss"));
         device[i] = json_number_value(json_object_get(root, "device_gib"));
+        /* the counter asked for is the one given */
+        double per = json_number_value(json_object_get(root, "per_gpu_gib"));
+        assert_true(per == json_number_value(json_object_get(root, i ? "device_gib" : "allocated_gib")));
         assert_string_equal(json_string_value(json_object_get(json_object_get(root, "settings"), "stack")),
                             stacks[i]);
         json_decref(root);
         run_free(&r);
     }
-    /* 12 bytes per token and vocabulary entry against LitGPT's 4 */
-    assert_true(fabs(loss[0] / loss[1] - 3.0) < 1e-6);
+    /* alive at the peak: 12 bytes per token and vocabulary entry against
+     * LitGPT's 4 and one 128-token chunk's gradient buffers (1/128 of 4),
+     * within the allocator's rounding */
+    assert_true(loss[0] / loss[1] > 2.85 && loss[0] / loss[1] < 3.0);
     assert_true(device[1] <= 40.0 + 1e-9);
     assert_true(device[0] > 40.0);
 }
