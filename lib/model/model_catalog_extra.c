@@ -1,7 +1,6 @@
 /* model_catalog_extra.c: shapes lathe knows that are not in
- * tests/ref/data/model_configs.json, each with its source, as listed in
- * shared/data/memory-calibration.md ("Architecture sources for models not in
- * model_configs.json"), plus name aliases for checkpoints that share a shape
+ * tests/ref/data/model_configs.json, each with its source (the calibration
+ * rows' architectures, share/calibration/README.md), plus name aliases for checkpoints that share a shape
  * with a catalogue entry. intermediate is the width of one MLP projection
  * (Qwen v1's config.json stores twice that). Parameter counts are derived
  * from the dimensions with model_count_params (docs/models.md) and agree with
@@ -43,6 +42,8 @@ const model_catalog_entry model_catalog_extra[] = {
      "(8 kv heads, as torchtune's builder)"},
     {"01-ai/Yi-6B", MODEL_ARCH_LLAMA, 4096, 11008, 32, 32, 4, 128, 64000, 0, 0, false,
      6061035520ull, "HF 01-ai/Yi-6B config.json; Yi-6B-Chat copy pxltd/brain_v2"},
+    {"01-ai/Yi-34B", MODEL_ARCH_LLAMA, 7168, 20480, 60, 56, 8, 128, 64000, 4096, 5000000.0, false,
+     34388917248ull, "HF 01-ai/Yi-34B config.json (share/calibration/README.md)"},
     {"OpenBuddy/openbuddy-zephyr-7b-v14.1", MODEL_ARCH_MISTRAL, 4096, 14336, 32, 32, 8, 128, 36608,
      0, 0, false, 7279480832ull,
      "HF TheBloke/openbuddy-zephyr-7B-v14.1-GPTQ config.json (Mistral-7B shapes, vocab 36608)"},

@@ -1,5 +1,5 @@
 /* estimate_calib.c: rows of published GPU-memory measurements (the schema of
- * shared/data/memory-calibration.jsonl, described in its .md), mapped onto
+ * share/calibration/memory-calibration.jsonl, described in its .md), mapped onto
  * estimator inputs; error metrics; and the fit of est_calib's constants.
  *
  * Mapping decisions (docs/estimator.md, "Calibration rows"):

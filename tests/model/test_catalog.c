@@ -61,7 +61,7 @@ static void test_generated_matches_json(void **state)
 static void test_calibration_models(void **state)
 {
     (void)state;
-    FILE *f = fopen(LATHE_SHARED_DIR "/data/memory-calibration.jsonl", "r");
+    FILE *f = fopen(LATHE_SOURCE_DIR "/share/calibration/memory-calibration.jsonl", "r");
     assert_non_null(f);
     char line[65536];
     int checked = 0;
@@ -93,7 +93,7 @@ static void test_calibration_models(void **state)
         json_decref(row);
     }
     fclose(f);
-    assert_int_equal(checked, 66);
+    assert_int_equal(checked, 79);
 }
 
 static void expect_find(const char *query, const char *id)
