@@ -1022,6 +1022,7 @@ void ctl_attempt_ended(ctl *c, ctl_job *j, const ctl_end *e, double now)
         j->share = SCHED_SHARE_WHOLE;
         j->cpu_slot = false;
         j->state = go_states[go];
+        if (j->state == STORE_QUEUED) j->queued_at = now;
         j->not_before = w.not_before;
         j->gpu_seconds = w.gpu_seconds;
         j->cost = w.cost;

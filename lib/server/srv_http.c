@@ -331,10 +331,11 @@ static void route_job(srv_req *r, const char *name, const char *action)
             srv_api_job_cancel(r, name);
         return;
     }
-    static const char *const reads[] = {"events", "logs", "progress"};
+    static const char *const reads[] = {"events", "logs", "progress", "attempts", "gpu"};
     void (*const fns[])(srv_req *, const char *) = {srv_api_job_events, srv_api_job_logs,
-                                                     srv_api_job_progress};
-    for (size_t i = 0; i < 3; i++) {
+                                                     srv_api_job_progress, srv_api_job_attempts,
+                                                     srv_api_job_gpu};
+    for (size_t i = 0; i < sizeof reads / sizeof *reads; i++) {
         if (strcmp(action, reads[i]) != 0) continue;
         if (is(r, "GET")) fns[i](r, name);
         else not_allowed(r, "GET");
@@ -376,6 +377,10 @@ static void route_v1(srv_req *r)
         route_get(r, srv_api_priority_classes);
     } else if (strcmp(seg[0], "audit") == 0 && n == 1) {
         route_get(r, srv_api_audit);
+    } else if (strcmp(seg[0], "cost") == 0 && n == 1) {
+        route_get(r, srv_api_cost);
+    } else if (strcmp(seg[0], "whoami") == 0 && n == 1) {
+        route_get(r, srv_api_whoami);
     } else {
         srv_reply_error(r, 404, "not_found", "no such path: %s", r->url);
     }
