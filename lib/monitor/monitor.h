@@ -62,9 +62,10 @@ typedef struct mon_alert_opts {
 } mon_alert_opts;
 
 void mon_alert_opts_default(mon_alert_opts *o);
-/* The rules as a Prometheus rule file (YAML: groups -> rules), for
- * promtool check rules and rule_files:. Caller frees. */
-char *mon_alert_rules(const mon_alert_opts *o);
+/* The rules as a Prometheus rule file ({"groups": [{"name", "rules":
+ * [...]}]}; print it as YAML for rule_files: and promtool check rules).
+ * Caller frees (json_decref). */
+json_t *mon_alert_rules(const mon_alert_opts *o);
 
 /* ---- the Grafana dashboard (mon_grafana.c) ---- */
 typedef struct mon_grafana_opts {

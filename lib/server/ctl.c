@@ -378,11 +378,9 @@ static void budget_reached(ctl *c, int t, double level, double spent, double now
 {
     const sched_team *tm = &c->s->cluster.sched->teams[t];
     char msg[400], key[40];
-    snprintf(msg, sizeof msg,
-             "team %s has spent %.0f%% of its budget for %s: %.2f of %.2f%s", tm->name,
-             floor(spent / tm->budget * 100), c->budget_month, spent, tm->budget,
-             level >= 1 ? "; its queued jobs wait until the next month or a larger budget"
-                        : "");
+    snprintf(msg, sizeof msg, "team %s reached %.0f%% of its budget for %s: it spent %.2f of %.2f%s",
+             tm->name, level * 100, c->budget_month, spent, tm->budget,
+             level >= 1 ? "; its queued jobs wait until the next month or a larger budget" : "");
     json_t *data = json_pack("{s:s, s:f, s:f, s:f, s:s}", "team", tm->name, "threshold", level,
                              "spent", spent, "budget", tm->budget, "month", c->budget_month);
     char *dj = json_dumps(data, JSON_COMPACT);

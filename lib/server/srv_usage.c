@@ -200,10 +200,11 @@ static bool cost_params(srv_req *r, cost_query *q)
         srv_reply_error(r, 400, "bad_request", "until=%s: expected a time", until);
         return false;
     }
-    if (q->until <= q->since) {
+    if (until && *until && q->until <= q->since) {
         srv_reply_error(r, 400, "bad_request", "until must come after since");
         return false;
     }
+    if (q->until < q->since) q->until = q->since; /* a window that starts later: empty */
     if (step && *step) {
         double d;
         if (!units_parse_duration(step, &d) || d < 60) {
