@@ -58,7 +58,7 @@ trap cleanup EXIT
 ADMIN=ui-admin-$RANDOM$RANDOM$RANDOM
 RESEARCH=ui-research-$RANDOM$RANDOM$RANDOM
 PRODUCT=ui-product-$RANDOM$RANDOM$RANDOM
-cp "$UI/trainer.sh" "$W/trainer.sh"
+cp "$LATHE_TEST_DATA/trainer.sh" "$W/trainer.sh"
 echo '{"instruction": "Summarise the text.", "input": "lathe runs LoRA jobs.", "output": "It trains adapters."}' > "$W/data.jsonl"
 
 cat > "$W/cluster.yaml" <<EOF
