@@ -17,6 +17,7 @@
 #include "ctl.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,13 @@ typedef struct cost_group {
     double *series_gs, *series_cost;      /* [n_steps] */
 } cost_group;
 
+/* The groups, found by their key through an open-addressing hash table
+ * (by=job makes one group per job: tens of thousands). */
 typedef struct cost_sum {
     cost_group *g;
     size_t n, cap;
+    size_t *slot; /* [nslots] group index + 1; 0 = empty */
+    size_t nslots;
 } cost_sum;
 
 static bool same(const char *a, const char *b)
@@ -60,17 +65,47 @@ static bool same(const char *a, const char *b)
     return a == b || (a && b && !strcmp(a, b));
 }
 
+static uint64_t key_hash(const char *team, const char *exp, const char *job)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    const char *parts[3] = {team, exp ? exp : "", job ? job : ""};
+    for (int k = 0; k < 3; k++) {
+        for (const char *p = parts[k]; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = (h ^ 0x1f) * 1099511628211ull;
+    }
+    return h;
+}
+
+static bool group_is(const cost_group *g, const char *team, const char *exp, const char *job)
+{
+    return !strcmp(g->team, team) && same(g->experiment, exp) && same(g->job, job);
+}
+
+static void rehash(cost_sum *s)
+{
+    free(s->slot);
+    s->nslots = s->nslots ? s->nslots * 2 : 64;
+    s->slot = xcalloc(s->nslots, sizeof *s->slot);
+    for (size_t i = 0; i < s->n; i++) {
+        size_t k = key_hash(s->g[i].team, s->g[i].experiment, s->g[i].job) & (s->nslots - 1);
+        while (s->slot[k]) k = (k + 1) & (s->nslots - 1);
+        s->slot[k] = i + 1;
+    }
+}
+
 static cost_group *group_of(cost_sum *s, const cost_query *q, const store_usage_row *r)
 {
     const char *exp = q->by == BY_TEAM ? NULL : r->experiment;
     const char *job = q->by == BY_JOB ? r->name : NULL;
-    for (size_t i = s->n; i-- > 0;) /* rows come by job: the last group is the likely one */
-        if (!strcmp(s->g[i].team, r->team) && same(s->g[i].experiment, exp) && same(s->g[i].job, job))
-            return &s->g[i];
+    if (2 * (s->n + 1) > s->nslots) rehash(s);
+    size_t k = key_hash(r->team, exp, job) & (s->nslots - 1);
+    for (; s->slot[k]; k = (k + 1) & (s->nslots - 1))
+        if (group_is(&s->g[s->slot[k] - 1], r->team, exp, job)) return &s->g[s->slot[k] - 1];
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 16;
         s->g = xrealloc(s->g, s->cap * sizeof *s->g);
     }
+    s->slot[k] = s->n + 1;
     cost_group *g = &s->g[s->n++];
     memset(g, 0, sizeof *g);
     g->team = r->team;
@@ -294,6 +329,7 @@ void srv_api_cost(srv_req *r)
     free(total.series_gs);
     free(total.series_cost);
     free(sum.g);
+    free(sum.slot);
     store_usage_free(rows, n);
     srv_reply_json(r, 200, body);
 }

@@ -14,19 +14,16 @@
 
 /* Attempts written before schema 4 have no gpus or price: the GPUs of
  * their gpus_json, and the job's mean price (its cost over its
- * GPU-seconds), stand in. The plan's estimate counts only when it is for
- * the whole run (cost_basis "run"). */
+ * GPU-seconds), stand in. The plan's estimate (plan_gpu_hours, plan_cost:
+ * triggers keep them from plan_json) is there only when it is for the
+ * whole run. */
 static const char usage_sql[] =
     "SELECT a.job_id, j.team, j.name, j.experiment, j.state, a.number, a.started_at,"
     " a.ended_at,"
     " coalesce(a.gpus, json_array_length(a.gpus_json), 0),"
     " coalesce(a.price, CASE WHEN j.gpu_seconds > 0 THEN j.cost * 3600.0 / j.gpu_seconds"
     "                   ELSE 0 END),"
-    " a.gpu_seconds, a.cost, j.gpu_seconds, j.cost,"
-    " CASE WHEN json_extract(j.plan_json, '$.cost_basis') = 'run'"
-    "      THEN json_extract(j.plan_json, '$.gpu_hours') END,"
-    " CASE WHEN json_extract(j.plan_json, '$.cost_basis') = 'run'"
-    "      THEN json_extract(j.plan_json, '$.cost') END"
+    " a.gpu_seconds, a.cost, j.gpu_seconds, j.cost, j.plan_gpu_hours, j.plan_cost"
     " FROM attempts a JOIN jobs j ON j.id = a.job_id"
     " WHERE (?1 IS NULL OR j.team = ?1)"
     "   AND (a.ended_at IS NULL OR a.ended_at >= ?2)"

@@ -119,6 +119,14 @@ static void test_attempt_usage_and_window(void **state)
     assert_true(isnan(b1->planned_cost)); /* an estimate per 1000 steps is not the run's */
     assert_null(row_of(r, rn, "c", 1)->experiment);
     store_usage_free(r, rn);
+    /* a re-plan changes the estimate (a trigger keeps it beside plan_json) */
+    store_job_update up = {.set = STORE_SET_PLAN, .spec_json = "{}",
+                           .plan_json = "{\"gpu_hours\":4,\"cost\":8,\"cost_basis\":\"run\"}"};
+    assert_int_equal(store_job_update_fields(f->st, b, 0, &up, NULL), STORE_OK);
+    assert_int_equal(store_usage_list(f->st, "t1", 0, 0, &r, &rn), STORE_OK);
+    assert_true(row_of(r, rn, "b", 1)->planned_cost == 8 && row_of(r, rn, "b", 1)->planned_gpu_hours == 4);
+    assert_true(row_of(r, rn, "a", 1)->planned_cost == 5.0);
+    store_usage_free(r, rn);
 
     /* A window: attempts that ended before it or started after it are out. */
     assert_int_equal(store_usage_list(f->st, NULL, 4700, 7000, &r, &rn), STORE_OK);
@@ -137,7 +145,7 @@ static void test_attempt_usage_and_window(void **state)
 static void test_upgrade_from_version_3(void **state)
 {
     fx *f = *state;
-    int64_t id = submit_plan(f->st, "t1", "old", NULL, NULL);
+    int64_t id = submit_plan(f->st, "t1", "old", NULL, "{\"gpu_hours\":2,\"cost\":7,\"cost_basis\":\"run\"}");
     int n;
     assert_int_equal(store_attempt_add(f->st, id, "node-1", "[0,1,2]", &n), STORE_OK);
     fake_now = 1000 + 3600;
@@ -149,7 +157,10 @@ static void test_upgrade_from_version_3(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
-                                  "DROP TABLE gpu_samples; DROP INDEX attempts_ended;"
+                                  "DROP TRIGGER jobs_plan_insert; DROP TRIGGER jobs_plan_update;"
+                                  " ALTER TABLE jobs DROP COLUMN plan_gpu_hours;"
+                                  " ALTER TABLE jobs DROP COLUMN plan_cost;"
+                                  " DROP TABLE gpu_samples; DROP INDEX attempts_ended;"
                                   " ALTER TABLE attempts DROP COLUMN gpus;"
                                   " ALTER TABLE attempts DROP COLUMN price;"
                                   " ALTER TABLE attempts DROP COLUMN gpu_seconds;"
@@ -168,6 +179,7 @@ static void test_upgrade_from_version_3(void **state)
     assert_true(r[0].gpus == 3);
     assert_true(fabs(r[0].price - 2.0) < 1e-12); /* 6 over 3 GPU-hours */
     assert_true(isnan(r[0].gpu_seconds));
+    assert_true(r[0].planned_cost == 7 && r[0].planned_gpu_hours == 2); /* filled in by the migration */
     store_usage_free(r, rn);
 }
 
