@@ -56,8 +56,11 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static pid_t server_pid; /* stopped by die() too */
+
 static void die(const char *fmt, const char *a)
 {
+    if (server_pid > 0) kill(server_pid, SIGTERM);
     fprintf(stderr, "bench_monitor: ");
     fprintf(stderr, fmt, a);
     fputc('\n', stderr);
@@ -86,7 +89,7 @@ static void seed(const opts *o, const char *db)
     store *st = store_open(db, NULL, err, sizeof err);
     if (!st) die("%s", err);
     store_set_clock(st, fake_clock, NULL);
-    double t0 = (double)time(NULL) - 20 * 86400;
+    double t0 = (double)time(NULL) - 21 * 86400; /* every attempt ends before now */
     const char *plan = "{\"gpu_type\":\"A100-80GB\",\"gpus\":1,\"per_gpu_gib\":20,"
                        "\"gpu_hours\":1.5,\"cost\":3.3,\"cost_basis\":\"run\"}";
     store_gpu_sample *hist = xcalloc((size_t)o->samples + 1, sizeof *hist);
@@ -279,7 +282,7 @@ int main(int argc, char **argv)
     printf("seeded %ld ended jobs x %ld attempts, %ld GPU samples each for %ld jobs in %.1f s\n",
            o.jobs, o.attempts, o.samples, o.jobs / 10 + (o.jobs % 10 != 0), now_s() - t);
     char addr[160];
-    pid_t pid = start_server(&o, dir, addr, sizeof addr);
+    pid_t pid = server_pid = start_server(&o, dir, addr, sizeof addr);
     if (!client_global_init()) die("%s", "libcurl");
     client_config cfg = {.server = addr, .token = "bench-token", .timeout = 60};
     client *c = client_new(&cfg);
@@ -293,6 +296,19 @@ int main(int argc, char **argv)
     snprintf(hist, sizeof hist, "/v1/jobs/job-0/gpu?team=team-0");
     const char *paths[] = {"/healthz", "/metrics", "/v1/nodes", "/v1/teams", "/v1/cost",
                            "/v1/cost?by=job", month, hist, "/", "/app.js"};
+    /* the answers are right before they are timed: one group per job, and
+     * the sums of all time equal the jobs' own */
+    client_error cerr;
+    client_error_init(&cerr);
+    json_t *v = NULL;
+    if (client_cost(c, "job", NULL, NULL, NULL, NULL, &v, &cerr) != LT_EXIT_OK) die("%s", cerr.message);
+    const json_t *tot = json_object_get(v, "total");
+    double want = (double)o.jobs * (double)o.attempts * 2.2;
+    if ((long)json_array_size(json_object_get(v, "items")) != o.jobs ||
+        fabs(json_number_value(json_object_get(tot, "cost")) - want) > 1e-6 * want)
+        die("%s", "GET /v1/cost?by=job does not add up");
+    json_decref(v);
+    client_error_free(&cerr);
     printf("%ld nodes x 8 virtual GPUs, %ld NVML GPUs; one client, %.0f s per endpoint\n\n",
            o.nodes, o.nvml, o.seconds);
     printf("%-58s %10s %9s %9s %10s %8s\n", "GET", "req/s", "p50 ms", "p99 ms", "bytes", "x base");

@@ -288,7 +288,7 @@ void srv_api_cost(srv_req *r)
     }
     cost_sum sum = {0};
     for (size_t i = 0; i < n; i++) add_row(&sum, &q, &rows[i]);
-    qsort(sum.g, sum.n, sizeof *sum.g, by_money);
+    if (sum.n > 1) qsort(sum.g, sum.n, sizeof *sum.g, by_money);
     cost_group total = {.last_job = -1};
     if (q.n_steps) {
         total.series_gs = xcalloc(q.n_steps, sizeof *total.series_gs);

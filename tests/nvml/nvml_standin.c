@@ -112,7 +112,13 @@ int nvmlInit_v2(void)
 {
     log_call("nvmlInit_v2");
     reload();
-    if (!state || json_is_true(json_object_get(state, "fail_init"))) return NVML_ERROR_UNKNOWN;
+    if (!state || json_is_true(json_object_get(state, "fail_init"))) {
+        if (!inits) { /* nothing holds it: lathe calls no nvmlShutdown after a failed init */
+            json_decref(state);
+            state = NULL;
+        }
+        return NVML_ERROR_UNKNOWN;
+    }
     inits++;
     return NVML_SUCCESS;
 }
