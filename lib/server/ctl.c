@@ -164,16 +164,23 @@ static void load_usage(ctl *c, double now)
     c->usage_at = c->usage_saved_at = now;
 }
 
-/* The month's spending, read again when the month changes. */
-static void load_spent(ctl *c, double now)
+/* Per-team values of a month (kv "PREFIX/YYYY-MM"), read again when the
+ * month changes: *month is the month they are of. */
+static void load_month(ctl *c, const char *prefix, char month[16], double *values, double now)
 {
     char m[16];
     month_of(now, m);
-    if (!strcmp(m, c->month)) return;
-    memcpy(c->month, m, sizeof m);
-    char key[32];
-    snprintf(key, sizeof key, "spent/%s", m);
-    load_team_values(c, key, c->spent, NULL);
+    if (!strcmp(m, month)) return;
+    memcpy(month, m, sizeof m);
+    char key[40];
+    snprintf(key, sizeof key, "%s/%s", prefix, m);
+    load_team_values(c, key, values, NULL);
+}
+
+/* The month's spending. */
+static void load_spent(ctl *c, double now)
+{
+    load_month(c, "spent", c->month, c->spent, now);
 }
 
 void ctl_add_spent(ctl *c, const char *team, double amount, double now)
@@ -358,19 +365,6 @@ static ctl_view *view_build(ctl *c, double now)
  * events, the log, lathe_team_budget_threshold, alerts): 80 % and 100 %. */
 static const double budget_thresholds[] = {0.8, 1.0};
 
-/* The thresholds reached this month (kv "budget/YYYY-MM"), read again when
- * the month changes. */
-static void load_budget_levels(ctl *c, double now)
-{
-    char m[16];
-    month_of(now, m);
-    if (!strcmp(m, c->budget_month)) return;
-    memcpy(c->budget_month, m, sizeof m);
-    char key[40];
-    snprintf(key, sizeof key, "budget/%s", m);
-    load_team_values(c, key, c->budget_level, NULL);
-}
-
 /* Team t reached `level` of its budget: a `budget` event on every active
  * job of the team (the running ones spend it; the queued ones will wait
  * for it at 100 %), and the level kept, in one transaction. */
@@ -406,7 +400,7 @@ static void budget_reached(ctl *c, int t, double level, double spent, double now
 static void check_budgets(ctl *c, ctl_view *v, double now)
 {
     const sched_cluster *sc = c->s->cluster.sched;
-    load_budget_levels(c, now);
+    load_month(c, "budget", c->budget_month, c->budget_level, now); /* the thresholds reached */
     for (int t = 0; t < sc->n_teams && t < v->n_teams; t++) {
         double budget = sc->teams[t].budget, level = 0;
         if (!(budget > 0)) continue;

@@ -189,17 +189,6 @@ store_rc store_progress_add(store *st, int64_t job_id, int attempt, const store_
 }
 
 /* Keeps max points of n, evenly spread, the first and the last included. */
-static size_t thin(store_progress *p, size_t n, size_t max)
-{
-    if (max == 0 || n <= max) return n;
-    if (max == 1) {
-        p[0] = p[n - 1];
-        return 1;
-    }
-    for (size_t i = 0; i < max; i++) p[i] = p[i * (n - 1) / (max - 1)];
-    return max;
-}
-
 store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store_progress **pts,
                              size_t *n)
 {
@@ -236,6 +225,6 @@ store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store
         *n = 0;
         return st_fail(st, rc, "reading progress");
     }
-    *n = thin(*pts, *n, max_points);
+    *n = st_thin(*pts, *n, sizeof **pts, max_points);
     return STORE_OK;
 }

@@ -159,13 +159,7 @@ store_rc store_gpu_samples_list(store *st, int64_t job_id, size_t max_points,
         *n = 0;
         return st_fail(st, rc, "reading GPU samples");
     }
-    if (max_points > 0 && *n > max_points) {
-        store_gpu_sample *p = *out;
-        if (max_points == 1) p[0] = p[*n - 1];
-        else
-            for (size_t i = 0; i < max_points; i++) p[i] = p[i * (*n - 1) / (max_points - 1)];
-        *n = max_points;
-    }
+    *n = st_thin(*out, *n, sizeof **out, max_points);
     return STORE_OK;
 }
 

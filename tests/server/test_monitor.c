@@ -129,14 +129,6 @@ static void submit(const char *token, const char *name, const char *steps, const
     free(env);
 }
 
-static json_t *get_json(const char *path, const char *token)
-{
-    hs_resp r = hs_http(&H, "GET", path, token, NULL);
-    if (r.status != 200) fail_msg("GET %s: %ld %s", path, r.status, r.body);
-    json_t *j = json_incref(r.json);
-    hs_resp_free(&r);
-    return j;
-}
 
 /* The /metrics text. */
 static char *metrics(void)
@@ -194,7 +186,7 @@ static void test_gpu_metrics_and_history(void **state)
     assert_true(wait_metrics("job=\"watched\",team=\"team-b\"} 12\n", 10));
     assert_true(wait_metrics("lathe_job_gpu_memory_peak_bytes{job=\"watched\",team=\"team-b\"} 5.36870912e+10\n", 10));
 
-    json_t *nodes = get_json("/v1/nodes", "token-b");
+    json_t *nodes = hs_get_json(&H, "/v1/nodes", "token-b");
     json_t *node = json_array_get(json_object_get(nodes, "items"), 0);
     assert_string_equal(json_string_value(json_object_get(node, "gpu_type")), "H100-80GB");
     assert_false(json_is_true(json_object_get(node, "virtual")));
@@ -208,7 +200,7 @@ static void test_gpu_metrics_and_history(void **state)
     assert_true(json_number_value(json_object_get(s0, "power")) == 312.5);
     json_decref(nodes);
 
-    json_t *hist = get_json("/v1/jobs/watched/gpu", "token-b");
+    json_t *hist = hs_get_json(&H, "/v1/jobs/watched/gpu", "token-b");
     json_t *items = json_object_get(hist, "items");
     assert_true(json_array_size(items) >= 2);
     json_t *sum = json_object_get(hist, "summary");
@@ -218,19 +210,13 @@ static void test_gpu_metrics_and_history(void **state)
     double planned = json_number_value(json_object_get(sum, "memory_planned"));
     assert_true(planned > 1e9 && planned < 80e9);
     json_decref(hist);
-    json_t *job = get_json("/v1/jobs/watched", "token-b");
+    json_t *job = hs_get_json(&H, "/v1/jobs/watched", "token-b");
     assert_true(json_is_object(json_object_get(job, "gpu")));
     json_decref(job);
     /* another team's job: 404, as everywhere */
-    hs_resp r = hs_http(&H, "GET", "/v1/jobs/watched/gpu", "token-a", NULL);
-    assert_int_equal(r.status, 404);
-    hs_resp_free(&r);
-    r = hs_http(&H, "GET", "/v1/jobs/watched/gpu?limit=0", "token-b", NULL);
-    assert_int_equal(r.status, 400);
-    hs_resp_free(&r);
-    r = hs_http(&H, "POST", "/v1/jobs/watched/cancel", "token-b", NULL);
-    assert_int_equal(r.status, 202);
-    hs_resp_free(&r);
+    assert_int_equal(hs_status(&H, "GET", "/v1/jobs/watched/gpu", "token-a"), 404);
+    assert_int_equal(hs_status(&H, "GET", "/v1/jobs/watched/gpu?limit=0", "token-b"), 400);
+    assert_int_equal(hs_status(&H, "POST", "/v1/jobs/watched/cancel", "token-b"), 202);
     assert_true(hs_wait_state(&H, "token-b", "watched", "cancelled", 20));
     assert_true(wait_metrics("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"", 1));
     assert_true(wait_metrics("job=\"\",team=\"\"} 12\n", 10));
@@ -240,7 +226,7 @@ static void test_gpu_metrics_and_history(void **state)
 static size_t count_events(const char *token, const char *job, const char *type, json_t **last)
 {
     char *path = xasprintf("/v1/jobs/%s/events", job);
-    json_t *ev = get_json(path, token);
+    json_t *ev = hs_get_json(&H, path, token);
     free(path);
     size_t n = 0;
     json_t *items = json_object_get(ev, "items");
@@ -275,7 +261,7 @@ static void test_budget_thresholds(void **state)
     json_decref(e);
     assert_true(wait_metrics("lathe_team_budget_threshold{team=\"team-a\"} 1\n", 5));
     assert_true(metrics_have("lathe_team_budget{team=\"team-a\"} 3\n"));
-    json_t *teams = get_json("/v1/teams", "token-a");
+    json_t *teams = hs_get_json(&H, "/v1/teams", "token-a");
     json_t *ta = json_array_get(json_object_get(teams, "items"), 0);
     assert_true(json_number_value(json_object_get(ta, "budget_threshold")) == 1.0);
     assert_true(json_number_value(json_object_get(ta, "budget_used")) >= 1.0);
@@ -285,10 +271,8 @@ static void test_budget_thresholds(void **state)
     assert_true(hs_wait_field(&H, "token-a", "blocked", "wait_reason", "budget", 20));
     assert_true(hs_wait_state(&H, "token-a", "blocked", "queued", 1));
     assert_int_equal(count_events("token-a", "blocked", "budget", NULL), 0); /* reached before it came */
-    hs_resp r = hs_http(&H, "POST", "/v1/jobs/spender/cancel", "token-a", NULL);
-    hs_resp_free(&r);
-    r = hs_http(&H, "POST", "/v1/jobs/blocked/cancel", "token-a", NULL);
-    hs_resp_free(&r);
+    assert_int_equal(hs_status(&H, "POST", "/v1/jobs/spender/cancel", "token-a"), 202);
+    assert_int_equal(hs_status(&H, "POST", "/v1/jobs/blocked/cancel", "token-a"), 202);
     if (!hs_wait_state(&H, "token-a", "spender", "cancelled", 20)) {
         hs_print_log(&H);
         fail_msg("spender did not end cancelled");
@@ -339,7 +323,7 @@ static void test_cost(void **state)
     /* what the first two tests ran, and one more run of team-b to its end */
     submit("token-b", "short", "4", "0.05");
     assert_true(hs_wait_state(&H, "token-b", "short", "succeeded", 30));
-    json_t *jobs = get_json("/v1/jobs", "token-admin");
+    json_t *jobs = hs_get_json(&H, "/v1/jobs", "token-admin");
     double want_cost = 0, want_gh = 0;
     size_t with_gpu = 0;
     json_t *items = json_object_get(jobs, "items");
@@ -350,7 +334,7 @@ static void test_cost(void **state)
         with_gpu += num(j, "gpu_hours") > 0;
     }
     json_decref(jobs);
-    json_t *c = get_json("/v1/cost?by=job", "token-admin");
+    json_t *c = hs_get_json(&H, "/v1/cost?by=job", "token-admin");
     json_t *tot = json_object_get(c, "total");
     assert_int_equal((size_t)json_integer_value(json_object_get(tot, "jobs")), with_gpu);
     assert_true(fabs(num(tot, "cost") - want_cost) < 1e-6 * (1 + want_cost));
@@ -361,7 +345,7 @@ static void test_cost(void **state)
     assert_true(json_is_number(json_object_get(first, "planned_cost")));
     json_decref(c);
     /* a team token: its team only; by team with the budget */
-    c = get_json("/v1/cost", "token-a");
+    c = hs_get_json(&H, "/v1/cost", "token-a");
     items = json_object_get(c, "items");
     assert_int_equal(json_array_size(items), 1);
     json_t *ta = json_array_get(items, 0);
@@ -370,17 +354,14 @@ static void test_cost(void **state)
     assert_true(num(ta, "spent_this_month") >= 3);
     json_decref(c);
     /* a window after everything ran holds nothing */
-    c = get_json("/v1/cost?since=4000000000", "token-admin");
+    c = hs_get_json(&H, "/v1/cost?since=4000000000", "token-admin");
     assert_int_equal(json_array_size(json_object_get(c, "items")), 0);
     json_decref(c);
     static const char *const bad[] = {"/v1/cost?by=planet", "/v1/cost?since=yesterday",
                                       "/v1/cost?step=1d", "/v1/cost?since=1&until=1",
                                       "/v1/cost?since=2020-01-01T00:00:00Z&step=1m"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        hs_resp r = hs_http(&H, "GET", bad[i], "token-admin", NULL);
-        if (r.status != 400) fail_msg("%s: %ld %s", bad[i], r.status, r.body);
-        hs_resp_free(&r);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (hs_status(&H, "GET", bad[i], "token-admin") != 400) fail_msg("%s: not refused", bad[i]);
     /* the series: a day's periods over the last two days add up to the total */
     char since[64], path[160];
     time_t t0 = time(NULL) - 2 * 86400 + 600; /* two periods, the last cut short */
@@ -388,7 +369,7 @@ static void test_cost(void **state)
     gmtime_r(&t0, &tm);
     strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
     snprintf(path, sizeof path, "/v1/cost?since=%s&step=1d", since);
-    c = get_json(path, "token-admin");
+    c = hs_get_json(&H, path, "token-admin");
     json_t *series = json_object_get(json_object_get(c, "total"), "series");
     assert_int_equal(json_array_size(series), 2);
     double s = 0;
@@ -396,11 +377,11 @@ static void test_cost(void **state)
     assert_true(fabs(s - num(json_object_get(c, "total"), "cost")) < 1e-6 * (1 + s));
     json_decref(c);
     /* attempts with their GPUs and cost */
-    json_t *att = get_json("/v1/jobs/short/attempts", "token-b");
+    json_t *att = hs_get_json(&H, "/v1/jobs/short/attempts", "token-b");
     json_t *a1 = json_array_get(json_object_get(att, "items"), 0);
     assert_true(num(a1, "gpus_held") == 1 && num(a1, "price_per_gpu_hour") == 3600);
     assert_string_equal(json_string_value(json_object_get(a1, "reason")), "succeeded");
-    json_t *sj = get_json("/v1/jobs/short", "token-b");
+    json_t *sj = hs_get_json(&H, "/v1/jobs/short", "token-b");
     assert_true(fabs(num(a1, "cost") - num(sj, "cost")) < 1e-9);
     json_decref(sj);
     json_decref(att);

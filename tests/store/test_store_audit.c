@@ -164,15 +164,7 @@ static void test_upgrade_from_version_2(void **state)
     assert_int_equal(sqlite3_open(f->db.path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
                                   "DROP INDEX audit_team; DROP INDEX audit_at; DROP TABLE audit;"
-                                  " DROP TRIGGER jobs_plan_insert; DROP TRIGGER jobs_plan_update;"
-                                  " ALTER TABLE jobs DROP COLUMN plan_gpu_hours;"
-                                  " ALTER TABLE jobs DROP COLUMN plan_cost;"
-                                  " DROP TABLE gpu_samples; DROP INDEX attempts_ended;"
-                                  " ALTER TABLE attempts DROP COLUMN gpus;"
-                                  " ALTER TABLE attempts DROP COLUMN price;"
-                                  " ALTER TABLE attempts DROP COLUMN gpu_seconds;"
-                                  " ALTER TABLE attempts DROP COLUMN cost;"
-                                  " PRAGMA user_version = 2",
+                                  " " SU_UNDO_V4 " PRAGMA user_version = 2",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);

@@ -157,15 +157,7 @@ static void test_upgrade_from_version_3(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
-                                  "DROP TRIGGER jobs_plan_insert; DROP TRIGGER jobs_plan_update;"
-                                  " ALTER TABLE jobs DROP COLUMN plan_gpu_hours;"
-                                  " ALTER TABLE jobs DROP COLUMN plan_cost;"
-                                  " DROP TABLE gpu_samples; DROP INDEX attempts_ended;"
-                                  " ALTER TABLE attempts DROP COLUMN gpus;"
-                                  " ALTER TABLE attempts DROP COLUMN price;"
-                                  " ALTER TABLE attempts DROP COLUMN gpu_seconds;"
-                                  " ALTER TABLE attempts DROP COLUMN cost;"
-                                  " PRAGMA user_version = 3",
+                                  SU_UNDO_V4 " PRAGMA user_version = 3",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
