@@ -422,3 +422,10 @@ size_t st_thin(void *items, size_t n, size_t size, size_t max)
     for (size_t i = 0; i < max; i++) memmove(p + i * size, p + i * (n - 1) / (max - 1) * size, size);
     return max;
 }
+
+void *st_grow(void *items, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap) return items;
+    *cap = *cap ? *cap * 2 : 64;
+    return xrealloc(items, *cap * size);
+}

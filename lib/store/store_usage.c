@@ -54,10 +54,7 @@ store_rc store_usage_list(store *st, const char *team, double since, double unti
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            *out = xrealloc(*out, cap * sizeof **out);
-        }
+        *out = st_grow(*out, *n, &cap, sizeof **out);
         store_usage_row *r = &(*out)[(*n)++];
         memset(r, 0, sizeof *r);
         r->job_id = st_col_int(s, 0, 0);
@@ -137,10 +134,7 @@ store_rc store_gpu_samples_list(store *st, int64_t job_id, size_t max_points,
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            *out = xrealloc(*out, cap * sizeof **out);
-        }
+        *out = st_grow(*out, *n, &cap, sizeof **out);
         store_gpu_sample *x = &(*out)[(*n)++];
         x->job_id = job_id;
         x->at = st_col_time(s, 0);
