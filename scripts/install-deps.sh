@@ -17,7 +17,7 @@ libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
 libopenblas-openmp-dev libcmocka-dev libutf8proc-dev
 python3-yaml python3-jsonschema openssl
 clang libclang-rt-14-dev python3
-prometheus chromium fonts-dejavu-core"
+prometheus chromium fonts-dejavu-core curl"
 
 # kubectl drives the Kubernetes API double in tests/k8s. Debian's
 # kubernetes-client provides it; a machine that already has a kubectl (from
@@ -27,7 +27,7 @@ command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
 # tests/ui's playwright-core, and fetch uPlot for the web console; chromium is
 # the browser tests/ui drives (headless), with a font for its screenshots;
 # prometheus gives promtool, which checks lathe serve's /metrics and lathe's
-# alert rules. A machine with another Node (NodeSource's bundles npm and
+# alert rules; the shell tests talk HTTP with curl. A machine with another Node (NodeSource's bundles npm and
 # conflicts with Debian's npm) keeps it.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
