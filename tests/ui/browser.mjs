@@ -126,6 +126,8 @@ try {
   await page.waitForFunction(() => document.querySelectorAll("#events .event").length >= 3);
   await page.waitForFunction(() => /\[lathe-train\] step=\d+/.test(document.querySelector("#log").textContent));
   await page.waitForSelector(".membar .seg");
+  // no ETA from this trainer: the console's own, at the recent pace
+  await page.waitForSelector(".stat:has(.stat-label:has-text('time left')) .stat-value:has-text('~')");
   const before = Number((await textOf(".stat .stat-value")).split(" ")[0]);
   await page.waitForFunction((b) => Number(document.querySelector(".stat .stat-value").textContent.split(" ")[0]) > b, before);
   await shot("job");

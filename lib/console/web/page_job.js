@@ -157,7 +157,7 @@ function recentPace(items) {
 function timeLeft(j, pace) {
   const p = j.progress || {};
   if (!["running", "starting"].includes(j.state)) return ["–", ""];
-  if (p.eta_seconds >= 0) return [duration(p.eta_seconds), "the trainer's estimate"];
+  if (Number.isFinite(p.eta_seconds) && p.eta_seconds >= 0) return [duration(p.eta_seconds), "the trainer's estimate"];
   if (pace && p.total_steps > p.step) return ["~" + duration((p.total_steps - p.step) / pace), "at " + num(pace, 1) + " steps/s lately"];
   return ["–", ""];
 }

@@ -44,7 +44,7 @@ function render(items, list) {
         fixed(p.loss, 4),
         j.eval ? fixed(j.eval.best_loss, 4) : "–",
         num(p.tokens_per_second, 0),
-        ["running", "starting"].includes(j.state) && p.eta_seconds >= 0 ? duration(p.eta_seconds) : "–",
+        ["running", "starting"].includes(j.state) && Number.isFinite(p.eta_seconds) ? duration(p.eta_seconds) : "–",
         num(j.gpu_hours, 3),
         money(j.cost),
       ],
