@@ -1,8 +1,10 @@
 #!/bin/sh
 # install-deps.sh: installs the Debian 12 packages lathe needs to build and test,
-# then the Node packages of tests/serve/client (OpenAI's own client, pinned in
-# its package-lock.json) with `npm ci`. Idempotent: packages already present
-# are left alone, and npm runs only when node_modules is missing or older than
+# then the Node packages, each pinned in its package-lock.json, with `npm ci`:
+# lib/console (uPlot, built into lathe's web console), tests/serve/client
+# (OpenAI's own client) and tests/ui (playwright-core, which drives Debian's
+# chromium in the console's browser test). Idempotent: packages already present
+# are left alone, and npm runs only where node_modules is missing or older than
 # the lock file. As root it runs apt-get; otherwise it prints the exact command
 # to run.
 #
@@ -15,15 +17,18 @@ libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
 libopenblas-openmp-dev libcmocka-dev libutf8proc-dev
 python3-yaml python3-jsonschema openssl
 clang libclang-rt-14-dev python3
-prometheus"
+prometheus chromium fonts-dejavu-core curl"
 
 # kubectl drives the Kubernetes API double in tests/k8s. Debian's
 # kubernetes-client provides it; a machine that already has a kubectl (from
 # another package) keeps its own, as the two packages conflict.
 command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
-# Node (18 in Debian 12) and npm run tests/serve's OpenAI client; prometheus
-# gives promtool, which checks lathe serve's /metrics. A machine with another
-# Node (NodeSource's bundles npm and conflicts with Debian's npm) keeps it.
+# Node (18 in Debian 12) and npm run tests/serve's OpenAI client and
+# tests/ui's playwright-core, and fetch uPlot for the web console; chromium is
+# the browser tests/ui drives (headless), with a font for its screenshots;
+# prometheus gives promtool, which checks lathe serve's /metrics and lathe's
+# alert rules; the shell tests talk HTTP with curl. A machine with another Node (NodeSource's bundles npm and
+# conflicts with Debian's npm) keeps it.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 
@@ -42,17 +47,21 @@ for p in $PKGS; do
   fi
 done
 
-# tests/serve: `npm ci` when node_modules is missing or older than the lock
-# file (npm ci writes node_modules/.package-lock.json last)
+# `npm ci` in each folder with a package-lock.json, when its node_modules is
+# missing or older than the lock file (npm ci writes
+# node_modules/.package-lock.json last)
 node_packages() {
-  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/serve/client"
-  stamp="$dir/node_modules/.package-lock.json"
-  if [ -f "$stamp" ] && [ ! "$dir/package-lock.json" -nt "$stamp" ]; then
-    echo "install-deps.sh: tests/serve/client/node_modules is up to date"
-    return 0
-  fi
-  echo "install-deps.sh: npm ci in tests/serve/client"
-  (cd "$dir" && npm ci --no-audit --no-fund)
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  for sub in lib/console tests/serve/client tests/ui; do
+    dir="$root/$sub"
+    stamp="$dir/node_modules/.package-lock.json"
+    if [ -f "$stamp" ] && [ ! "$dir/package-lock.json" -nt "$stamp" ]; then
+      echo "install-deps.sh: $sub/node_modules is up to date"
+      continue
+    fi
+    echo "install-deps.sh: npm ci in $sub"
+    (cd "$dir" && npm ci --no-audit --no-fund) || return 1
+  done
 }
 
 if [ -z "$missing" ]; then

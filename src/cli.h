@@ -28,4 +28,9 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out);
 typedef enum { CLI_OUT_TEXT, CLI_OUT_JSON, CLI_OUT_WIDE, CLI_OUT_YAML } cli_output;
 bool cli_parse_output(const char *s, cli_output *out);
 
+/* `lathe render grafana` / `lathe render alerts` (render_monitor.c): true
+ * for those words; render_monitor runs them (argv[1] is the word). */
+bool render_monitor_word(const char *word);
+int render_monitor(int argc, char **argv);
+
 #endif

@@ -653,6 +653,8 @@ static int demo_start_server(demo *d)
         client_error err;
         client_error_init(&err);
         if ((rc = client_healthz(d->c, &err))) client_error_print(&err, "demo", stderr);
+        else demo_say(d, "the web console: http://%s/ (sign in with the token in %s/data/admin-token)",
+                      addr, d->dir);
         client_error_free(&err);
     } else {
         fprintf(stderr, "lathe demo: the server did not start (see %s)\n", log);

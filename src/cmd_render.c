@@ -37,6 +37,9 @@ static const char render_help[] =
     "                           [--namespace NS] [--image IMAGE]\n"
     "       lathe render serve [FILE] --target k8s [--runtime lathe|vllm]\n"
     "                          [--results FILE | --server ADDR] [serve options]\n"
+    "       lathe render grafana [--datasource UID] [--title T] [--uid U] [--refresh D]\n"
+    "       lathe render alerts [--no-progress D] [--idle D] [--idle-below PCT]\n"
+    "                           [--queue-wait D] [--group NAME] [-o yaml|json]\n"
     "\n"
     "Prints the Kubernetes objects lathe would create, without a cluster:\n"
     "  - for a LoRATrainingJob, or every job of a LoRAExperiment: the objects\n"
@@ -71,6 +74,17 @@ static const char render_help[] =
     "    its results, from --results or the server; why is printed as YAML\n"
     "    comments and on stderr. Without FILE: --name, --model-path, --adapter.\n"
     "    (A file named serve is ./serve.)\n"
+    "\n"
+    "  - for the word `grafana`: a Grafana dashboard (JSON, for Import\n"
+    "    dashboard) over `lathe server`'s /metrics: GPUs under DCGM exporter's\n"
+    "    names, jobs, the queue, teams and budgets (docs/server.md, Monitoring).\n"
+    "    --datasource names the Prometheus data source's uid (default: picked at\n"
+    "    import); --refresh (30s).\n"
+    "  - for the word `alerts`: Prometheus alert rules: a team at 80 % and 100 %\n"
+    "    of its budget, a running job with no progress for --no-progress (30m),\n"
+    "    an allocated GPU under --idle-below percent (5) for --idle (15m), a\n"
+    "    team's longest queue wait over --queue-wait (2h), a job's GPU memory\n"
+    "    10 % over its plan. Check them with `promtool check rules`.\n"
     "\n"
     "Pipe it to `kubectl apply -f -` (a Cluster's setup) or `kubectl\n"
     "create --dry-run=server -f -` to check it against a cluster.\n"
@@ -982,6 +996,7 @@ static int render_serve(const render_ctx *c)
 /* `lathe render`: settings, the file, its objects; an exit code. */
 static int render_run(int argc, char **argv)
 {
+    if (argc > 1 && render_monitor_word(argv[1])) return render_monitor(argc, argv);
     render_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc != LT_EXIT_OK) {

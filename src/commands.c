@@ -29,6 +29,7 @@ extern const cli_command cli_cmd_cancel;
 extern const cli_command cli_cmd_wait;
 extern const cli_command cli_cmd_top;
 extern const cli_command cli_cmd_audit;
+extern const cli_command cli_cmd_cost;
 extern const cli_command cli_cmd_exec_shim;
 
 const cli_command *const cli_commands[] = {
@@ -56,6 +57,7 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_wait,
     &cli_cmd_top,
     &cli_cmd_audit,
+    &cli_cmd_cost,
     &cli_cmd_exec_shim,
     NULL,
 };

@@ -199,6 +199,11 @@ int client_teams_list(client *c, json_t **out, client_error *err);
 int client_audit_list(client *c, const char *since, int limit, const char *team, json_t **out,
                       client_error *err);
 int client_priority_classes_list(client *c, json_t **out, client_error *err);
+/* GET /v1/cost: by "team", "experiment" or "job" (NULL = team); since,
+ * until: RFC 3339 times or NULL; step: a duration for a series ("1d") or
+ * NULL; team: only that team's (admin; NULL = the token's, or all). */
+int client_cost(client *c, const char *by, const char *since, const char *until,
+                const char *step, const char *team, json_t **out, client_error *err);
 /* GET /healthz (no token): LT_EXIT_OK when the server answers 200. */
 int client_healthz(client *c, client_error *err);
 /* GET /metrics (no token): the Prometheus text. */

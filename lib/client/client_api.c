@@ -254,6 +254,22 @@ int client_audit_list(client *c, const char *since, int limit, const char *team,
     return rc;
 }
 
+int client_cost(client *c, const char *by, const char *since, const char *until,
+                const char *step, const char *team, json_t **out, client_error *err)
+{
+    sb b;
+    sb_init(&b);
+    sb_puts(&b, "/v1/cost");
+    put_query(&b, "by", by);
+    put_query(&b, "since", since);
+    put_query(&b, "until", until);
+    put_query(&b, "step", step);
+    put_query(&b, "team", team);
+    int rc = get_json(c, sb_str(&b), "the cost report", out, err);
+    sb_free(&b);
+    return rc;
+}
+
 int client_teams_list(client *c, json_t **out, client_error *err)
 {
     return list_call(c, "/v1/teams", NULL, out, err);

@@ -425,6 +425,42 @@ void exec_inventory_local(exec_inventory *inv);
 void exec_inventory_from_cluster(const spec_cluster *c, exec_inventory *inv);
 void exec_inventory_free(exec_inventory *inv);
 
+/* ---- NVML (exec_nvml.c) ----
+ * The library stays loaded while a handle is open: the server samples its
+ * GPUs every monitoring interval. libnvidia-ml.so.1 as the dynamic loader
+ * finds it, or the file LATHE_NVML_LIBRARY names. */
+typedef struct exec_nvml exec_nvml;
+
+/* Loads and starts NVML; NULL (with why in note) when there is no library,
+ * it lacks the functions lathe uses, or it does not start. On success note
+ * holds the driver's version (or that it reports no GPU). */
+exec_nvml *exec_nvml_open(char *note, size_t notesz);
+void exec_nvml_close(exec_nvml *a);
+/* The GPUs NVML reports (0 for NULL). */
+size_t exec_nvml_count(const exec_nvml *a);
+/* GPU i as an inventory entry (not virtual; node = host); false with a
+ * note when NVML cannot describe it. */
+bool exec_nvml_describe(const exec_nvml *a, unsigned int i, const char *host, exec_gpu *g,
+                        char *note, size_t notesz);
+
+/* One GPU at one moment. NAN: the driver does not report it. */
+typedef struct exec_gpu_sample {
+    int index;         /* NVML's index */
+    int minor;         /* N of /dev/nvidiaN; -1 when unknown */
+    bool ok;
+    double util;       /* percent of the last sample period a kernel ran */
+    double mem_util;   /* percent of it the memory was read or written */
+    double mem_used, mem_total; /* bytes */
+    double power;      /* watts */
+    double temp;       /* degrees C */
+    double sm_clock;   /* MHz */
+    double energy;     /* joules since the driver loaded */
+} exec_gpu_sample;
+
+/* Samples every GPU (at most max) into out, in NVML's order; returns how
+ * many. */
+size_t exec_nvml_sample(const exec_nvml *a, exec_gpu_sample *out, size_t max);
+
 /* ---- handles and backends ---- */
 typedef struct exec_backend exec_backend;
 

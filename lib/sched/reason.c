@@ -214,10 +214,12 @@ void sched_reason_format(const sched_cluster *c, const sched_reason *r, double n
     case SCHED_WHY_AFTER_PREEMPT: sb_puts(out, "starts on GPUs freed by preemption"); break;
     case SCHED_WHY_QUOTA: fmt_quota(c, r, out); break;
     case SCHED_WHY_POOL: fmt_pool(c, r, out); break;
-    case SCHED_WHY_BUDGET:
-        sb_printf(out, "%s has spent %.0f of its budget of %.0f this month", team_name(c, r->team),
-                  r->amount, r->limit_amount);
+    case SCHED_WHY_BUDGET: { /* cents when the budget is small */
+        int d = r->limit_amount < 100 ? 2 : 0;
+        sb_printf(out, "%s has spent %.*f of its budget of %.*f this month", team_name(c, r->team),
+                  d, r->amount, d, r->limit_amount);
         break;
+    }
     case SCHED_WHY_MAX_JOBS:
         sb_printf(out, "%s already runs %d job%s, its limit", team_name(c, r->team), r->used,
                   r->used == 1 ? "" : "s");

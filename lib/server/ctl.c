@@ -1,6 +1,7 @@
 /* ctl.c: the controller's thread and reconcile loop (ctl.h), the view it
  * publishes for the HTTP threads, fair-share usage and monthly spending
- * kept in the store's kv table, and the small rules shared by its files:
+ * kept in the store's kv table, the budget thresholds (80 %, 100 %) each
+ * team reaches, and the small rules shared by its files:
  * stop reasons, retry backoff, the out-of-memory shrink. */
 #include "ctl_internal.h"
 
@@ -163,16 +164,23 @@ static void load_usage(ctl *c, double now)
     c->usage_at = c->usage_saved_at = now;
 }
 
-/* The month's spending, read again when the month changes. */
-static void load_spent(ctl *c, double now)
+/* Per-team values of a month (kv "PREFIX/YYYY-MM"), read again when the
+ * month changes: *month is the month they are of. */
+static void load_month(ctl *c, const char *prefix, char month[16], double *values, double now)
 {
     char m[16];
     month_of(now, m);
-    if (!strcmp(m, c->month)) return;
-    memcpy(c->month, m, sizeof m);
-    char key[32];
-    snprintf(key, sizeof key, "spent/%s", m);
-    load_team_values(c, key, c->spent, NULL);
+    if (!strcmp(m, month)) return;
+    memcpy(month, m, sizeof m);
+    char key[40];
+    snprintf(key, sizeof key, "%s/%s", prefix, m);
+    load_team_values(c, key, values, NULL);
+}
+
+/* The month's spending. */
+static void load_spent(ctl *c, double now)
+{
+    load_month(c, "spent", c->month, c->spent, now);
 }
 
 void ctl_add_spent(ctl *c, const char *team, double amount, double now)
@@ -231,6 +239,15 @@ static void view_free(ctl_view *v)
     free(v->waits);
     free(v->free_by_type);
     free(v->alloc_by_type);
+    free(v->queued_since);
+    free(v->budget_level);
+    free(v->frag_gpu);
+    free(v->samples);
+    for (size_t i = 0; i < v->n_job_gpu; i++) {
+        free(v->job_gpu[i].name);
+        free(v->job_gpu[i].team);
+    }
+    free(v->job_gpu);
     free(v);
 }
 
@@ -282,6 +299,7 @@ static void view_count_queued(ctl *c, ctl_view *v)
     const ctl_view *old = c->view; /* only this thread replaces it */
     if (!c->waits_stale && old && old->n_teams == v->n_teams) {
         memcpy(v->queued, old->queued, (size_t)v->n_teams * sizeof *v->queued);
+        memcpy(v->queued_since, old->queued_since, (size_t)v->n_teams * sizeof *v->queued_since);
         v->waits = xcalloc(old->n_waits + 1, sizeof *v->waits);
         for (size_t i = 0; i < old->n_waits; i++) {
             v->waits[i] = old->waits[i];
@@ -294,7 +312,11 @@ static void view_count_queued(ctl *c, ctl_view *v)
     for (size_t i = 0; i < c->n_jobs; i++) {
         const ctl_job *j = c->jobs[i];
         if (j->state != STORE_QUEUED) continue;
-        if (j->team_index >= 0) v->queued[j->team_index]++;
+        if (j->team_index >= 0) {
+            v->queued[j->team_index]++;
+            double *since = &v->queued_since[j->team_index];
+            if (j->queued_at > 0 && (*since == 0 || j->queued_at < *since)) *since = j->queued_at;
+        }
         view_add_wait(v, j);
     }
 }
@@ -312,6 +334,8 @@ static ctl_view *view_build(ctl *c, double now)
     v->spent = xcalloc((size_t)sc->n_teams + 1, sizeof *v->spent);
     v->running = xcalloc((size_t)sc->n_teams + 1, sizeof *v->running);
     v->queued = xcalloc((size_t)sc->n_teams + 1, sizeof *v->queued);
+    v->queued_since = xcalloc((size_t)sc->n_teams + 1, sizeof *v->queued_since);
+    v->budget_level = xcalloc((size_t)sc->n_teams + 1, sizeof *v->budget_level);
     v->free_by_type = xcalloc((size_t)sc->n_types + 1, sizeof *v->free_by_type);
     v->alloc_by_type = xcalloc((size_t)sc->n_types + 1, sizeof *v->alloc_by_type);
     for (int n = 0; n < sc->n_nodes; n++)
@@ -326,6 +350,7 @@ static ctl_view *view_build(ctl *c, double now)
         if (j->team_index >= 0) v->running[j->team_index]++;
         view_add_run(c, v, j, j->team_index, now);
     }
+    ctl_gpu_view(c, v);
     v->frag = c->last_frag;
     v->pass_hist = c->pass_hist;
     v->loop_hist = c->loop_hist;
@@ -334,9 +359,65 @@ static ctl_view *view_build(ctl *c, double now)
     return v;
 }
 
+/* ---- budgets ---- */
+
+/* The thresholds of a team's monthly budget that make an event (job
+ * events, the log, lathe_team_budget_threshold, alerts): 80 % and 100 %. */
+static const double budget_thresholds[] = {0.8, 1.0};
+
+/* Team t reached `level` of its budget: a `budget` event on every active
+ * job of the team (the running ones spend it; the queued ones will wait
+ * for it at 100 %), and the level kept, in one transaction. */
+static void budget_reached(ctl *c, int t, double level, double spent, double now)
+{
+    const sched_team *tm = &c->s->cluster.sched->teams[t];
+    char msg[400], key[40];
+    snprintf(msg, sizeof msg, "team %s reached %.0f%% of its budget for %s: it spent %.2f of %.2f%s",
+             tm->name, level * 100, c->budget_month, spent, tm->budget,
+             level >= 1 ? "; its queued jobs wait until the next month or a larger budget" : "");
+    json_t *data = json_pack("{s:s, s:f, s:f, s:f, s:s}", "team", tm->name, "threshold", level,
+                             "spent", spent, "budget", tm->budget, "month", c->budget_month);
+    char *dj = json_dumps(data, JSON_COMPACT);
+    json_decref(data);
+    snprintf(key, sizeof key, "budget/%s", c->budget_month);
+    store_event ev = {.actor = "controller", .type = "budget", .message = msg, .data_json = dj};
+    size_t jobs = 0;
+    if (store_tx_begin(c->st) == STORE_OK) {
+        for (size_t i = 0; i < c->n_jobs; i++)
+            if (c->jobs[i]->team_index == t && !store_state_final(c->jobs[i]->state) &&
+                store_event_append(c->st, c->jobs[i]->id, &ev) == STORE_OK)
+                jobs++;
+        save_team_values(c, key, c->budget_level, now);
+        if (store_tx_commit(c->st) != STORE_OK)
+            ctl_log(c, "recording a budget threshold: %s", store_error(c->st));
+    }
+    free(dj);
+    ctl_log(c, "%s (an event on %zu job%s)", msg, jobs, jobs == 1 ? "" : "s");
+}
+
+/* Compares each team's spending this month (the ended attempts' and the
+ * running ones' so far, as the view has it) with its budget. */
+static void check_budgets(ctl *c, ctl_view *v, double now)
+{
+    const sched_cluster *sc = c->s->cluster.sched;
+    load_month(c, "budget", c->budget_month, c->budget_level, now); /* the thresholds reached */
+    for (int t = 0; t < sc->n_teams && t < v->n_teams; t++) {
+        double budget = sc->teams[t].budget, level = 0;
+        if (!(budget > 0)) continue;
+        for (size_t k = 0; k < sizeof budget_thresholds / sizeof *budget_thresholds; k++)
+            if (v->spent[t] >= budget * budget_thresholds[k]) level = budget_thresholds[k];
+        if (level > c->budget_level[t]) {
+            c->budget_level[t] = level;
+            budget_reached(c, t, level, v->spent[t], now);
+        }
+    }
+    memcpy(v->budget_level, c->budget_level, (size_t)v->n_teams * sizeof *v->budget_level);
+}
+
 static void publish(ctl *c, double now)
 {
     ctl_view *v = view_build(c, now), *old;
+    check_budgets(c, v, now);
     pthread_mutex_lock(&c->view_mu);
     old = c->view;
     c->view = v;
@@ -375,6 +456,7 @@ static void iterate(ctl *c)
         c->next_reload = now + reload_every(c);
     }
     ctl_poll_all(c, now);
+    ctl_gpu_sample(c, now);
     ctl_reconcile(c, now);
     ctl_prune(c);
     /* an engine whose view is not current (its API unreachable) gets no
@@ -466,12 +548,14 @@ ctl *ctl_new(srv *s, char *err, size_t errsz)
     int nt = s->cluster.sched->n_teams;
     c->usage = xcalloc((size_t)nt + 1, sizeof *c->usage);
     c->spent = xcalloc((size_t)nt + 1, sizeof *c->spent);
+    c->budget_level = xcalloc((size_t)nt + 1, sizeof *c->budget_level);
     double now = ctl_now();
     sim_rng_seed(&c->rng, (uint64_t)(now * 1e6) ^ ((uint64_t)getpid() << 32));
     if (!getcwd(c->cwd, sizeof c->cwd)) snprintf(c->cwd, sizeof c->cwd, "/");
     if (!s->cluster.cpu_mode) c->sched = sched_state_new(s->cluster.sched, &s->cfg.sched);
     load_usage(c, now);
     load_spent(c, now);
+    ctl_gpu_open(c);
     ctl_recover(c);
     if (!ctl_reload(c, false)) ctl_log(c, "cannot read jobs from the store: %s", store_error(c->st));
     c->next_reload = now + reload_every(c);
@@ -519,6 +603,9 @@ void ctl_free(ctl *c)
     store_close(c->st);
     free(c->usage);
     free(c->spent);
+    free(c->budget_level);
+    free(c->frag_need);
+    ctl_gpu_close(c);
     view_free(c->view);
     pthread_mutex_destroy(&c->view_mu);
     pthread_cond_destroy(&c->cv);

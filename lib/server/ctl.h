@@ -67,6 +67,14 @@ typedef struct ctl_hist {
     uint64_t n;
 } ctl_hist;
 
+/* A job's GPU history so far (ctl_gpu.c), for /metrics. */
+typedef struct ctl_view_job_gpu {
+    char *name, *team;
+    double util_avg;    /* percent; NAN when NVML gave none */
+    double mem_peak;    /* bytes, the most one of its GPUs used */
+    double mem_planned; /* bytes per GPU the plan said; NAN when unknown */
+} ctl_view_job_gpu;
+
 typedef struct ctl_view {
     double loop_at;          /* when the loop last ran (readyz) */
     ctl_view_gpu *gpus;      /* [cluster n_gpus] */
@@ -86,6 +94,17 @@ typedef struct ctl_view {
     ctl_hist loop_hist;      /* durations of the loop's turns */
     uint64_t reload_fixes;   /* differences the consistency checks fixed */
     size_t n_active;         /* jobs in the controller's set */
+    double *queued_since;    /* [n_teams] when its longest-waiting queued job entered
+                                the queue; 0 = none queued */
+    double *budget_level;    /* [n_teams] the budget threshold reached this month:
+                                0, 0.8 or 1 (ctl.c) */
+    bool *frag_gpu;          /* [n_gpus] free, on a node with fewer free GPUs than
+                                any waiting job of its type needs (ctl_gpu.c) */
+    exec_gpu_sample *samples; /* [n_gpus] NVML's latest figures (ok false: none);
+                                NULL when nothing is sampled */
+    double sample_at;        /* when they were taken */
+    ctl_view_job_gpu *job_gpu; /* the placed jobs with samples */
+    size_t n_job_gpu;
 } ctl_view;
 
 /* The histogram's upper bounds in seconds (SRV_HIST_BUCKETS of them). */

@@ -10,6 +10,8 @@
  *                  preemption, cancel, timeout)
  *   ctl_sched.c    the scheduling pass and its decisions; CPU slots
  *   ctl_recover.c  re-attaching after a restart
+ *   ctl_gpu.c      NVML samples of this machine's GPUs, each job's GPU
+ *                  history, fragmentation by GPU
  *
  * Everything here runs on the controller's thread, except the few fields
  * under ctl.mu (wake, quit, the changed ids) and ctl.view_mu (the view).
@@ -88,6 +90,14 @@ typedef struct ctl_job {
                             not started (exec_status.waiting), as last recorded; NULL = none */
     int prepared;        /* the attempt number the engine prepared (exec_prepare); 0 = none */
     int prepare_failed;  /* the attempt number whose preparation failed */
+    double queued_at;    /* when it last entered the queue (submission, or a requeue
+                            this server saw) */
+
+    /* its GPU history (ctl_gpu.c), over all attempts: read from the store at
+     * its first sample in this server's life, then kept up */
+    bool gpu_loaded;
+    size_t gpu_n, gpu_util_n;   /* samples, and those with a utilisation */
+    double gpu_util_sum, gpu_mem_peak;
 } ctl_job;
 
 struct ctl {
@@ -138,6 +148,16 @@ struct ctl {
 
     pthread_mutex_t view_mu;
     ctl_view *view;
+
+    /* GPU monitoring (ctl_gpu.c): this machine's GPUs through NVML */
+    exec_nvml *nvml;
+    exec_gpu_sample *samples; /* [cluster n_gpus]: the latest of each */
+    double sample_at, next_sample;
+    int *frag_need;      /* [n_types] the fewest GPUs per replica a waiting job
+                            needs after the last pass; 0 = none waits */
+    /* budgets (ctl.c): the threshold each team reached this month */
+    double *budget_level; /* [n_teams] 0, 0.8 or 1 */
+    char budget_month[16];
 
     /* a cluster engine's nodes (ctl_nodes_sync): the inventory's version
      * last applied, and the GPUs of each sched node marked down */
@@ -253,6 +273,20 @@ void ctl_set_reason(ctl *c, ctl_job *j, const char *code, const char *text, doub
 /* True when the job's reason has this code and was written or found
  * unchanged less than 10 s ago: no need to format the sentence again. */
 bool ctl_reason_recent(const ctl_job *j, const char *code, double now);
+
+/* ---- ctl_gpu.c ---- */
+/* Opens NVML when the cluster has this machine's GPUs (a log line says
+ * what it found, or why monitoring is off). */
+void ctl_gpu_open(ctl *c);
+void ctl_gpu_close(ctl *c);
+/* Samples the GPUs when the interval is over, and stores each placed
+ * job's sample. */
+void ctl_gpu_sample(ctl *c, double now);
+/* After a pass: the fewest GPUs per replica the waiting jobs need, by type. */
+void ctl_gpu_frag_need(ctl *c, const sched_result *res);
+/* Fills the view's fragmentation marks, samples and jobs' GPU figures
+ * (after its GPUs' jobs are in). */
+void ctl_gpu_view(ctl *c, ctl_view *v);
 
 /* ---- ctl_recover.c ---- */
 /* Re-attaches to every open attempt (at start, before the loop). */

@@ -45,6 +45,8 @@ void ctl_job_sync(ctl_job *j, const store_job *s)
         j->priority_class = dup_or_null(s->priority_class);
         j->reason = dup_or_null(s->wait_reason); /* as a restart found it */
     }
+    if (s->state == STORE_QUEUED && (j->state != STORE_QUEUED || !j->queued_at))
+        j->queued_at = s->attempts == 0 ? s->created_at : ctl_now();
     j->state = s->state;
     j->created_at = s->created_at;
     j->not_before = s->not_before;

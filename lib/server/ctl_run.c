@@ -554,9 +554,13 @@ void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, int share, const 
     store_job_update upd = {.set = STORE_SET_PLACEMENT | STORE_SET_WAIT_REASON | STORE_SET_NOT_BEFORE,
                             .placement_json = placement};
     int number = 0;
+    /* what the attempt holds and pays, for `lathe cost` (a shared GPU: its part) */
+    double price = n ? srv_cluster_price(&c->s->cluster, gpus[0]) : 0;
+    store_attempt_usage use = {(double)n * share / SCHED_SHARE_WHOLE, price, NAN, NAN};
     bool ok = store_tx_begin(c->st) == STORE_OK;
     if (ok && (store_job_transition(c->st, j->id, STORE_QUEUED, STORE_STARTING, &upd, &ev, NULL) != STORE_OK ||
-               store_attempt_add(c->st, j->id, n ? node : NULL, n ? gpus_json : NULL, &number) != STORE_OK)) {
+               store_attempt_add(c->st, j->id, n ? node : NULL, n ? gpus_json : NULL, &number) != STORE_OK ||
+               (n && store_attempt_set_usage(c->st, j->id, number, &use) != STORE_OK))) {
         store_tx_rollback(c->st);
         ok = false;
     }
@@ -579,7 +583,7 @@ void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, int share, const 
     j->n_gpus = n;
     j->share = share;
     j->cpu_slot = n == 0;
-    j->price = n ? srv_cluster_price(&c->s->cluster, gpus[0]) : 0;
+    j->price = price;
     j->base_gpu_seconds = j->gpu_seconds;
     j->base_cost = j->cost;
     j->run_started = now;
@@ -969,8 +973,10 @@ static bool write_end(ctl *c, ctl_job *j, const ctl_end *e, const replan *rp, do
     json_decref(data);
     store_event ev = {.actor = "controller", .type = go_names[go], .message = sb_str(&msg), .data_json = dj};
     store_event rev = {.actor = "controller", .type = "replanned", .message = rp->what, .data_json = rp->data};
+    store_attempt_usage use = {NAN, NAN, gs, gs / 3600.0 * j->price};
     bool ok = store_attempt_finish(c->st, j->id, j->attempt, e->st.exit_code, e->st.signal,
                                    attempt_reason(e, go)) == STORE_OK &&
+              store_attempt_set_usage(c->st, j->id, j->attempt, &use) == STORE_OK &&
               (!(upd.set & STORE_SET_PLAN) || store_event_append(c->st, j->id, &rev) == STORE_OK) &&
               store_job_transition(c->st, j->id, state, go_states[go], &upd, &ev, NULL) == STORE_OK;
     ctl_stop_key(j->id, key);
@@ -1016,6 +1022,7 @@ void ctl_attempt_ended(ctl *c, ctl_job *j, const ctl_end *e, double now)
         j->share = SCHED_SHARE_WHOLE;
         j->cpu_slot = false;
         j->state = go_states[go];
+        if (j->state == STORE_QUEUED) j->queued_at = now;
         j->not_before = w.not_before;
         j->gpu_seconds = w.gpu_seconds;
         j->cost = w.cost;

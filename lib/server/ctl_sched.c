@@ -390,6 +390,7 @@ static void gpu_pass(ctl *c, double now)
     ctl_hist_add(&c->pass_hist, mono() - t0);
     c->last_frag = res.frag_gpus;
     c->last_free_total = res.free_gpus;
+    ctl_gpu_frag_need(c, &res);
     apply_preempts(c, &res, now);
     apply_starts(c, &res, &ec, now);
     apply_waits(c, &res, now);

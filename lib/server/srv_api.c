@@ -313,8 +313,21 @@ static const char *node_state_name(sched_node_state s)
     return s == SCHED_NODE_READY ? "ready" : s == SCHED_NODE_DRAINING ? "draining" : "down";
 }
 
-static json_t *gpu_json(const sched_cluster *c, const ctl_view *v, int g, const char *team)
+/* NVML's latest figures of GPU g, or null. */
+static json_t *sample_json(const ctl_view *v, int g)
 {
+    if (!v || !v->samples || g >= v->n_gpus || !v->samples[g].ok) return json_null();
+    const exec_gpu_sample *x = &v->samples[g];
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "util", srv_json_num(x->util),
+                     "memory_util", srv_json_num(x->mem_util), "memory_used",
+                     srv_json_num(x->mem_used), "memory_total", srv_json_num(x->mem_total),
+                     "power", srv_json_num(x->power), "temperature", srv_json_num(x->temp),
+                     "sm_clock", srv_json_num(x->sm_clock), "at", srv_json_time(v->sample_at));
+}
+
+static json_t *gpu_json(const srv *s, const ctl_view *v, int g, const char *team)
+{
+    const sched_cluster *c = s->cluster.sched;
     json_t *jobs = json_array();
     for (size_t k = 0; v && g < v->n_gpus && k < v->gpus[g].n; k++) {
         const ctl_view_job *vj = &v->gpus[g].jobs[k];
@@ -324,8 +337,12 @@ static json_t *gpu_json(const sched_cluster *c, const ctl_view *v, int g, const 
                                               "team", vj->team, "share", vj->share / 100.0));
     }
     const sched_node *n = &c->nodes[c->gpu_node[g]];
-    return json_pack("{s:i, s:i, s:o}", "index", g - n->first_gpu, "nvlink_group",
-                     c->gpu_group[g] - n->first_group, "jobs", jobs);
+    const srv_gpu *sg = &s->cluster.gpus[g];
+    return json_pack("{s:i, s:i, s:o, s:b, s:o, s:o, s:o}", "index", g - n->first_gpu,
+                     "nvlink_group", c->gpu_group[g] - n->first_group, "jobs", jobs, "fragmented",
+                     v && v->frag_gpu && g < v->n_gpus && v->frag_gpu[g], "uuid",
+                     sg->is_virtual ? json_null() : json_string(sg->id), "model",
+                     srv_json_str(sg->model), "sample", sample_json(v, g));
 }
 
 void srv_api_nodes(srv_req *r)
@@ -339,7 +356,7 @@ void srv_api_nodes(srv_req *r)
     for (int i = 0; i < c->n_nodes; i++) {
         const sched_node *n = &c->nodes[i];
         json_t *gpus = json_array();
-        for (int k = 0; k < n->n_gpus; k++) json_array_append_new(gpus, gpu_json(c, v, n->first_gpu + k, team));
+        for (int k = 0; k < n->n_gpus; k++) json_array_append_new(gpus, gpu_json(s, v, n->first_gpu + k, team));
         json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s, s:b, s:o}", "name", n->name,
                                                "rack", c->racks[n->rack], "state",
                                                node_state_name(n->state), "gpu_type",
@@ -425,6 +442,11 @@ void srv_api_teams(srv_req *r)
                              "weight", tm->weight, "budget_per_month", tm->budget,
                              "spent_this_month", in_view ? v->spent[t] : 0.0, "running",
                              in_view ? v->running[t] : 0, "queued", in_view ? v->queued[t] : 0));
+        json_t *it = json_array_get(items, json_array_size(items) - 1);
+        json_object_set_new(it, "budget_used",
+                            tm->budget > 0 && in_view ? json_real(v->spent[t] / tm->budget) : json_null());
+        json_object_set_new(it, "budget_threshold", json_real(in_view ? v->budget_level[t] : 0));
+        json_object_set_new(it, "queued_since", srv_json_time(in_view ? v->queued_since[t] : 0));
     }
     ctl_view_release(s->ctl);
     free(u.quota);
@@ -446,4 +468,14 @@ void srv_api_priority_classes(srv_req *r)
                                                "global_default", p->global_default));
     }
     srv_reply_json(r, 200, json_pack("{s:o}", "items", items));
+}
+
+void srv_api_whoami(srv_req *r)
+{
+    const srv_token *t = srv_req_token(r);
+    srv_reply_json(r, 200,
+                   json_pack("{s:o, s:o, s:b, s:s, s:o}", "name", srv_json_str(t->name), "team",
+                             srv_json_str(t->team), "admin", t->admin, "scope",
+                             srv_scope_name(t->scope), "expires_at",
+                             srv_json_time(t->expires_at)));
 }

@@ -71,19 +71,6 @@ void srv_audit_describe(const json_t *body, char *target, size_t targetsz, char 
     }
 }
 
-/* "2026-12-02T04:00:00Z" (fractions and offsets too) or seconds since the
- * epoch. */
-static bool parse_since(const char *s, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end != s && *end == '\0' && isfinite(v) && v >= 0) {
-        *out = v;
-        return true;
-    }
-    return units_parse_time(s, out);
-}
-
 void srv_api_audit(srv_req *r)
 {
     const srv_token *t = srv_req_token(r);
@@ -96,7 +83,7 @@ void srv_api_audit(srv_req *r)
     store_audit_filter f = {.limit = 100, .team = srv_req_query(r, "team")};
     if (f.team && !*f.team) f.team = NULL;
     const char *since = srv_req_query(r, "since");
-    if (since && *since && !parse_since(since, &f.since)) {
+    if (since && *since && !srv_parse_time(since, &f.since)) {
         srv_reply_error(r, 400, "bad_request",
                         "since=%s: expected a time such as 2026-12-02T04:00:00Z or seconds "
                         "since the epoch",

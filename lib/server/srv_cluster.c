@@ -201,16 +201,19 @@ static void map_gpus(srv_cluster *c, const exec_inventory *inv, const char *nvml
 {
     const sched_cluster *s = c->sched;
     c->gpus = xcalloc(s->n_gpus ? (size_t)s->n_gpus : 1, sizeof *c->gpus);
+    c->nvml_node = -1;
     for (int n = 0; n < s->n_nodes; n++) {
         const sched_node *node = &s->nodes[n];
         bool local = nvml_node && strcmp(node->name, nvml_node) == 0;
+        if (local) c->nvml_node = n;
         for (int k = 0; k < node->n_gpus; k++) {
             srv_gpu *g = &c->gpus[node->first_gpu + k];
+            bool nv = local && (size_t)k < inv->n_gpus;
             g->node = n;
             g->index = k;
             g->is_virtual = !local;
-            g->id = local && (size_t)k < inv->n_gpus && inv->gpus[k].id ? xstrdup(inv->gpus[k].id)
-                                                                       : xasprintf("%d", k);
+            g->id = nv && inv->gpus[k].id ? xstrdup(inv->gpus[k].id) : xasprintf("%d", k);
+            g->model = nv && inv->gpus[k].name ? xstrdup(inv->gpus[k].name) : NULL;
         }
     }
 }
@@ -239,6 +242,7 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
 {
     bool k8s = be && strcmp(be->name, "k8s") == 0;
     memset(c, 0, sizeof *c);
+    c->nvml_node = -1;
     if (cfg->cluster_file) {
         if (spec_load_file(cfg->cluster_file, &c->file, d) || !spec_file_cluster(&c->file)) {
             if (!spec_file_cluster(&c->file) && d->errors == 0)
@@ -306,7 +310,10 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
 void srv_cluster_free(srv_cluster *c)
 {
     if (c->sched)
-        for (int i = 0; i < c->sched->n_gpus; i++) free(c->gpus[i].id);
+        for (int i = 0; i < c->sched->n_gpus; i++) {
+            free(c->gpus[i].id);
+            free(c->gpus[i].model);
+        }
     free(c->gpus);
     for (int i = 0; c->type_product && i < c->sched->n_types; i++) free(c->type_product[i]);
     free(c->type_product);

@@ -15,10 +15,14 @@
  *   - the audit row of every request that is not a GET (srv_audit.c),
  *     written once its handler replied and before the reply is sent;
  *   - replies: JSON, text, empty, streamed, and the error object;
+ *   - the web console's files (lib/console) at / and beside it, with the
+ *     headers that keep its pages to this server (CSP, no framing);
  *   - the request counters behind lathe_http_requests_total;
  *   - TLS (tls.certFile / keyFile) through libmicrohttpd's GnuTLS.
  */
 #include "srv_internal.h"
+
+#include "console/console.h"
 
 #include <errno.h>
 #include <arpa/inet.h>
@@ -268,6 +272,37 @@ void srv_reply_stream(srv_req *r, int status, const char *content_type,
     set_response(r, status, resp);
 }
 
+/* ---- the web console's files ---- */
+
+/* What every page of the console is served with: its scripts, styles and
+ * API calls come from this server only (no inline script, nothing from
+ * elsewhere), it is never framed, and no Referer leaves it. The token is
+ * in the page's sessionStorage and goes in an Authorization header, never
+ * a cookie: no request can carry it without the page's own script. */
+static void console_headers(struct MHD_Response *resp, const console_asset *a)
+{
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_SECURITY_POLICY,
+                            "default-src 'none'; script-src 'self'; style-src 'self'; "
+                            "img-src 'self' data:; connect-src 'self'; font-src 'self'; "
+                            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, a->etag);
+}
+
+static void reply_asset(srv_req *r, const console_asset *a)
+{
+    const char *inm = srv_req_header(r, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    bool same = inm && strstr(inm, a->etag);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        same ? 0 : a->len, same ? (void *)"" : (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!same) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, a->type);
+    console_headers(resp, a);
+    set_response(r, same ? 304 : 200, resp);
+}
+
 /* ---- routing ---- */
 
 /* Splits "/v1/jobs/NAME/cancel" after "/v1/" into at most 4 segments. */
@@ -331,10 +366,11 @@ static void route_job(srv_req *r, const char *name, const char *action)
             srv_api_job_cancel(r, name);
         return;
     }
-    static const char *const reads[] = {"events", "logs", "progress"};
+    static const char *const reads[] = {"events", "logs", "progress", "attempts", "gpu"};
     void (*const fns[])(srv_req *, const char *) = {srv_api_job_events, srv_api_job_logs,
-                                                     srv_api_job_progress};
-    for (size_t i = 0; i < 3; i++) {
+                                                     srv_api_job_progress, srv_api_job_attempts,
+                                                     srv_api_job_gpu};
+    for (size_t i = 0; i < sizeof reads / sizeof *reads; i++) {
         if (strcmp(action, reads[i]) != 0) continue;
         if (is(r, "GET")) fns[i](r, name);
         else not_allowed(r, "GET");
@@ -376,6 +412,10 @@ static void route_v1(srv_req *r)
         route_get(r, srv_api_priority_classes);
     } else if (strcmp(seg[0], "audit") == 0 && n == 1) {
         route_get(r, srv_api_audit);
+    } else if (strcmp(seg[0], "cost") == 0 && n == 1) {
+        route_get(r, srv_api_cost);
+    } else if (strcmp(seg[0], "whoami") == 0 && n == 1) {
+        route_get(r, srv_api_whoami);
     } else {
         srv_reply_error(r, 404, "not_found", "no such path: %s", r->url);
     }
@@ -557,8 +597,12 @@ static void dispatch(srv_req *r)
         }
     } else if (str_starts_with(r->url, "/v1/")) {
         if (v1_prepare(r)) route_v1(r);
+    } else if (console_find(r->url)) {
+        if (is(r, "GET") || is(r, "HEAD")) reply_asset(r, console_find(r->url));
+        else not_allowed(r, "GET, HEAD");
     } else {
-        srv_reply_error(r, 404, "not_found", "no such path: %s (the API is under /v1/)", r->url);
+        srv_reply_error(r, 404, "not_found",
+                        "no such path: %s (the API is under /v1/, the console at /)", r->url);
     }
     if (!r->resp) srv_reply_error(r, 500, "internal", "the handler gave no reply");
     audit(r);

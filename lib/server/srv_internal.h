@@ -17,6 +17,7 @@
  *   srv_api.c      the other /v1 endpoints
  *   srv_logs.c     GET .../logs: whole, tail and follow
  *   srv_metrics.c  /metrics, /healthz, /readyz
+ *   srv_usage.c    GET /v1/cost, a job's attempts and its GPU history
  *   srv_server.c   start and stop
  *   ctl*.c         the controller (ctl.h)
  *
@@ -197,6 +198,7 @@ typedef struct srv_gpu {
     int node;        /* sched node index */
     int index;       /* index within its node: CUDA_VISIBLE_DEVICES */
     char *id;        /* exported id: "0" or an NVML UUID */
+    char *model;     /* NVML's name ("NVIDIA H100 80GB HBM3"); NULL for others */
     bool is_virtual; /* from the Cluster file: the work runs on the CPU */
 } srv_gpu;
 
@@ -211,6 +213,8 @@ typedef struct srv_cluster {
     bool cpu_mode;          /* no GPU at all: every job runs in a CPU slot */
     char source[32];        /* "cluster", "nvml", "cluster+nvml", "k8s", "cluster+k8s", "none" */
     char note[256];         /* what NVML said */
+    int nvml_node;          /* the sched node of this machine's NVML GPUs (NVML index
+                               k is its GPU k); -1 when none */
     char **type_product;    /* [sched n_types] a cluster engine's GPU product label value
                                of each type; NULL entries where none */
     char *api_print;        /* operator mode: what the API said of quotas and priority
@@ -414,6 +418,9 @@ void srv_audit_describe(const json_t *body, char *target, size_t targetsz, char 
                         size_t detailsz);
 
 /* ---- JSON (srv_json.c) ---- */
+/* A query's time: "2026-12-02T04:00:00Z" (fractions and offsets too) or
+ * seconds since the epoch. */
+bool srv_parse_time(const char *s, double *out);
 /* "2026-11-29T21:54:00Z"; null for 0. */
 json_t *srv_json_time(double t);
 json_t *srv_json_str(const char *s);   /* null for NULL */
@@ -499,6 +506,13 @@ void srv_api_teams(srv_req *r);
 void srv_api_priority_classes(srv_req *r);
 void srv_api_metrics(srv_req *r);
 void srv_api_audit(srv_req *r);                        /* GET /v1/audit (admin) */
+void srv_api_whoami(srv_req *r);                       /* GET /v1/whoami */
+void srv_api_cost(srv_req *r);                         /* GET /v1/cost (srv_usage.c) */
+void srv_api_job_attempts(srv_req *r, const char *name); /* GET /v1/jobs/N/attempts */
+void srv_api_job_gpu(srv_req *r, const char *name);    /* GET /v1/jobs/N/gpu */
+/* A job's GPU history in short ({"samples", "util_avg", "memory_peak",
+ * "memory_planned", ...}), or null without samples. */
+json_t *srv_job_gpu_summary(store *st, const store_job *j);
 void srv_api_healthz(srv_req *r);
 void srv_api_readyz(srv_req *r);
 

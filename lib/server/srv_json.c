@@ -15,6 +15,17 @@
 #include <string.h>
 #include <time.h>
 
+bool srv_parse_time(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end != s && *end == '\0' && isfinite(v) && v >= 0) {
+        *out = v;
+        return true;
+    }
+    return units_parse_time(s, out);
+}
+
 json_t *srv_json_time(double t)
 {
     if (!(t > 0)) return json_null();
@@ -212,6 +223,7 @@ json_t *srv_job_json(const srv *s, store *st, const store_job *j, bool full)
     json_object_set_new(o, "plan", full ? srv_json_parse(j->plan_json) : json_null());
     json_object_set_new(o, "exit", exit_json(j));
     json_object_set_new(o, "spec", full ? srv_json_parse(j->spec_json) : json_null());
+    json_object_set_new(o, "gpu", full ? srv_job_gpu_summary(st, j) : json_null());
     return o;
 }
 

@@ -543,6 +543,10 @@ typedef struct spec_server {
     } logs;
     char *trainer_program; /* the lathe binary run as `PROGRAM train SPEC`; NULL =
                               /proc/self/exe */
+    struct {
+        double sample_interval; /* seconds between NVML samples of this machine's
+                                   GPUs; default 10 */
+    } monitoring;
     spec_executor executor; /* `executor: local` (default) or `k8s` */
     spec_k8s k8s;           /* `kubernetes:`; defaults filled in */
 } spec_server;

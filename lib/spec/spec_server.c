@@ -44,6 +44,7 @@ spec_server *spec_server_new_default(void)
     s->limits.connection_timeout = 60;
     s->logs.max_size = 64.0 * 1024.0 * 1024.0;
     s->logs.keep = 3;
+    s->monitoring.sample_interval = 10;
     s->rate_limit.per_second = 50;
     s->rate_limit.burst = 100;
     spec_policy_defaults(&s->policy);
@@ -319,6 +320,13 @@ static const spec_field log_fields[] = {
 };
 static const spec_schema log_schema = SCHEMA0(log_fields);
 
+static const spec_field monitoring_fields[] = {
+    {.key = "sampleInterval", .type = SF_DURATION, .off = S(monitoring.sample_interval),
+     .flags = SF_MIN | SF_MAX, .min = 0.05, .max = 3600,
+     .hint = "how often NVML is sampled, between 50ms and 1h; 10s is the default"},
+};
+static const spec_schema monitoring_schema = SCHEMA0(monitoring_fields);
+
 static const spec_field trainer_fields[] = {
     {.key = "program", .type = SF_STR, .off = S(trainer_program)},
 };
@@ -432,6 +440,7 @@ static const spec_field spec_fields[] = {
     {.key = "limits", .type = SF_OBJ, .sub = &limit_schema},
     {.key = "logs", .type = SF_OBJ, .sub = &log_schema},
     {.key = "trainer", .type = SF_OBJ, .sub = &trainer_schema},
+    {.key = "monitoring", .type = SF_OBJ, .sub = &monitoring_schema},
 };
 static const spec_schema spec_schema_ = SCHEMA0(spec_fields);
 

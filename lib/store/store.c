@@ -410,3 +410,22 @@ store_rc store_check(store *st)
     if (rc == STORE_OK) rc = check_pragma(st, "PRAGMA foreign_key_check", false);
     return rc;
 }
+
+size_t st_thin(void *items, size_t n, size_t size, size_t max)
+{
+    if (max == 0 || n <= max) return n;
+    unsigned char *p = items;
+    if (max == 1) {
+        memmove(p, p + (n - 1) * size, size);
+        return 1;
+    }
+    for (size_t i = 0; i < max; i++) memmove(p + i * size, p + i * (n - 1) / (max - 1) * size, size);
+    return max;
+}
+
+void *st_grow(void *items, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap) return items;
+    *cap = *cap ? *cap * 2 : 64;
+    return xrealloc(items, *cap * size);
+}

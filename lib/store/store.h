@@ -411,6 +411,10 @@ typedef struct store_attempt {
     int exit_code;       /* -1 = none */
     int exit_signal;     /* 0 = none */
     char *reason;        /* "oom", "lost", "stopped", ... */
+    /* usage (schema 4; NAN when not recorded): GPUs held (a shared GPU
+     * counts as its part) and their price per GPU-hour from the start, and
+     * the GPU-seconds and money the attempt added to its job at its end */
+    double gpus, price, gpu_seconds, cost;
 } store_attempt;
 
 void store_attempt_clear(store_attempt *a);
@@ -463,6 +467,71 @@ store_rc store_progress_add(store *st, int64_t job_id, int attempt, const store_
  * returns max_points points evenly spread, always keeping the last. */
 store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store_progress **pts,
                              size_t *n);
+
+/* ---- usage and GPU history (store_usage.c) ---- */
+/* An attempt's usage; NAN fields are left as they are. */
+typedef struct store_attempt_usage {
+    double gpus, price;       /* when it starts */
+    double gpu_seconds, cost; /* when it ends */
+} store_attempt_usage;
+
+/* Records an attempt's usage (STORE_NOT_FOUND when it does not exist).
+ * Joins the caller's transaction: the start's and the end's. */
+store_rc store_attempt_set_usage(store *st, int64_t job_id, int number,
+                                 const store_attempt_usage *u);
+
+/* One attempt that ran in a window, with what `lathe cost` groups it by. */
+typedef struct store_usage_row {
+    int64_t job_id;
+    char *team, *name, *experiment; /* experiment NULL for a lone job */
+    store_state state;              /* the job's */
+    int attempt;
+    double started_at, ended_at;    /* ended 0: still running */
+    double gpus, price;             /* as recorded; for attempts of an older
+                                       schema: the GPUs of gpus_json and the
+                                       job's mean price */
+    double gpu_seconds, cost;       /* at its end; NAN while running (or older) */
+    double job_gpu_seconds, job_cost; /* the job's totals of ended attempts */
+    double planned_gpu_hours, planned_cost; /* the plan's run; NAN when unknown */
+} store_usage_row;
+
+/* The attempts that held GPUs at some time in [since, until] (0 = no
+ * bound), of one team (NULL = all), ordered by job then attempt. CPU-slot
+ * attempts (no GPU) are left out. */
+store_rc store_usage_list(store *st, const char *team, double since, double until,
+                          store_usage_row **out, size_t *n);
+void store_usage_free(store_usage_row *rows, size_t n);
+
+/* A GPU sample of a job: what NVML said of the GPUs it runs on, at once. */
+typedef struct store_gpu_sample {
+    int64_t job_id;
+    int attempt;
+    double at;
+    int gpus;         /* GPUs sampled */
+    double util;      /* mean utilisation over them, percent */
+    double mem_used;  /* the most memory used on one of them, bytes */
+    double mem_total; /* that GPU's memory, bytes */
+    double power;     /* watts, summed */
+    double temp;      /* degrees C, the hottest */
+} store_gpu_sample;   /* NAN: not reported */
+
+/* Appends n samples (of any jobs) in one transaction; a sample at a time a
+ * job already has replaces it. STORE_INVALID for gpus < 1. */
+store_rc store_gpu_samples_add(store *st, const store_gpu_sample *s, size_t n);
+/* A job's samples in time order, thinned to max_points (0 = all) evenly
+ * spread, the last kept. */
+store_rc store_gpu_samples_list(store *st, int64_t job_id, size_t max_points,
+                                store_gpu_sample **out, size_t *n);
+
+typedef struct store_gpu_summary {
+    size_t samples;
+    double util_avg;   /* mean utilisation, percent (NAN without samples) */
+    double mem_peak;   /* the most memory used on one GPU, bytes */
+    double power_avg;  /* watts */
+    double first_at, last_at;
+} store_gpu_summary;
+
+store_rc store_gpu_summary_get(store *st, int64_t job_id, store_gpu_summary *out);
 
 /* ---- experiments ---- */
 typedef struct store_experiment {

@@ -1,6 +1,7 @@
 /* store_attempts.c: the attempts of a job: adding the next one, recording
- * the executor's handle (to re-attach after a restart) and the end, and
- * reading them back, including every attempt still open. */
+ * the executor's handle (to re-attach after a restart), its usage (GPUs,
+ * price, what it cost) and the end, and reading them back, including every
+ * attempt still open. */
 #include "store_internal.h"
 
 #include "base/base.h"
@@ -10,7 +11,7 @@
 
 #define ATTEMPT_COLS                                                                           \
     "job_id, number, started_at, ended_at, node, gpus_json, executor, handle_json, work_dir,"  \
-    " log_path, exit_code, exit_signal, reason"
+    " log_path, exit_code, exit_signal, reason, gpus, price, gpu_seconds, cost"
 
 static void attempt_from_row(sqlite3_stmt *s, store_attempt *a)
 {
@@ -28,6 +29,10 @@ static void attempt_from_row(sqlite3_stmt *s, store_attempt *a)
     a->exit_code = (int)st_col_int(s, 10, -1);
     a->exit_signal = (int)st_col_int(s, 11, 0);
     a->reason = st_col_text(s, 12);
+    a->gpus = st_col_double(s, 13);
+    a->price = st_col_double(s, 14);
+    a->gpu_seconds = st_col_double(s, 15);
+    a->cost = st_col_double(s, 16);
 }
 
 void store_attempt_clear(store_attempt *a)
@@ -136,6 +141,24 @@ store_rc store_attempt_finish(store *st, int64_t job_id, int number, int exit_co
     st_bind_opt_int(s, 5, exit_signal, 0);
     st_bind_text(s, 6, reason);
     return update_one(st, s, "ending an attempt");
+}
+
+store_rc store_attempt_set_usage(store *st, int64_t job_id, int number,
+                                 const store_attempt_usage *u)
+{
+    static const char sql[] = "UPDATE attempts SET gpus = coalesce(?3, gpus),"
+                              " price = coalesce(?4, price),"
+                              " gpu_seconds = coalesce(?5, gpu_seconds),"
+                              " cost = coalesce(?6, cost) WHERE job_id = ?1 AND number = ?2";
+    sqlite3_stmt *s = st_stmt(st, sql);
+    if (!s) return STORE_ERROR;
+    st_bind_int64(s, 1, job_id);
+    st_bind_int64(s, 2, number);
+    st_bind_double(s, 3, u->gpus);
+    st_bind_double(s, 4, u->price);
+    st_bind_double(s, 5, u->gpu_seconds);
+    st_bind_double(s, 6, u->cost);
+    return update_one(st, s, "recording an attempt's usage");
 }
 
 /* ---- reading ---- */

@@ -188,18 +188,6 @@ store_rc store_progress_add(store *st, int64_t job_id, int attempt, const store_
     return st_op_end(st, add_points(st, job_id, attempt, pts, n));
 }
 
-/* Keeps max points of n, evenly spread, the first and the last included. */
-static size_t thin(store_progress *p, size_t n, size_t max)
-{
-    if (max == 0 || n <= max) return n;
-    if (max == 1) {
-        p[0] = p[n - 1];
-        return 1;
-    }
-    for (size_t i = 0; i < max; i++) p[i] = p[i * (n - 1) / (max - 1)];
-    return max;
-}
-
 store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store_progress **pts,
                              size_t *n)
 {
@@ -213,10 +201,7 @@ store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            *pts = xrealloc(*pts, cap * sizeof **pts);
-        }
+        *pts = st_grow(*pts, *n, &cap, sizeof **pts);
         store_progress *p = &(*pts)[(*n)++];
         p->step = st_col_int(s, 0, -1);
         p->total_steps = st_col_int(s, 1, -1);
@@ -236,6 +221,6 @@ store_rc store_progress_list(store *st, int64_t job_id, size_t max_points, store
         *n = 0;
         return st_fail(st, rc, "reading progress");
     }
-    *n = thin(*pts, *n, max_points);
+    *n = st_thin(*pts, *n, sizeof **pts, max_points);
     return STORE_OK;
 }

@@ -68,6 +68,14 @@ double st_col_double(sqlite3_stmt *s, int i); /* NAN for NULL */
 double st_col_time(sqlite3_stmt *s, int i);   /* 0 for NULL */
 int64_t st_col_int(sqlite3_stmt *s, int i, int64_t null_value);
 
+/* items (n of them, room for *cap) with room for one more: grown (and
+ * *cap updated) when full. */
+void *st_grow(void *items, size_t n, size_t *cap, size_t size);
+/* Keeps max of n items (each size bytes) evenly spread, the first and the
+ * last among them, in place; returns the new count (n when max is 0 or n
+ * is not above it). */
+size_t st_thin(void *items, size_t n, size_t size, size_t max);
+
 /* ---- the schema (store_schema.c) ---- */
 /* Brings the database to store_schema_version() in one transaction.
  * Returns false with a message in err. */

@@ -127,7 +127,49 @@ static const char schema_v3[] =
     "CREATE INDEX audit_at ON audit (at, id);\n"
     "CREATE INDEX audit_team ON audit (team, at) WHERE team IS NOT NULL;\n";
 
-static const char *const migrations[] = {schema_v1, schema_v2, schema_v3};
+/* Version 4: usage and GPU monitoring. Each attempt records the GPUs it
+ * held (a shared GPU counts as its part) and their price per GPU-hour when
+ * it starts, and the GPU-seconds and money it added to its job when it
+ * ends: `lathe cost` and the console's burn-down read them, so spending
+ * can be cut at any time. gpu_samples is a job's GPU history as NVML
+ * reported it (store_usage.c): one row per sample of the GPUs it ran on.
+ * jobs.plan_gpu_hours and plan_cost: the plan's estimate of the whole run
+ * (when its cost_basis is "run"), kept in step with plan_json. */
+#define PLAN_ESTIMATE(p)                                                                       \
+    "plan_gpu_hours = CASE WHEN json_extract(" p ", '$.cost_basis') = 'run'"                  \
+    " THEN json_extract(" p ", '$.gpu_hours') END,"                                            \
+    " plan_cost = CASE WHEN json_extract(" p ", '$.cost_basis') = 'run'"                       \
+    " THEN json_extract(" p ", '$.cost') END"
+
+static const char schema_v4[] =
+    "ALTER TABLE attempts ADD COLUMN gpus REAL;\n"
+    "ALTER TABLE attempts ADD COLUMN price REAL;\n"
+    "ALTER TABLE attempts ADD COLUMN gpu_seconds REAL;\n"
+    "ALTER TABLE attempts ADD COLUMN cost REAL;\n"
+    "CREATE INDEX attempts_ended ON attempts (ended_at) WHERE ended_at IS NOT NULL;\n"
+    "CREATE TABLE gpu_samples (\n"
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,\n"
+    "  at REAL NOT NULL,\n"
+    "  attempt INTEGER NOT NULL,\n"
+    "  gpus INTEGER NOT NULL CHECK (gpus > 0),\n"
+    "  util REAL, mem_used REAL, mem_total REAL, power REAL, temp REAL,\n"
+    "  PRIMARY KEY (job_id, at)\n"
+    ") WITHOUT ROWID;\n"
+    /* the plan's estimate of the whole run, kept beside plan_json by
+     * triggers (read by every cost report; parsing each plan there would
+     * cost more than the rest of the report) */
+    "ALTER TABLE jobs ADD COLUMN plan_gpu_hours REAL;\n"
+    "ALTER TABLE jobs ADD COLUMN plan_cost REAL;\n"
+    "UPDATE jobs SET " PLAN_ESTIMATE("plan_json") ";\n"
+    "CREATE TRIGGER jobs_plan_insert AFTER INSERT ON jobs WHEN NEW.plan_json IS NOT NULL BEGIN\n"
+    "  UPDATE jobs SET " PLAN_ESTIMATE("NEW.plan_json") " WHERE id = NEW.id;\n"
+    "END;\n"
+    "CREATE TRIGGER jobs_plan_update AFTER UPDATE OF plan_json ON jobs\n"
+    "  WHEN NEW.plan_json IS NOT OLD.plan_json BEGIN\n"
+    "  UPDATE jobs SET " PLAN_ESTIMATE("NEW.plan_json") " WHERE id = NEW.id;\n"
+    "END;\n";
+
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
 int store_schema_version(void)

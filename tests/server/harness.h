@@ -274,6 +274,25 @@ static inline hs_resp hs_http(const hs *h, const char *method, const char *path,
     return hs_http_ex(h, method, path, token, body, body ? "application/yaml" : NULL, 30 * hs_slow());
 }
 
+/* GET path's JSON (a new reference); fails the test unless it is 200. */
+static inline json_t *hs_get_json(const hs *h, const char *path, const char *token)
+{
+    hs_resp r = hs_http(h, "GET", path, token, NULL);
+    if (r.status != 200) fail_msg("GET %s: %ld %s", path, r.status, r.body);
+    json_t *j = json_incref(r.json);
+    hs_resp_free(&r);
+    return j;
+}
+
+/* The status of method path (with token; no body). */
+static inline long hs_status(const hs *h, const char *method, const char *path, const char *token)
+{
+    hs_resp r = hs_http(h, method, path, token, NULL);
+    long st = r.status;
+    hs_resp_free(&r);
+    return st;
+}
+
 /* ---- the server process ---- */
 static inline bool hs_read_addr(hs *h)
 {

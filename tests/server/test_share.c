@@ -30,19 +30,11 @@ static void submit(const char *name, const char *gate, bool shared)
     free(env);
 }
 
-static json_t *get_json(const char *path, const char *token)
-{
-    hs_resp r = hs_http(&H, "GET", path, token, NULL);
-    assert_int_equal(r.status, 200);
-    json_t *j = json_incref(r.json);
-    hs_resp_free(&r);
-    return j;
-}
 
 /* The jobs the nodes API lists on the cluster's only GPU. */
 static json_t *gpu0_jobs(void)
 {
-    json_t *nodes = get_json("/v1/nodes", "token-admin");
+    json_t *nodes = hs_get_json(&H, "/v1/nodes", "token-admin");
     json_t *gpu = json_array_get(json_object_get(json_array_get(json_object_get(nodes, "items"), 0), "gpus"), 0);
     json_t *jobs = json_incref(json_object_get(gpu, "jobs"));
     json_decref(nodes);
@@ -102,7 +94,7 @@ static void test_two_share_one_waits(void **state)
         assert_true(share > 0 && share <= 0.5);
     }
     json_decref(jobs);
-    json_t *job = get_json("/v1/jobs/shared-1", "token-a");
+    json_t *job = hs_get_json(&H, "/v1/jobs/shared-1", "token-a");
     double part = json_number_value(json_object_get(json_object_get(job, "placement"), "share"));
     assert_true(part > 0 && part <= 0.5);
     json_decref(job);
@@ -151,7 +143,7 @@ static void test_two_share_one_waits(void **state)
     free(runs);
 
     /* GPU-hours count the job's part of the GPU, not the whole GPU */
-    job = get_json("/v1/jobs/shared-1", "token-a");
+    job = hs_get_json(&H, "/v1/jobs/shared-1", "token-a");
     double gpu_hours = json_number_value(json_object_get(job, "gpu_hours"));
     json_decref(job);
     double wall = run_seconds("team-a/shared-1");

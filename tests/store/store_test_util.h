@@ -63,6 +63,16 @@ static inline bool su_db_open(su_db *d)
     return true;
 }
 
+/* SQL that takes a database of the current schema back to version 3
+ * (what version 4 added: usage, GPU samples, the plans' estimates), for
+ * the upgrade tests; the caller sets user_version. */
+#define SU_UNDO_V4                                                                             \
+    "DROP TRIGGER jobs_plan_insert; DROP TRIGGER jobs_plan_update;"                            \
+    " ALTER TABLE jobs DROP COLUMN plan_gpu_hours; ALTER TABLE jobs DROP COLUMN plan_cost;"    \
+    " DROP TABLE gpu_samples; DROP INDEX attempts_ended;"                                      \
+    " ALTER TABLE attempts DROP COLUMN gpus; ALTER TABLE attempts DROP COLUMN price;"          \
+    " ALTER TABLE attempts DROP COLUMN gpu_seconds; ALTER TABLE attempts DROP COLUMN cost;"
+
 /* Closes the store and removes the folder. */
 static inline void su_db_close(su_db *d)
 {

@@ -53,7 +53,7 @@ static const store_event ev_start = {"scheduler", "started", "placed", NULL};
 static void test_open_pragmas_and_version(void **state)
 {
     fx *f = *state;
-    assert_int_equal(store_schema_version(), 3);
+    assert_int_equal(store_schema_version(), 4);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     sqlite3_stmt *s;
