@@ -276,24 +276,58 @@ static const json_t *failed_pod(const k8s_handle *kh, const k8s_view *v, bool *d
     return best;
 }
 
+/* The Job failed through its podFailurePolicy's DisruptionTarget rule
+ * (reason PodFailurePolicy, "Pod NS/NAME has condition DisruptionTarget
+ * matching FailJob rule ..."), though no pod lathe saw holds the condition:
+ * the watch can miss a pod's last update (a re-list after the pod was
+ * deleted gives its older state), so the Job's own words decide. */
+static bool job_says_disrupted(const json_t *cond)
+{
+    const char *r = k8s_jstr(cond, "reason"), *m = k8s_jstr(cond, "message");
+    return r && strcmp(r, "PodFailurePolicy") == 0 && m && strstr(m, "condition DisruptionTarget");
+}
+
+/* Whether the node named is gone from the cluster or not Ready, as the
+ * Nodes watch last saw it. */
+static bool node_down(k8s_handle *kh, const char *node)
+{
+    if (!node || !*node) return false;
+    k8s_backend *kb = kh->kb;
+    bool down = true;
+    pthread_mutex_lock(&kb->mu);
+    const json_t *obj = kmap_get(&kb->node_objs, node);
+    if (obj) {
+        const json_t *ready = true_condition(json_object_get(obj, "status"), "Ready");
+        down = ready == NULL;
+    }
+    pthread_mutex_unlock(&kb->mu);
+    return down;
+}
+
 static void judge_failed(k8s_handle *kh, const k8s_view *v, const json_t *cond, verdict *vd,
                          double now)
 {
     bool disrupted;
     const json_t *pod = failed_pod(kh, v, &disrupted);
+    if (!disrupted && job_says_disrupted(cond)) {
+        disrupted = true;
+        if (!pod && v->n_pods) pod = v->pods[0];
+    }
     const char *pname = pod ? k8s_meta_str(pod, "name") : "?";
     if (disrupted) {
         const json_t *c = true_condition(json_object_get(pod, "status"), "DisruptionTarget");
         const char *r = k8s_jstr(c, "reason"), *m = k8s_jstr(c, "message");
-        bool node_lost = r && (strcmp(r, "DeletionByTaintManager") == 0 || strcmp(r, "DeletionByPodGC") == 0);
         const char *node = k8s_jstr(json_object_get(pod, "spec"), "nodeName");
+        bool node_lost = r ? strcmp(r, "DeletionByTaintManager") == 0 || strcmp(r, "DeletionByPodGC") == 0
+                           : node_down(kh, node);
+        if (!c) m = k8s_jstr(cond, "message");
         if (node_lost) {
             ended(kh, vd, EXEC_LOST, now);
             vd->st.exit_code = -1;
             vd->st.end = EXEC_END_LOST;
             vd->st.retryable = true;
             snprintf(vd->st.reason, sizeof vd->st.reason, "node %s was lost: pod %s %s (%s)",
-                     node ? node : "?", pname, r, m ? m : "");
+                     node ? node : "?", pname, r ? r : "DisruptionTarget", m ? m : "");
         } else {
             ended(kh, vd, EXEC_EXITED, now);
             vd->st.exit_code = -1;
