@@ -147,5 +147,9 @@ typedef enum {
  * When snap is not NULL, the allocator's segments at the peak of the
  * input's counter are stored there (free with ca_snapshot_free). */
 void est_replay(const est_ctx *x, const est_calib *c, est_result *r, ca_snapshot *snap);
+/* The padded length of one micro batch when lengths vary: the longest of
+ * in->batch samples, each drawn from the log-normal of in->seq_mean and
+ * in->seq_sd, cut at in->seq, or (in->drop_long) drawn below in->seq. */
+double est_batch_length(const est_input *in, rng_state *g);
 
 #endif

@@ -684,15 +684,44 @@ static double normal(rng_state *g)
     return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
 
+/* A standard normal below z (z > -1e6). Above z = -1 plain rejection
+ * keeps at least 16 % of the draws; further down, -Z is a normal above
+ * a = -z, drawn by Robert's exponential rejection (Robert 1995, "Simulation
+ * of truncated normal variables", Statistics and Computing 5: proposal
+ * a + Exp(1)/alpha, alpha = (a + sqrt(a^2 + 4)) / 2, accepted with
+ * probability exp(-(x - alpha)^2 / 2)). */
+static double normal_below(rng_state *g, double z)
+{
+    if (z >= -1.0) {
+        for (;;) {
+            double n = normal(g);
+            if (n <= z) return n;
+        }
+    }
+    double a = -z, alpha = (a + sqrt(a * a + 4.0)) / 2.0;
+    for (;;) {
+        double u = ((double)(rng_next(g) >> 11) + 0.5) / 9007199254740992.0;
+        double v = ((double)(rng_next(g) >> 11) + 0.5) / 9007199254740992.0;
+        double xv = a - log(u) / alpha;
+        if (v <= exp(-(xv - alpha) * (xv - alpha) / 2.0)) return -xv;
+    }
+}
+
 /* The padded length of one micro batch: its longest sample, drawn from a
- * log-normal of the input's mean and standard deviation, cut at seq. */
-static double batch_length(const est_input *in, rng_state *g)
+ * log-normal of the input's mean and standard deviation, cut at seq; when
+ * longer samples were dropped from the dataset (drop_long: ms-swift's
+ * truncation_strategy 'delete', whose template returns no sample past
+ * max_length and whose dataset_map leaves it out), drawn below seq. */
+double est_batch_length(const est_input *in, rng_state *g)
 {
     double cv2 = (in->seq_sd / in->seq_mean) * (in->seq_sd / in->seq_mean);
     double sigma = sqrt(log1p(cv2)), mu = log(in->seq_mean) - sigma * sigma / 2.0;
+    double zcap = sigma > 0 ? (log((double)in->seq) - mu) / sigma : 1e6;
+    if (zcap < -1e6) zcap = -1e6;
     double longest = 1;
     for (int b = 0; b < in->batch; b++) {
-        double len = ceil(exp(mu + sigma * normal(g)));
+        double z = in->drop_long && zcap < 1e6 ? normal_below(g, zcap) : normal(g);
+        double len = ceil(exp(mu + sigma * z));
         if (len > longest) longest = len;
     }
     return longest < in->seq ? longest : in->seq;
@@ -720,7 +749,7 @@ static void run(rp *p)
     rng_state g;
     rng_seed(&g, p->seed);
     for (int k = 0; k < steps; k++) {
-        double len = varied ? batch_length(in, &g) : in->seq;
+        double len = varied ? est_batch_length(in, &g) : in->seq;
         s.n = s.samples * len;
         s.scale = len / in->seq;
         micro_step(p, &s);
