@@ -52,7 +52,7 @@ static void add_term(est_term *t, size_t *n, const char *key, const char *label,
 
 static bool deepspeed_amp(const est_input *in)
 {
-    return in->precision == PREC_AMP && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
+    return in->precision != PREC_FP32 && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
 }
 
 /* Weights and what training keeps for the trainable parameters. */
