@@ -15,7 +15,8 @@
 
 static const char simulate_help[] =
     "usage: lathe simulate (--cluster CLUSTER.yaml | --nodes COUNTxGPUS) --trace TRACE.csv\n"
-    "                      [--policy fifo,greedy,easy,lathe] [-o text|json]\n"
+    "                      [--policy fifo,greedy,easy,lathe] [-o text|json] [--strict]\n"
+    "                      [--estimate trace|exact|noise|limit] [--estimate-noise SIGMA]\n"
     "\n"
     "Replays a trace (docs/simulator.md) in simulated time through each policy,\n"
     "with the same scheduler code `lathe server` runs, and prints one row per\n"
@@ -29,6 +30,16 @@ static const char simulate_help[] =
     "  --nodes COUNTxGPUS  instead: COUNT nodes of GPUS GPUs (type \"gpu\", 80 GiB,\n"
     "                      no price), 16 nodes per rack, no team quotas\n"
     "  --trace FILE        the trace CSV\n"
+    "  --strict            odd rows of real traces are errors (zero or sub-second\n"
+    "                      durations, duplicate ids, unsorted arrivals, censored\n"
+    "                      durations, jobs wider than the cluster); without it they are\n"
+    "                      replayed (wider jobs refused) and counted above the table\n"
+    "  --estimate MODE     what the scheduler is told of each job's duration, the same\n"
+    "                      for every policy: trace (estimate_s, else exact; default),\n"
+    "                      exact, noise (the duration x exp(SIGMA x N(0,1)), a planner's\n"
+    "                      estimate), limit (only a round time limit >= 3x the run)\n"
+    "  --estimate-noise SIGMA  noise with this sigma (default 0.5); implies noise\n"
+    "  --seed N            seed of the noise (default 1)\n"
     "  --policy LIST       policies to compare (default fifo,greedy,easy,lathe)\n"
     "  -o, --output FMT    text (default) or json\n"
     "  --explain JOB@TIME  say why the scheduler holds JOB (a job_id) at simulated\n"
@@ -60,6 +71,10 @@ typedef struct opts {
     int long_gpus;    /* -1: default */
     unsigned without; /* lathe rules turned off */
     int due_preempt; /* -1 default, 0 off, 1 on */
+    bool strict;
+    sim_est_mode estimate;
+    double sigma;
+    uint64_t seed;
 } opts;
 
 static bool take_duration(const char *cmd, const char *name, const char *v, double *out)
@@ -110,8 +125,15 @@ static int parse_args(int argc, char **argv, opts *o)
     o->reclaim_wait = o->long_after = o->long_max = o->head_after = -1;
     o->long_gpus = -1;
     o->due_preempt = -1;
+    o->estimate = SIM_EST_TRACE;
+    o->sigma = 0.5;
+    o->seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--strict") == 0) {
+            o->strict = true;
+            continue;
+        }
         if (i + 1 >= argc) return cli_usage_error("simulate", "'%s' needs a value or is unknown", a);
         const char *v = argv[++i];
         if (strcmp(a, "--cluster") == 0) {
@@ -126,6 +148,25 @@ static int parse_args(int argc, char **argv, opts *o)
             o->jobs_out = v;
         } else if (strcmp(a, "--policy") == 0) {
             o->policies = v;
+        } else if (strcmp(a, "--estimate") == 0) {
+            static const char *const modes[] = {"trace", "exact", "noise", "limit"};
+            int m = -1;
+            for (int k = 0; k < 4; k++)
+                if (strcmp(v, modes[k]) == 0) m = k;
+            if (m < 0) return cli_usage_error("simulate", "--estimate: '%s' is not trace, exact, noise or limit", v);
+            o->estimate = (sim_est_mode)m;
+        } else if (strcmp(a, "--estimate-noise") == 0) {
+            char *end;
+            o->sigma = strtod(v, &end);
+            if (*end || end == v || !(o->sigma >= 0 && o->sigma <= 10))
+                return cli_usage_error("simulate", "--estimate-noise: '%s' is not a sigma in [0, 10]", v);
+            o->estimate = SIM_EST_NOISE;
+        } else if (strcmp(a, "--seed") == 0) {
+            char *end;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (*end || end == v || v[0] == '-')
+                return cli_usage_error("simulate", "--seed: '%s' is not a whole number >= 0", v);
+            o->seed = n;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             if (!cli_parse_output(v, &o->out) || o->out == CLI_OUT_WIDE || o->out == CLI_OUT_YAML)
                 return cli_usage_error("simulate", "-o: '%s' is not text or json", v);
@@ -297,6 +338,11 @@ static int run_all(const opts *o, sched_cluster *c, const sim_trace *t)
         sim_bound_free(&b);
         return LT_EXIT_INVALID;
     }
+    sb sum;
+    sb_init(&sum);
+    sim_trace_summary(t, &b, &sum);
+    fputs(sb_str(&sum), o->out == CLI_OUT_JSON ? stderr : stdout);
+    sb_free(&sum);
     sim_explain ex, *exp = NULL;
     if (o->explain) {
         rc = parse_explain(o->explain, t, &ex);
@@ -345,9 +391,11 @@ static int simulate_run(int argc, char **argv)
     if (!c) return rc ? rc : LT_EXIT_USAGE;
     sim_trace t;
     sim_trace_init(&t);
+    t.strict = o.strict;
     diag_list d;
     diag_list_init(&d);
     size_t errors = sim_trace_load(o.trace, &t, &d);
+    sim_trace_set_estimates(&t, o.estimate, o.sigma, o.seed);
     diag_print_all(&d, stderr);
     bool unreadable = errors && t.n == 0 && d.len == 1 && d.items[0].line == 0;
     diag_list_free(&d);

@@ -169,3 +169,26 @@ char *sim_report_jobs_csv(const sim_trace *t, const sim_stats *s, size_t n)
     }
     return sb_take(&o);
 }
+
+/* ---- odd rows ---- */
+
+static const char *const odd_done[SIM_N_ODD] = {
+    "with duration 0: they start and end at once",
+    "shorter than a second: replayed as they are",
+    "reuse an id written above: each is replayed as a job of its own",
+    "submitted before a row above them: replayed in order of submit time",
+    "with a censored duration (cut off when the trace ended): replayed for that duration, a lower bound",
+    "ask for part of one GPU: they may share a GPU under lathe",
+};
+
+void sim_trace_summary(const sim_trace *t, const sim_bound *b, sb *out)
+{
+    for (int k = 0; k < SIM_N_ODD; k++)
+        if (t->odd[k])
+            sb_printf(out, "%s: %zu %s %s (first: line %d)\n", t->path ? t->path : "trace", t->odd[k],
+                      t->odd[k] == 1 ? "job" : "jobs", odd_done[k], t->odd_line[k]);
+    if (b && b->too_wide)
+        sb_printf(out, "%s: %zu %s more GPUs than the cluster has: refused, counted as rejected (first: line %d)\n",
+                  t->path ? t->path : "trace", b->too_wide, b->too_wide == 1 ? "job asks for" : "jobs ask for",
+                  b->too_wide_line);
+}

@@ -135,8 +135,20 @@ size_t sim_bind(const sim_trace *t, sched_cluster *c, sim_bound *out, diag_list 
             s->gpus_per_replica = per_replica(j->gpus, most > 0 ? most : 1);
             s->replicas = j->gpus / s->gpus_per_replica;
         }
+        int have = j->gpu_type ? c->type_gpus[sched_cluster_find_type(c, j->gpu_type)] : c->n_gpus;
+        if (j->gpus > have) {
+            if (!out->too_wide) out->too_wide_line = j->line;
+            out->too_wide++;
+            if (t->strict) {
+                diag *x = diag_add(d, DIAG_ERROR, t->path, j->line, 0, "num_gpus", "more GPUs than the cluster has");
+                diag_set_found(x, "%d, the cluster has %d%s%s", j->gpus, have, j->gpu_type ? " of type " : "",
+                               j->gpu_type ? j->gpu_type : "");
+                diag_set_suggestion(x, "replay on a larger cluster; without --strict it is refused and counted");
+            }
+        }
         s->submit_time = j->submit;
-        s->est_duration = j->estimate > 0 ? j->estimate : j->duration;
+        /* a zero-second job is told 1 s: an estimate of 0 means "unknown" to the scheduler */
+        s->est_duration = j->estimate > 0 ? j->estimate : j->duration > 0 ? j->duration : 1;
         s->checkpoint_interval = j->checkpoint;
         out->duration[i] = j->duration;
         out->checkpoint[i] = j->checkpoint;

@@ -57,6 +57,32 @@ done
 "$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --long-gpus x 2>/dev/null; rc=$?
 [ $rc -eq 1 ]; check "bad --long-gpus: exit 1 (got $rc)" $?
 
+# odd rows of real traces: replayed and counted, or errors with --strict (issue 15)
+printf 'job_id,submit_time_s,duration_s,num_gpus,duration_censored\nj1,10,0,1,0\nj2,5,60,1,1\nj3,6,60,64,0\n' > "$tmp/odd.csv"
+out=$("$LATHE" simulate --nodes 2x8 --trace "$tmp/odd.csv" --policy easy,lathe); rc=$?
+check "odd rows replayed: exit 0 (got $rc)" $rc
+grep -qF "odd.csv: 1 job with duration 0: they start and end at once (first: line 2)" <<<"$out"; check "zero duration counted (got: $out)" $?
+grep -qF "2 jobs submitted before a row above them" <<<"$out"; check "unsorted counted" $?
+grep -qF "1 job with a censored duration" <<<"$out"; check "censored counted" $?
+grep -qF "1 job asks for more GPUs than the cluster has: refused" <<<"$out"; check "too wide counted" $?
+err=$("$LATHE" simulate --nodes 2x8 --trace "$tmp/odd.csv" --strict 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ]; check "--strict: exit 2 (got $rc)" $?
+grep -qF "odd.csv:2:7: error: duration_s: a zero duration" <<<"$err"; check "--strict names file:line:col and field (got: $err)" $?
+grep -qF "odd.csv:3:4: error: submit_time_s: submitted before a row above it" <<<"$err"; check "--strict: unsorted named" $?
+printf 'job_id,submit_time_s,duration_s,num_gpus\nj1,0,60,64\n' > "$tmp/wide.csv"
+err=$("$LATHE" simulate --nodes 2x8 --trace "$tmp/wide.csv" --strict 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ]; check "--strict, too wide: exit 2 (got $rc)" $?
+grep -qF "wide.csv:2: error: num_gpus: more GPUs than the cluster has (found 64, the cluster has 16)" <<<"$err"; check "--strict: too wide named (got: $err)" $?
+# estimate modes: every policy sees the same estimates; bad modes are usage errors
+for m in exact noise limit; do
+    "$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --estimate $m --policy easy,lathe >/dev/null; check "--estimate $m exits 0" $?
+done
+a1=$("$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --estimate-noise 0.7 --seed 3 --policy easy -o json)
+a2=$("$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --estimate-noise 0.7 --seed 3 --policy easy -o json)
+[ "$(grep jct_avg <<<"$a1")" = "$(grep jct_avg <<<"$a2")" ]; check "same noise seed, same result" $?
+"$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --estimate guess 2>/dev/null; rc=$?
+[ $rc -eq 1 ]; check "unknown estimate mode: exit 1 (got $rc)" $?
+
 # errors
 "$LATHE" simulate --nodes 2x8 2>/dev/null; rc=$?
 [ $rc -eq 1 ]; check "no --trace: exit 1 (got $rc)" $?
