@@ -100,6 +100,10 @@ typedef struct sim_gen_opts {
     double high_priority; /* part of jobs in the "high" priority class (0.02) */
     double estimate_noise;/* sigma of a lognormal error on estimate_s; 0 = no column */
     double checkpoint;    /* checkpoint interval written for every job, s (1800) */
+    /* for sim_gen_cluster_yaml only: teams by name with their part of the
+     * GPUs (quota = floor(gpus x share)) instead of team-1..N; NULL: those */
+    const char *const *team_names;
+    const double *team_shares;
 } sim_gen_opts;
 
 void sim_gen_defaults(sim_gen_opts *o);
@@ -110,6 +114,45 @@ void sim_gen(const sim_gen_opts *o, sim_trace *out);
  * proportion to their share of jobs (borrowing allowed), and the priority
  * classes "high" and "default". Caller frees. */
 char *sim_gen_cluster_yaml(const sim_gen_opts *o);
+
+/* ---- public traces in lathe's form (convert.c) ---- */
+typedef enum {
+    SIM_FROM_PHILLY,   /* Microsoft Philly 2017 cluster_job_log (JSON): jobid, vc (the team),
+                          submitted_time, attempts [{start_time, end_time, detail [{gpus}]}] */
+    SIM_FROM_LINGJUN,  /* Alibaba Lingjun 2023 jobs as Crux publishes them (CSV: job_id,
+                          submit_time[_s], duration[_s], num_gpus) */
+    SIM_FROM_PAI_OPENB,/* Alibaba PAI 2023 openb pod list (CSV: name or job_id, creation_time
+                          or submit_time_s, scheduled_time[_s], deletion_time or end_time_s,
+                          num_gpu[s], gpu_milli, pod_phase or status[, duration_censored]) */
+} sim_format;
+
+/* "philly", "lingjun", "pai-openb". */
+bool sim_format_parse(const char *s, sim_format *out);
+
+typedef struct sim_convert_stats {
+    size_t rows;      /* jobs read */
+    size_t kept;      /* written */
+    size_t no_gpu;    /* asked for no GPU (CPU-only tasks): left out */
+    size_t never_ran; /* never started, or no end and no duration: left out */
+    size_t censored;  /* kept with duration_censored 1 (running when the trace ended) */
+} sim_convert_stats;
+
+/* Converts a public trace into jobs, sorted by submit time, the first
+ * submitted at 0. Returns the number of errors added to d (file:line,
+ * field); rows with errors are left out. */
+size_t sim_convert(sim_format f, const char *name, const char *text, size_t len, sim_trace *out,
+                   sim_convert_stats *st, diag_list *d);
+
+/* ---- teams from real quotas (convert.c) ---- */
+/* Reads a per-team quota table by day (Helios' cluster_gpu_number.csv:
+ * date,<team>...,total) into each team's average GPUs over the days; teams
+ * with none on average are left out; names are lowercased (a Cluster's
+ * team names are DNS-1123 labels). Returns the number of errors. */
+size_t sim_quota_parse(const char *name, const char *text, size_t len, char ***teams, double **gpus, int *n,
+                       diag_list *d);
+/* Gives every job a team, drawn with chances in proportion to weights
+ * (seeded; the same seed gives the same teams). */
+void sim_assign_teams(sim_trace *t, char *const *teams, const double *weights, int n, uint64_t seed);
 
 /* ---- what the scheduler is told: estimate modes ---- */
 typedef enum {

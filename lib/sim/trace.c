@@ -4,6 +4,7 @@
  * line, fields separated by commas, double quotes around a field that holds
  * a comma ("" for a quote inside). */
 #include "sim.h"
+#include "sim_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -54,20 +55,18 @@ void sim_trace_free(sim_trace *t)
 
 /* ---- splitting a line ---- */
 
-typedef struct field {
-    char *text; /* unquoted copy */
-    int col;    /* 1-based character column where it starts */
-} field;
-
-typedef struct row {
-    field *f;
-    int n, cap;
-} row;
-
 static void row_clear(row *r)
 {
     for (int i = 0; i < r->n; i++) free(r->f[i].text);
     r->n = 0;
+}
+
+void sim_row_free(row *r)
+{
+    row_clear(r);
+    free(r->f);
+    r->f = NULL;
+    r->cap = 0;
 }
 
 static void row_push(row *r, sb *text, int col)
@@ -88,7 +87,7 @@ static void row_push(row *r, sb *text, int col)
 }
 
 /* Splits one line into fields. Returns NULL, or the message of a quoting error. */
-static const char *split(const char *line, size_t len, row *r, sb *tmp)
+const char *sim_csv_split(const char *line, size_t len, row *r, sb *tmp)
 {
     row_clear(r);
     sb_clear(tmp);
@@ -382,7 +381,7 @@ size_t sim_trace_parse(const char *name, const char *text, size_t len, sim_trace
             diag_set_suggestion(x, "check that the file is the trace (UTF-8 or ASCII text)");
             continue;
         }
-        const char *bad = split(line, l, &r, &tmp);
+        const char *bad = sim_csv_split(line, l, &r, &tmp);
         if (bad) {
             err(&c, 0, -1, bad);
             continue;
