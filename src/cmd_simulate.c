@@ -46,7 +46,11 @@ static const char simulate_help[] =
     "                      TIME (seconds, or a duration such as 20d or 36h)\n"
     "  --jobs-out FILE     also write what happened to each job (CSV: policy, job_id,\n"
     "                      submit, first start, finish, wait, preemptions, status)\n"
-    "  --max-slack DUR     lathe: bound of the size slack in its order (default 6h)\n"
+    "  --aging DUR|0       lathe: the wait one doubling of a job's estimated work is\n"
+    "                      worth in its order (default 1h); 0: the older saturating\n"
+    "                      slack of --max-slack and --slack-factor\n"
+    "  --fair-share on|off lathe: teams take turns by decayed usage (default on)\n"
+    "  --max-slack DUR     lathe, --aging 0: bound of the size slack (default 6h)\n"
     "  --slack-factor X    lathe: slack per estimated GPU-second (default 0.5)\n"
     "  --starve-after DUR  lathe: a job whose order key is this old goes ahead of fair\n"
     "                      share and may borrow beyond the idle pool (default 48h)\n"
@@ -67,7 +71,8 @@ typedef struct opts {
     const char *cluster, *nodes, *trace, *policies, *jobs_out, *explain;
     cli_output out;
     double max_slack, slack_factor, half_life, min_run, starve_after, reclaim_min_run;
-    double reclaim_wait, long_after, long_max, head_after; /* -1: default */
+    double reclaim_wait, long_after, long_max, head_after, aging; /* -1: default */
+    int fair_share; /* -1 default, 0 off, 1 on */
     int long_gpus;    /* -1: default */
     unsigned without; /* lathe rules turned off */
     int due_preempt; /* -1 default, 0 off, 1 on */
@@ -100,7 +105,7 @@ static int parse_rules(const char *list, unsigned *out)
         else
             rc = cli_usage_error("simulate", "--without: '%s' is not a rule (end-pack, idle-reserve, "
                                  "oldest-head, pool-head, reclaim-borrowed, reclaim-small, "
-                                 "reclaim-backoff)", parts[i]);
+                                 "reclaim-backoff, overrun, reclaim-cheap)", parts[i]);
     }
     str_list_free(parts, k);
     return rc;
@@ -122,7 +127,8 @@ static int parse_args(int argc, char **argv, opts *o)
     o->policies = "fifo,greedy,easy,lathe";
     o->out = CLI_OUT_TEXT;
     o->slack_factor = -1;
-    o->reclaim_wait = o->long_after = o->long_max = o->head_after = -1;
+    o->reclaim_wait = o->long_after = o->long_max = o->head_after = o->aging = -1;
+    o->fair_share = -1;
     o->long_gpus = -1;
     o->due_preempt = -1;
     o->estimate = SIM_EST_TRACE;
@@ -178,6 +184,12 @@ static int parse_args(int argc, char **argv, opts *o)
             if (strcmp(v, "on") && strcmp(v, "off"))
                 return cli_usage_error("simulate", "--due-preempt: '%s' is not on or off", v);
             o->due_preempt = strcmp(v, "on") == 0;
+        } else if (strcmp(a, "--fair-share") == 0) {
+            if (strcmp(v, "on") && strcmp(v, "off"))
+                return cli_usage_error("simulate", "--fair-share: '%s' is not on or off", v);
+            o->fair_share = strcmp(v, "on") == 0;
+        } else if (strcmp(a, "--aging") == 0) {
+            if (!take_duration_or_off("simulate", a, v, &o->aging)) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--half-life") == 0) {
             if (!take_duration("simulate", a, v, &o->half_life)) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--reclaim-min-run") == 0) {
@@ -296,6 +308,8 @@ static void tune(const opts *o, sched_config *cfg)
     if (o->half_life > 0) cfg->half_life = o->half_life;
     if (o->starve_after > 0) cfg->starve_after = o->starve_after;
     if (o->due_preempt >= 0) cfg->due_preempt = o->due_preempt;
+    if (o->fair_share >= 0) cfg->fair_share = o->fair_share;
+    if (o->aging >= 0) cfg->aging = o->aging;
     if (o->min_run > 0) cfg->min_run_time = o->min_run;
     if (o->reclaim_min_run > 0) cfg->reclaim_min_run = o->reclaim_min_run;
     if (o->reclaim_wait >= 0) cfg->reclaim_wait = o->reclaim_wait;

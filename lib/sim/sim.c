@@ -343,7 +343,10 @@ static void start(sim *s, size_t i, const sched_decision *d, const int *gpus)
     j->start = s->now;
     if (j->first_start < 0) j->first_start = s->now;
     j->wait += s->now - j->since;
-    j->units = d->n_gpus * (d->share < SCHED_SHARE_WHOLE ? d->share / 100.0 : 1.0);
+    /* what the job asked for, whatever it was given: a quarter-GPU job counts 0.25 also where a
+     * baseline gave it a whole GPU (the rest of that GPU is idle: idle_shared) */
+    int asked = job.share > 0 && job.share < SCHED_SHARE_WHOLE ? job.share : SCHED_SHARE_WHOLE;
+    j->units = d->n_gpus * (d->share < asked ? d->share : asked) / 100.0;
     j->price = j->units * s->c->types[d->type].price_per_hour / 3600;
     hold(s, i, j->units, j->price, +1);
     heap_push(&s->done, (ev){s->now + s->b->duration[i] - j->saved, i, j->gen});
