@@ -130,6 +130,7 @@ static json_t *stats_json(const sched_cluster *c, const sim_stats *x)
         json_object_set_new(tj, "quota", json_integer(t->quota));
         json_object_set_new(tj, "share_of_quota", t->quota > 0 ? json_real(t->avg_gpus / t->quota) : json_null());
         json_object_set_new(tj, "cost", json_real(t->cost));
+        json_object_set_new(tj, "wait_max_s", json_real(t->wait_max));
         json_array_append_new(teams, tj);
     }
     json_object_set_new(o, "teams", teams);

@@ -485,7 +485,9 @@ static void summarise(sim *s, double first_submit)
         wsum += j->wait;
         if (j->finish > last) last = j->finish;
         done++;
-        o->teams[s->b->jobs[i].team].jobs++;
+        sim_team_stats *ts = &o->teams[s->b->jobs[i].team];
+        ts->jobs++;
+        if (j->wait > ts->wait_max) ts->wait_max = j->wait;
     }
     qsort(jct, done, sizeof *jct, cmp_double);
     qsort(wait, done, sizeof *wait, cmp_double);

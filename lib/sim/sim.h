@@ -207,6 +207,7 @@ typedef struct sim_team_stats {
     int quota;          /* its quota in GPUs (all types), 0 = none */
     double cost;
     size_t jobs;
+    double wait_max;    /* the longest wait of its completed jobs */
 } sim_team_stats;
 
 /* What happened to one job. */
