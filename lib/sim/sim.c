@@ -347,7 +347,9 @@ static void start(sim *s, size_t i, const sched_decision *d, const int *gpus)
      * baseline gave it a whole GPU (the rest of that GPU is idle: idle_shared) */
     int asked = job.share > 0 && job.share < SCHED_SHARE_WHOLE ? job.share : SCHED_SHARE_WHOLE;
     j->units = d->n_gpus * (d->share < asked ? d->share : asked) / 100.0;
-    j->price = j->units * s->c->types[d->type].price_per_hour / 3600;
+    /* a team pays for what it holds: a whole GPU where it was given one */
+    double held = d->n_gpus * (d->share < SCHED_SHARE_WHOLE ? d->share / 100.0 : 1.0);
+    j->price = held * s->c->types[d->type].price_per_hour / 3600;
     hold(s, i, j->units, j->price, +1);
     heap_push(&s->done, (ev){s->now + s->b->duration[i] - j->saved, i, j->gen});
 }
