@@ -15,7 +15,8 @@
 
 static const char simulate_help[] =
     "usage: lathe simulate (--cluster CLUSTER.yaml | --nodes COUNTxGPUS) --trace TRACE.csv\n"
-    "                      [--policy fifo,greedy,easy,lathe] [-o text|json]\n"
+    "                      [--policy fifo,greedy,easy,lathe] [-o text|json] [--strict]\n"
+    "                      [--estimate trace|exact|noise|limit] [--estimate-noise SIGMA]\n"
     "\n"
     "Replays a trace (docs/simulator.md) in simulated time through each policy,\n"
     "with the same scheduler code `lathe server` runs, and prints one row per\n"
@@ -29,13 +30,27 @@ static const char simulate_help[] =
     "  --nodes COUNTxGPUS  instead: COUNT nodes of GPUS GPUs (type \"gpu\", 80 GiB,\n"
     "                      no price), 16 nodes per rack, no team quotas\n"
     "  --trace FILE        the trace CSV\n"
+    "  --strict            odd rows of real traces are errors (zero or sub-second\n"
+    "                      durations, duplicate ids, unsorted arrivals, censored\n"
+    "                      durations, jobs wider than the cluster); without it they are\n"
+    "                      replayed (wider jobs refused) and counted above the table\n"
+    "  --estimate MODE     what the scheduler is told of each job's duration, the same\n"
+    "                      for every policy: trace (estimate_s, else exact; default),\n"
+    "                      exact, noise (the duration x exp(SIGMA x N(0,1)), a planner's\n"
+    "                      estimate), limit (only a round time limit >= 3x the run)\n"
+    "  --estimate-noise SIGMA  noise with this sigma (default 0.5); implies noise\n"
+    "  --seed N            seed of the noise (default 1)\n"
     "  --policy LIST       policies to compare (default fifo,greedy,easy,lathe)\n"
     "  -o, --output FMT    text (default) or json\n"
     "  --explain JOB@TIME  say why the scheduler holds JOB (a job_id) at simulated\n"
     "                      TIME (seconds, or a duration such as 20d or 36h)\n"
     "  --jobs-out FILE     also write what happened to each job (CSV: policy, job_id,\n"
     "                      submit, first start, finish, wait, preemptions, status)\n"
-    "  --max-slack DUR     lathe: bound of the size slack in its order (default 6h)\n"
+    "  --aging DUR|0       lathe: the wait one doubling of a job's estimated work is\n"
+    "                      worth in its order (default 1h); 0: the older saturating\n"
+    "                      slack of --max-slack and --slack-factor\n"
+    "  --fair-share on|off lathe: teams take turns by decayed usage (default on)\n"
+    "  --max-slack DUR     lathe, --aging 0: bound of the size slack (default 6h)\n"
     "  --slack-factor X    lathe: slack per estimated GPU-second (default 0.5)\n"
     "  --starve-after DUR  lathe: a job whose order key is this old goes ahead of fair\n"
     "                      share and may borrow beyond the idle pool (default 48h)\n"
@@ -56,10 +71,15 @@ typedef struct opts {
     const char *cluster, *nodes, *trace, *policies, *jobs_out, *explain;
     cli_output out;
     double max_slack, slack_factor, half_life, min_run, starve_after, reclaim_min_run;
-    double reclaim_wait, long_after, long_max, head_after; /* -1: default */
+    double reclaim_wait, long_after, long_max, head_after, aging; /* -1: default */
+    int fair_share; /* -1 default, 0 off, 1 on */
     int long_gpus;    /* -1: default */
     unsigned without; /* lathe rules turned off */
     int due_preempt; /* -1 default, 0 off, 1 on */
+    bool strict;
+    sim_est_mode estimate;
+    double sigma;
+    uint64_t seed;
 } opts;
 
 static bool take_duration(const char *cmd, const char *name, const char *v, double *out)
@@ -85,7 +105,7 @@ static int parse_rules(const char *list, unsigned *out)
         else
             rc = cli_usage_error("simulate", "--without: '%s' is not a rule (end-pack, idle-reserve, "
                                  "oldest-head, pool-head, reclaim-borrowed, reclaim-small, "
-                                 "reclaim-backoff)", parts[i]);
+                                 "reclaim-backoff, overrun, reclaim-cheap)", parts[i]);
     }
     str_list_free(parts, k);
     return rc;
@@ -107,11 +127,19 @@ static int parse_args(int argc, char **argv, opts *o)
     o->policies = "fifo,greedy,easy,lathe";
     o->out = CLI_OUT_TEXT;
     o->slack_factor = -1;
-    o->reclaim_wait = o->long_after = o->long_max = o->head_after = -1;
+    o->reclaim_wait = o->long_after = o->long_max = o->head_after = o->aging = -1;
+    o->fair_share = -1;
     o->long_gpus = -1;
     o->due_preempt = -1;
+    o->estimate = SIM_EST_TRACE;
+    o->sigma = 0.5;
+    o->seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--strict") == 0) {
+            o->strict = true;
+            continue;
+        }
         if (i + 1 >= argc) return cli_usage_error("simulate", "'%s' needs a value or is unknown", a);
         const char *v = argv[++i];
         if (strcmp(a, "--cluster") == 0) {
@@ -126,6 +154,25 @@ static int parse_args(int argc, char **argv, opts *o)
             o->jobs_out = v;
         } else if (strcmp(a, "--policy") == 0) {
             o->policies = v;
+        } else if (strcmp(a, "--estimate") == 0) {
+            static const char *const modes[] = {"trace", "exact", "noise", "limit"};
+            int m = -1;
+            for (int k = 0; k < 4; k++)
+                if (strcmp(v, modes[k]) == 0) m = k;
+            if (m < 0) return cli_usage_error("simulate", "--estimate: '%s' is not trace, exact, noise or limit", v);
+            o->estimate = (sim_est_mode)m;
+        } else if (strcmp(a, "--estimate-noise") == 0) {
+            char *end;
+            o->sigma = strtod(v, &end);
+            if (*end || end == v || !(o->sigma >= 0 && o->sigma <= 10))
+                return cli_usage_error("simulate", "--estimate-noise: '%s' is not a sigma in [0, 10]", v);
+            o->estimate = SIM_EST_NOISE;
+        } else if (strcmp(a, "--seed") == 0) {
+            char *end;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (*end || end == v || v[0] == '-')
+                return cli_usage_error("simulate", "--seed: '%s' is not a whole number >= 0", v);
+            o->seed = n;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             if (!cli_parse_output(v, &o->out) || o->out == CLI_OUT_WIDE || o->out == CLI_OUT_YAML)
                 return cli_usage_error("simulate", "-o: '%s' is not text or json", v);
@@ -137,6 +184,12 @@ static int parse_args(int argc, char **argv, opts *o)
             if (strcmp(v, "on") && strcmp(v, "off"))
                 return cli_usage_error("simulate", "--due-preempt: '%s' is not on or off", v);
             o->due_preempt = strcmp(v, "on") == 0;
+        } else if (strcmp(a, "--fair-share") == 0) {
+            if (strcmp(v, "on") && strcmp(v, "off"))
+                return cli_usage_error("simulate", "--fair-share: '%s' is not on or off", v);
+            o->fair_share = strcmp(v, "on") == 0;
+        } else if (strcmp(a, "--aging") == 0) {
+            if (!take_duration_or_off("simulate", a, v, &o->aging)) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--half-life") == 0) {
             if (!take_duration("simulate", a, v, &o->half_life)) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--reclaim-min-run") == 0) {
@@ -255,6 +308,8 @@ static void tune(const opts *o, sched_config *cfg)
     if (o->half_life > 0) cfg->half_life = o->half_life;
     if (o->starve_after > 0) cfg->starve_after = o->starve_after;
     if (o->due_preempt >= 0) cfg->due_preempt = o->due_preempt;
+    if (o->fair_share >= 0) cfg->fair_share = o->fair_share;
+    if (o->aging >= 0) cfg->aging = o->aging;
     if (o->min_run > 0) cfg->min_run_time = o->min_run;
     if (o->reclaim_min_run > 0) cfg->reclaim_min_run = o->reclaim_min_run;
     if (o->reclaim_wait >= 0) cfg->reclaim_wait = o->reclaim_wait;
@@ -297,6 +352,11 @@ static int run_all(const opts *o, sched_cluster *c, const sim_trace *t)
         sim_bound_free(&b);
         return LT_EXIT_INVALID;
     }
+    sb sum;
+    sb_init(&sum);
+    sim_trace_summary(t, &b, &sum);
+    fputs(sb_str(&sum), o->out == CLI_OUT_JSON ? stderr : stdout);
+    sb_free(&sum);
     sim_explain ex, *exp = NULL;
     if (o->explain) {
         rc = parse_explain(o->explain, t, &ex);
@@ -345,9 +405,11 @@ static int simulate_run(int argc, char **argv)
     if (!c) return rc ? rc : LT_EXIT_USAGE;
     sim_trace t;
     sim_trace_init(&t);
+    t.strict = o.strict;
     diag_list d;
     diag_list_init(&d);
     size_t errors = sim_trace_load(o.trace, &t, &d);
+    sim_trace_set_estimates(&t, o.estimate, o.sigma, o.seed);
     diag_print_all(&d, stderr);
     bool unreadable = errors && t.n == 0 && d.len == 1 && d.items[0].line == 0;
     diag_list_free(&d);

@@ -19,6 +19,7 @@ extern const cli_command cli_cmd_plan;
 extern const cli_command cli_cmd_render;
 extern const cli_command cli_cmd_simulate;
 extern const cli_command cli_cmd_trace_gen;
+extern const cli_command cli_cmd_trace;
 extern const cli_command cli_cmd_server;
 extern const cli_command cli_cmd_demo;
 extern const cli_command cli_cmd_submit;
@@ -47,6 +48,7 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_render,
     &cli_cmd_simulate,
     &cli_cmd_trace_gen,
+    &cli_cmd_trace,
     &cli_cmd_server,
     &cli_cmd_demo,
     &cli_cmd_submit,

@@ -547,6 +547,12 @@ static bool try_preempt(pass *p, const pclass *pc, int slot, double budget)
             else
                 rj_release(p, ch[i].slot);
         }
+    if (ok && (p->cfg->rules & SCHED_RULE_RECLAIM_CHEAP)) { /* a reclaim destroys less than it brings */
+        double lost = 0;
+        for (int i = 0; i < nch; i++)
+            if (ch[i].slot >= 0 && ch[i].why == SCHED_WHY_PREEMPT_RECLAIM) lost += ch[i].lost;
+        ok = lost <= pj->est * (double)pc->g * pc->r;
+    }
     if (ok && budget > 0) { /* a due job's preemption must cost less than draining */
         double cost = 0;
         for (int i = 0; i < nch; i++)
@@ -662,12 +668,20 @@ static rel *ending_order(pass *p, int *n)
     sched_state *st = p->st;
     int nrel = 0;
     rel *rs = xmalloc((size_t)(st->nrorder + p->nops + 1) * sizeof *rs);
+    bool overrun = p->cfg->policy == SCHED_LATHE && (p->cfg->rules & SCHED_RULE_OVERRUN), moved = false;
     for (int i = 0; i < st->nrorder; i++) {
         const qent *e = &st->rorder[i];
         if (!st_rent_live(st, e) || st->rj[e->slot].pre_gen == st->pass_gen) continue;
-        rs[nrel++] = (rel){e->key > p->now ? e->key : p->now, 0, e->slot};
+        double end = e->key > p->now ? e->key : p->now;
+        if (overrun && e->key <= p->now) { /* past its estimate: as long again as it ran */
+            double ran = p->now - st->rj[e->slot].j.start_time;
+            end = p->now + (ran > 1 ? ran : 1);
+            moved = true;
+        }
+        rs[nrel++] = (rel){end, 0, e->slot};
     }
     int nrun = nrel;
+    if (moved) qsort(rs, (size_t)nrun, sizeof *rs, cmp_rel);
     for (int i = 0; i < p->nops; i++)
         if (p->ops[i].kind == OP_START) rs[nrel++] = (rel){p->ops[i].end, 1, i};
     if (nrel > nrun) { /* merge the few starts of this pass into the sorted running list */
@@ -1063,7 +1077,7 @@ static int pick_team(const pass *p)
         if (first < 0 || heap_less(p, p->heap[p->hoff[t]], p->heap[p->hoff[first]])) first = t;
         if (fair < 0 || p->fair[t] < p->fair[fair]) fair = t;
     }
-    if (!p->lathe || first < 0) return first;
+    if (!p->lathe || first < 0 || !p->cfg->fair_share) return first;
     const qent *e = class_head(p, p->heap[p->hoff[first]]);
     if (p->cfg->rules & SCHED_RULE_OLDEST_HEAD)
         return !p->head_set && p->st->pj[e->slot].age <= p->now - p->cfg->head_after ? first : fair;

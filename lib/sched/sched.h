@@ -34,12 +34,16 @@
  *           time it fits (from running jobs' estimated ends); later jobs may
  *           start only if they do not delay that reservation. First fit.
  *   lathe   priority, then fair share between teams (usage decaying with a
- *           half-life), then a size-aware age inside each team: a job's key
- *           is its submit time plus a slack that grows with its estimated
- *           GPU-seconds and saturates below `max_slack`, so short and small
- *           jobs go first but no job is ever passed by jobs submitted more
- *           than `max_slack` after it; a narrow job that runs for days goes
- *           ahead by the excess (`long_after`). Jobs that waited
+ *           half-life; `fair_share` off: none), then shortest estimated
+ *           work first with aging inside each team: a job's key is its
+ *           submit time plus `aging` (1 h) per doubling of its estimated
+ *           remaining GPU-seconds (log2(1 + work / 1 GPU-hour)), so small,
+ *           short jobs go first however long the backlog, and a job is
+ *           passed by a later one only while their difference in doublings
+ *           is worth more than the time between them; a narrow job that
+ *           runs for days goes ahead by the excess (`long_after`). A running
+ *           job past its estimate is expected to run as long again as it
+ *           has (overrun rule), not to end at any moment. Jobs that waited
  *           `head_after` are tried oldest first until one cannot start: it
  *           holds the reservation (EASY's guarantee), also when it waits
  *           for GPUs other teams hold (the lending pool); its GPUs are those
@@ -51,7 +55,8 @@
  *           first; GPU sharing; preemption for priority and to reclaim lent
  *           quota (only borrowed GPUs, victims no larger than the job, after
  *           it waited `reclaim_wait`, backing off for jobs preempted
- *           before), choosing victims that lose least work.
+ *           before, losing no more work than the reclaiming job brings),
+ *           choosing victims that lose least work.
  *
  * Admission is the same for every policy: team quota per GPU type with
  * borrowing and lending limits, monthly budgets, maximum concurrent jobs.
@@ -76,6 +81,7 @@
 #define SCHED_MAX_NODE_GPUS 64  /* GPUs in one node */
 #define SCHED_SHARE_WHOLE 100   /* a whole GPU, in share units */
 #define SCHED_UNLIMITED (-1)    /* a quota, borrowing or lending limit that is not set */
+#define SCHED_WORK_UNIT 3600.0  /* GPU-seconds: the work of lathe's aging scale (one GPU-hour) */
 
 /* ---- policies ---- */
 typedef enum { SCHED_FIFO, SCHED_GREEDY, SCHED_EASY, SCHED_LATHE } sched_policy;
@@ -234,12 +240,18 @@ typedef enum {
                                           that reclaims (no gang broken for a small job) */
     SCHED_RULE_RECLAIM_BACKOFF = 1u << 6, /* a job preempted k times is reclaimed only after
                                           running reclaim_min_run x 2^k */
+    SCHED_RULE_OVERRUN = 1u << 7,      /* a running job past its estimate is expected to run
+                                          as long again as it has run (its remaining time
+                                          grows with its age), not to end at any moment */
+    SCHED_RULE_RECLAIM_CHEAP = 1u << 8, /* a reclaim loses no more work (GPU-seconds since the
+                                          victims' last checkpoints) than the reclaiming job
+                                          will do (its estimated GPU-seconds) */
 } sched_rule;
-#define SCHED_RULES_ALL 0x7fu
-#define SCHED_N_RULES 7
+#define SCHED_RULES_ALL 0x1ffu
+#define SCHED_N_RULES 9
 
 /* "end-pack", "idle-reserve", "oldest-head", "pool-head", "reclaim-borrowed",
- * "reclaim-small", "reclaim-backoff" for one rule bit; NULL for anything
+ * "reclaim-small", "reclaim-backoff", "overrun", "reclaim-cheap" for one rule bit; NULL for anything
  * else. */
 const char *sched_rule_name(unsigned rule);
 /* Parses a rule name; false for an unknown one. */
@@ -252,7 +264,11 @@ typedef struct sched_config {
     double reclaim_min_run;  /* nor reclaimed (1 h): a borrower keeps what it got a while */
     double reclaim_wait;     /* lathe: a job reclaims lent quota only after waiting this
                                 long; GPUs often free up sooner than that (10 min) */
-    double max_slack;        /* lathe: bound of the size slack in the order key (6 h) */
+    double aging;            /* lathe: the wait one doubling of a job's estimated work
+                                (GPU-seconds) is worth in its order key: key = submit +
+                                aging x log2(1 + work / 1 GPU-hour) (1 h); 0 = the older
+                                saturating slack of max_slack and slack_factor */
+    double max_slack;        /* lathe, aging 0: bound of the size slack in the order key (6 h) */
     double head_after;       /* lathe: a job that waited this long (its age key, see
                                 starve_after) is tried oldest first until the head is
                                 found (oldest-head rule) (1 h) */
@@ -268,6 +284,10 @@ typedef struct sched_config {
                                 would set the end of the busy period (72 h) */
     double long_max;         /* lathe: bound of that advance; 0 = none (4 days) */
     int long_gpus;           /* lathe: only jobs of at most this many GPUs get it (16) */
+    bool fair_share;         /* lathe: the next job comes from the team with the lowest
+                                fair-share key (decayed usage / weight); off: from the
+                                lowest order key whatever its team, teams kept to their
+                                quotas by admission and reclaim alone (on) */
     unsigned rules;          /* lathe: SCHED_RULE_* bits (SCHED_RULES_ALL) */
     double default_estimate; /* estimate of a job that gives none (4 h) */
     int gpu_share_limit;     /* jobs sharing one GPU at most (4) */

@@ -61,14 +61,20 @@ static double job_gpus(const sched_job *j)
 
 /* How long a job has waited, as lathe counts it (what the starvation guard
  * looks at): submit time for the baselines; for lathe, submit time plus a
- * slack that grows with its estimated GPU-seconds x = slack_factor * est *
- * GPUs and saturates below max_slack M: slack = M x / (x + M), about x for
- * small jobs. Short, small jobs go first, larger ones stay ordered by size
- * among themselves, and nobody waits behind a job submitted more than M
- * after it. */
+ * slack that grows with its estimated remaining work w (GPU-seconds):
+ * aging x log2(1 + w / one GPU-hour). Each doubling of the work costs the
+ * same wait (`aging`, 1 h), so jobs go by their work whatever the length of
+ * the backlog (shortest estimated work first), and a job waits behind a job
+ * submitted after it only while their difference in doublings is worth
+ * more than the time between them (aging bounds the wait). With aging 0,
+ * the older slack that saturates below max_slack M: slack = M x / (x + M),
+ * x = slack_factor * w, FIFO between jobs larger than a few GPU-hours once
+ * the backlog is longer than M. */
 static double age_key(const sched_state *st, const sched_job *j, double est)
 {
     if (st->cfg.policy != SCHED_LATHE) return j->submit_time;
+    if (st->cfg.aging > 0) /* shortest estimated work first, with aging */
+        return j->submit_time + st->cfg.aging * log2(1 + est * job_gpus(j) / SCHED_WORK_UNIT);
     double x = st->cfg.slack_factor * est * job_gpus(j), m = st->cfg.max_slack;
     return j->submit_time + (m > 0 ? m * x / (x + m) : 0);
 }

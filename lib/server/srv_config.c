@@ -99,6 +99,8 @@ static void sched_settings(const spec_server *s, sched_config *out)
     if (s->scheduler.gpu_share_limit > 0) out->gpu_share_limit = s->scheduler.gpu_share_limit;
     if (s->scheduler.due_preemption != TOGGLE_AUTO)
         out->due_preempt = s->scheduler.due_preemption == TOGGLE_ON;
+    if (s->scheduler.aging > 0) out->aging = s->scheduler.aging;
+    if (s->scheduler.fair_share != TOGGLE_AUTO) out->fair_share = s->scheduler.fair_share == TOGGLE_ON;
     out->reasons = true;
 }
 

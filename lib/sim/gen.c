@@ -305,11 +305,11 @@ static void cluster_teams(yout *y, const sim_gen_opts *o)
         char name[32];
         snprintf(name, sizeof name, "team-%d", i + 1);
         y_map(y, true);
-        y_kv(y, "name", name);
+        y_kv(y, "name", o->team_names ? o->team_names[i] : name);
         y_str(y, "quota");
         y_map(y, true);
         y_str(y, "A100-80GB");
-        y_num(y, floor(o->gpus * team_share(i, o->teams)));
+        y_num(y, floor(o->gpus * (o->team_shares ? o->team_shares[i] : team_share(i, o->teams))));
         y_map(y, false);
         y_map(y, false);
     }

@@ -130,6 +130,7 @@ static json_t *stats_json(const sched_cluster *c, const sim_stats *x)
         json_object_set_new(tj, "quota", json_integer(t->quota));
         json_object_set_new(tj, "share_of_quota", t->quota > 0 ? json_real(t->avg_gpus / t->quota) : json_null());
         json_object_set_new(tj, "cost", json_real(t->cost));
+        json_object_set_new(tj, "wait_max_s", json_real(t->wait_max));
         json_array_append_new(teams, tj);
     }
     json_object_set_new(o, "teams", teams);
@@ -168,4 +169,27 @@ char *sim_report_jobs_csv(const sim_trace *t, const sim_stats *s, size_t n)
         }
     }
     return sb_take(&o);
+}
+
+/* ---- odd rows ---- */
+
+static const char *const odd_done[SIM_N_ODD] = {
+    "with duration 0: they start and end at once",
+    "shorter than a second: replayed as they are",
+    "reuse an id written above: each is replayed as a job of its own",
+    "submitted before a row above them: replayed in order of submit time",
+    "with a censored duration (cut off when the trace ended): replayed for that duration, a lower bound",
+    "ask for part of one GPU: they may share a GPU under lathe",
+};
+
+void sim_trace_summary(const sim_trace *t, const sim_bound *b, sb *out)
+{
+    for (int k = 0; k < SIM_N_ODD; k++)
+        if (t->odd[k])
+            sb_printf(out, "%s: %zu %s %s (first: line %d)\n", t->path ? t->path : "trace", t->odd[k],
+                      t->odd[k] == 1 ? "job" : "jobs", odd_done[k], t->odd_line[k]);
+    if (b && b->too_wide)
+        sb_printf(out, "%s: %zu %s more GPUs than the cluster has: refused, counted as rejected (first: line %d)\n",
+                  t->path ? t->path : "trace", b->too_wide, b->too_wide == 1 ? "job asks for" : "jobs ask for",
+                  b->too_wide_line);
 }

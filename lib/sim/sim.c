@@ -135,8 +135,20 @@ size_t sim_bind(const sim_trace *t, sched_cluster *c, sim_bound *out, diag_list 
             s->gpus_per_replica = per_replica(j->gpus, most > 0 ? most : 1);
             s->replicas = j->gpus / s->gpus_per_replica;
         }
+        int have = j->gpu_type ? c->type_gpus[sched_cluster_find_type(c, j->gpu_type)] : c->n_gpus;
+        if (j->gpus > have) {
+            if (!out->too_wide) out->too_wide_line = j->line;
+            out->too_wide++;
+            if (t->strict) {
+                diag *x = diag_add(d, DIAG_ERROR, t->path, j->line, 0, "num_gpus", "more GPUs than the cluster has");
+                diag_set_found(x, "%d, the cluster has %d%s%s", j->gpus, have, j->gpu_type ? " of type " : "",
+                               j->gpu_type ? j->gpu_type : "");
+                diag_set_suggestion(x, "replay on a larger cluster; without --strict it is refused and counted");
+            }
+        }
         s->submit_time = j->submit;
-        s->est_duration = j->estimate > 0 ? j->estimate : j->duration;
+        /* a zero-second job is told 1 s: an estimate of 0 means "unknown" to the scheduler */
+        s->est_duration = j->estimate > 0 ? j->estimate : j->duration > 0 ? j->duration : 1;
         s->checkpoint_interval = j->checkpoint;
         out->duration[i] = j->duration;
         out->checkpoint[i] = j->checkpoint;
@@ -331,8 +343,13 @@ static void start(sim *s, size_t i, const sched_decision *d, const int *gpus)
     j->start = s->now;
     if (j->first_start < 0) j->first_start = s->now;
     j->wait += s->now - j->since;
-    j->units = d->n_gpus * (d->share < SCHED_SHARE_WHOLE ? d->share / 100.0 : 1.0);
-    j->price = j->units * s->c->types[d->type].price_per_hour / 3600;
+    /* what the job asked for, whatever it was given: a quarter-GPU job counts 0.25 also where a
+     * baseline gave it a whole GPU (the rest of that GPU is idle: idle_shared) */
+    int asked = job.share > 0 && job.share < SCHED_SHARE_WHOLE ? job.share : SCHED_SHARE_WHOLE;
+    j->units = d->n_gpus * (d->share < asked ? d->share : asked) / 100.0;
+    /* a team pays for what it holds: a whole GPU where it was given one */
+    double held = d->n_gpus * (d->share < SCHED_SHARE_WHOLE ? d->share / 100.0 : 1.0);
+    j->price = held * s->c->types[d->type].price_per_hour / 3600;
     hold(s, i, j->units, j->price, +1);
     heap_push(&s->done, (ev){s->now + s->b->duration[i] - j->saved, i, j->gen});
 }
@@ -470,7 +487,9 @@ static void summarise(sim *s, double first_submit)
         wsum += j->wait;
         if (j->finish > last) last = j->finish;
         done++;
-        o->teams[s->b->jobs[i].team].jobs++;
+        sim_team_stats *ts = &o->teams[s->b->jobs[i].team];
+        ts->jobs++;
+        if (j->wait > ts->wait_max) ts->wait_max = j->wait;
     }
     qsort(jct, done, sizeof *jct, cmp_double);
     qsort(wait, done, sizeof *wait, cmp_double);

@@ -2,9 +2,14 @@
  *
  *   trace    a CSV of jobs (docs/simulator.md): required columns
  *            job_id,submit_time_s,duration_s,num_gpus; optional
- *            gpu_type,team,priority,gpu_fraction,checkpoint_interval_s,
- *            estimate_s. Loading reports bad input as file:line, column,
- *            what is wrong and how to fix it.
+ *            gpu_type,team,priority,gpu_fraction,gpu_milli,
+ *            checkpoint_interval_s,estimate_s,duration_censored. Loading
+ *            reports bad input as file:line, column, what is wrong and how
+ *            to fix it. Real traces are messy: zero and sub-second
+ *            durations, duplicate ids, unsorted arrivals, censored
+ *            durations and jobs wider than the cluster are taken and
+ *            counted (sim_trace.odd, sim_bound.too_wide); with `strict`
+ *            each of them is an error instead.
  *   gen      synthetic traces shaped like published cluster studies:
  *            lognormal durations per size class, mostly 1-GPU jobs with a
  *            heavy tail of 8-64-GPU gangs, bursty arrivals with a daily
@@ -43,13 +48,33 @@ typedef struct sim_job {
     char *gpu_type;      /* NULL = any type */
     char *team;          /* NULL = the default team */
     char *priority;      /* a priority class name or an integer; NULL = default */
+    bool censored;       /* duration_censored: the duration is a lower bound */
     int line;            /* its line in the file (for messages) */
 } sim_job;
+
+/* Odd rows of real traces, taken as they are and counted (or errors with
+ * sim_trace.strict). */
+typedef enum {
+    SIM_ODD_ZERO,       /* duration_s 0: the job starts and ends at once */
+    SIM_ODD_SHORT,      /* duration_s below SIM_SHORT_DURATION */
+    SIM_ODD_DUPLICATE,  /* a job_id used before (the job is kept, under the same id) */
+    SIM_ODD_UNSORTED,   /* submitted before a row above it (the replay goes by time) */
+    SIM_ODD_CENSORED,   /* duration_censored 1: the run was cut off, its duration is a lower bound */
+    SIM_ODD_FRACTIONAL, /* asks for part of one GPU (gpu_fraction or gpu_milli); never an error */
+    SIM_N_ODD
+} sim_odd;
+#define SIM_SHORT_DURATION 1.0 /* seconds: "very short" below this (a start that failed at once) */
+
+/* "zero duration", "very short duration", ... for messages. */
+const char *sim_odd_name(sim_odd k);
 
 typedef struct sim_trace {
     char *path;
     sim_job *jobs;
     size_t n, cap;
+    bool strict;               /* set before parsing: odd rows are errors */
+    size_t odd[SIM_N_ODD];     /* rows of each odd kind */
+    int odd_line[SIM_N_ODD];   /* the first such row's line */
 } sim_trace;
 
 void sim_trace_init(sim_trace *t);
@@ -75,6 +100,10 @@ typedef struct sim_gen_opts {
     double high_priority; /* part of jobs in the "high" priority class (0.02) */
     double estimate_noise;/* sigma of a lognormal error on estimate_s; 0 = no column */
     double checkpoint;    /* checkpoint interval written for every job, s (1800) */
+    /* for sim_gen_cluster_yaml only: teams by name with their part of the
+     * GPUs (quota = floor(gpus x share)) instead of team-1..N; NULL: those */
+    const char *const *team_names;
+    const double *team_shares;
 } sim_gen_opts;
 
 void sim_gen_defaults(sim_gen_opts *o);
@@ -85,6 +114,63 @@ void sim_gen(const sim_gen_opts *o, sim_trace *out);
  * proportion to their share of jobs (borrowing allowed), and the priority
  * classes "high" and "default". Caller frees. */
 char *sim_gen_cluster_yaml(const sim_gen_opts *o);
+
+/* ---- public traces in lathe's form (convert.c) ---- */
+typedef enum {
+    SIM_FROM_PHILLY,   /* Microsoft Philly 2017 cluster_job_log (JSON): jobid, vc (the team),
+                          submitted_time, attempts [{start_time, end_time, detail [{gpus}]}] */
+    SIM_FROM_LINGJUN,  /* Alibaba Lingjun 2023 jobs as Crux publishes them (CSV: job_id,
+                          submit_time[_s], duration[_s], num_gpus) */
+    SIM_FROM_PAI_OPENB,/* Alibaba PAI 2023 openb pod list (CSV: name or job_id, creation_time
+                          or submit_time_s, scheduled_time[_s], deletion_time or end_time_s,
+                          num_gpu[s], gpu_milli, pod_phase or status[, duration_censored]) */
+} sim_format;
+
+/* "philly", "lingjun", "pai-openb". */
+bool sim_format_parse(const char *s, sim_format *out);
+
+typedef struct sim_convert_stats {
+    size_t rows;      /* jobs read */
+    size_t kept;      /* written */
+    size_t no_gpu;    /* asked for no GPU (CPU-only tasks): left out */
+    size_t never_ran; /* never started, or no end and no duration: left out */
+    size_t censored;  /* kept with duration_censored 1 (running when the trace ended) */
+} sim_convert_stats;
+
+/* Converts a public trace into jobs, sorted by submit time, the first
+ * submitted at 0. Returns the number of errors added to d (file:line,
+ * field); rows with errors are left out. */
+size_t sim_convert(sim_format f, const char *name, const char *text, size_t len, sim_trace *out,
+                   sim_convert_stats *st, diag_list *d);
+
+/* ---- teams from real quotas (convert.c) ---- */
+/* Reads a per-team quota table by day (Helios' cluster_gpu_number.csv:
+ * date,<team>...,total) into each team's average GPUs over the days; teams
+ * with none on average are left out; names are lowercased (a Cluster's
+ * team names are DNS-1123 labels). Returns the number of errors. */
+size_t sim_quota_parse(const char *name, const char *text, size_t len, char ***teams, double **gpus, int *n,
+                       diag_list *d);
+/* Gives every job a team, drawn with chances in proportion to weights
+ * (seeded; the same seed gives the same teams). */
+void sim_assign_teams(sim_trace *t, char *const *teams, const double *weights, int n, uint64_t seed);
+
+/* ---- what the scheduler is told: estimate modes ---- */
+typedef enum {
+    SIM_EST_TRACE, /* the trace's estimate_s, else the exact duration */
+    SIM_EST_EXACT, /* the exact duration (estimate_s ignored) */
+    SIM_EST_NOISE, /* the duration off by a lognormal factor exp(sigma x N(0,1)): a planner's
+                      estimate from its throughput model */
+    SIM_EST_LIMIT, /* only a time limit: the smallest round limit (30m, 1h, 2h, 4h, 8h, 12h,
+                      1d, 2d, 3d, 5d, 7d, 14d, 30d, then whole 30 days) at least
+                      SIM_LIMIT_FACTOR x the duration, as users set maxDuration */
+} sim_est_mode;
+#define SIM_LIMIT_FACTOR 3.0
+
+/* The round limit for a run of `duration` seconds (SIM_EST_LIMIT). */
+double sim_round_limit(double duration);
+/* Sets every job's estimate_s by the mode (sigma: SIM_EST_NOISE; seed: its
+ * random numbers, one per job in trace order). */
+void sim_trace_set_estimates(sim_trace *t, sim_est_mode mode, double sigma, uint64_t seed);
 
 /* ---- deterministic random numbers (xoshiro256**, seeded by splitmix64) ---- */
 typedef rng_state sim_rng; /* base.h's generator */
@@ -104,10 +190,14 @@ typedef struct sim_bound {
     double *duration;
     double *checkpoint;
     size_t n;
+    size_t too_wide;   /* jobs asking for more GPUs than the cluster (or their type) has:
+                          the scheduler refuses them, and they count as rejected */
+    int too_wide_line; /* the first one's line */
 } sim_bound;
 
 /* Resolves GPU types, teams and priorities. Returns the number of errors
- * added (unknown GPU type or priority class, at file:line). */
+ * added (unknown GPU type or priority class, at file:line; with the
+ * trace's strict flag also a job wider than the cluster). */
 size_t sim_bind(const sim_trace *t, sched_cluster *c, sim_bound *out, diag_list *d);
 void sim_bound_free(sim_bound *b);
 
@@ -117,6 +207,7 @@ typedef struct sim_team_stats {
     int quota;          /* its quota in GPUs (all types), 0 = none */
     double cost;
     size_t jobs;
+    double wait_max;    /* the longest wait of its completed jobs */
 } sim_team_stats;
 
 /* What happened to one job. */
@@ -173,6 +264,10 @@ int sim_run(const sched_cluster *c, const sim_bound *b, const sched_config *cfg,
             const sim_explain *explain, sim_stats *out, char *err, size_t errsz);
 
 /* ---- reports ---- */
+/* What the replay did with odd rows, one line per kind present ("21 jobs
+ * with duration 0 start and end at once (first: line 57)"), nothing when
+ * the trace has none. b may be NULL. */
+void sim_trace_summary(const sim_trace *t, const sim_bound *b, sb *out);
 /* Per-job results as CSV: policy,job_id,submit_s,start_s,finish_s,wait_s,
  * preemptions,status. Caller frees. */
 char *sim_report_jobs_csv(const sim_trace *t, const sim_stats *s, size_t n);

@@ -4,6 +4,7 @@
  * line, fields separated by commas, double quotes around a field that holds
  * a comma ("" for a quote inside). */
 #include "sim.h"
+#include "sim_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,12 +16,21 @@
 
 enum {
     COL_ID, COL_SUBMIT, COL_DURATION, COL_GPUS, COL_TYPE, COL_TEAM, COL_PRIORITY, COL_FRACTION,
-    COL_CHECKPOINT, COL_ESTIMATE, N_COLS
+    COL_CHECKPOINT, COL_ESTIMATE, COL_MILLI, COL_CENSORED, N_COLS
 };
 
 static const char *const col_names[N_COLS] = {
     "job_id", "submit_time_s", "duration_s", "num_gpus", "gpu_type", "team", "priority",
-    "gpu_fraction", "checkpoint_interval_s", "estimate_s"};
+    "gpu_fraction", "checkpoint_interval_s", "estimate_s", "gpu_milli", "duration_censored"};
+
+static const char *const odd_names[SIM_N_ODD] = {
+    "zero duration", "very short duration", "duplicate job id", "unsorted arrival",
+    "censored duration", "fractional GPU"};
+
+const char *sim_odd_name(sim_odd k)
+{
+    return (unsigned)k < SIM_N_ODD ? odd_names[k] : "?";
+}
 
 void sim_trace_init(sim_trace *t)
 {
@@ -45,20 +55,18 @@ void sim_trace_free(sim_trace *t)
 
 /* ---- splitting a line ---- */
 
-typedef struct field {
-    char *text; /* unquoted copy */
-    int col;    /* 1-based character column where it starts */
-} field;
-
-typedef struct row {
-    field *f;
-    int n, cap;
-} row;
-
 static void row_clear(row *r)
 {
     for (int i = 0; i < r->n; i++) free(r->f[i].text);
     r->n = 0;
+}
+
+void sim_row_free(row *r)
+{
+    row_clear(r);
+    free(r->f);
+    r->f = NULL;
+    r->cap = 0;
 }
 
 static void row_push(row *r, sb *text, int col)
@@ -79,7 +87,7 @@ static void row_push(row *r, sb *text, int col)
 }
 
 /* Splits one line into fields. Returns NULL, or the message of a quoting error. */
-static const char *split(const char *line, size_t len, row *r, sb *tmp)
+const char *sim_csv_split(const char *line, size_t len, row *r, sb *tmp)
 {
     row_clear(r);
     sb_clear(tmp);
@@ -126,6 +134,8 @@ typedef struct ctx {
     diag_list *d;
     size_t errors;
     int line;
+    sim_trace *t;
+    double last_submit; /* of the row above (unsorted arrivals) */
 } ctx;
 
 static diag *err(ctx *c, int col, int column, const char *msg)
@@ -195,6 +205,39 @@ static void header(ctx *c, const row *r, int *index)
         }
 }
 
+/* ---- odd rows ---- */
+
+/* Counts an odd row; with strict, an error at its field. */
+static void odd(ctx *c, sim_odd kind, const field *f, int column, const char *why, const char *fix)
+{
+    sim_trace *t = c->t;
+    if (!t->odd[kind]) t->odd_line[kind] = c->line;
+    t->odd[kind]++;
+    if (!t->strict || kind == SIM_ODD_FRACTIONAL) return;
+    diag *x = err(c, f ? f->col : 0, column, why);
+    if (f) diag_set_found(x, "\"%s\"", f->text);
+    diag_set_suggestion(x, "%s; without --strict it is replayed and counted", fix);
+}
+
+static void odd_rows(ctx *c, const field *const *f, const sim_job *j)
+{
+    if (j->duration == 0)
+        odd(c, SIM_ODD_ZERO, f[COL_DURATION], COL_DURATION, "a zero duration",
+            "drop the row if the job never ran");
+    else if (j->duration < SIM_SHORT_DURATION)
+        odd(c, SIM_ODD_SHORT, f[COL_DURATION], COL_DURATION, "a duration below one second",
+            "drop the row if the job failed at its start");
+    if (j->submit < c->last_submit)
+        odd(c, SIM_ODD_UNSORTED, f[COL_SUBMIT], COL_SUBMIT, "submitted before a row above it",
+            "sort the rows by submit_time_s");
+    else
+        c->last_submit = j->submit;
+    if (j->censored)
+        odd(c, SIM_ODD_CENSORED, f[COL_CENSORED], COL_CENSORED, "a censored duration (a lower bound)",
+            "drop the row, or replay it for the duration it had when the trace ended");
+    if (j->fraction < 1) odd(c, SIM_ODD_FRACTIONAL, NULL, -1, NULL, NULL);
+}
+
 /* ---- one job ---- */
 
 static char *opt_text(const field *f)
@@ -213,8 +256,34 @@ static bool job_row(ctx *c, const row *r, const int *index, sim_job *j)
     if (!f[COL_ID]->text[0]) err(c, f[COL_ID]->col, COL_ID, "empty job id");
     double v;
     if (number(c, f[COL_SUBMIT], COL_SUBMIT, 0, false, false, &v)) j->submit = v;
-    if (number(c, f[COL_DURATION], COL_DURATION, 0, true, false, &v)) j->duration = v;
+    if (number(c, f[COL_DURATION], COL_DURATION, 0, false, false, &v)) j->duration = v;
     if (number(c, f[COL_GPUS], COL_GPUS, 1, false, true, &v)) j->gpus = (int)v;
+    if (f[COL_MILLI] && f[COL_MILLI]->text[0] && number(c, f[COL_MILLI], COL_MILLI, 0, true, true, &v)) {
+        if (v > 1000) {
+            diag *x = err(c, f[COL_MILLI]->col, COL_MILLI, "more than one GPU in thousandths");
+            diag_set_found(x, "%s", f[COL_MILLI]->text);
+            diag_set_expected(x, "1 to 1000 thousandths of one GPU per GPU");
+            diag_set_suggestion(x, "for several whole GPUs set num_gpus and gpu_milli 1000");
+        } else if (v < 1000 && j->gpus > 1) {
+            diag *x = err(c, f[COL_MILLI]->col, COL_MILLI, "a GPU fraction with more than one GPU");
+            diag_set_suggestion(x, "a job may share a GPU only when num_gpus is 1");
+        } else if (f[COL_FRACTION] && f[COL_FRACTION]->text[0]) {
+            diag *x = err(c, f[COL_MILLI]->col, COL_MILLI, "both gpu_milli and gpu_fraction given");
+            diag_set_suggestion(x, "keep one of the two columns");
+        } else {
+            j->fraction = v / 1000;
+        }
+    }
+    if (f[COL_CENSORED] && f[COL_CENSORED]->text[0]) {
+        const char *x = f[COL_CENSORED]->text;
+        if (strcmp(x, "1") == 0 || strcmp(x, "true") == 0) {
+            j->censored = true;
+        } else if (strcmp(x, "0") && strcmp(x, "false")) {
+            diag *e = err(c, f[COL_CENSORED]->col, COL_CENSORED, "not a valid value");
+            diag_set_found(e, "\"%s\"", x);
+            diag_set_expected(e, "1 (the run was cut off at the end of the trace) or 0");
+        }
+    }
     if (f[COL_FRACTION] && f[COL_FRACTION]->text[0]) {
         if (number(c, f[COL_FRACTION], COL_FRACTION, 0, true, false, &v)) {
             if (v > 1) {
@@ -235,6 +304,8 @@ static bool job_row(ctx *c, const row *r, const int *index, sim_job *j)
     if (f[COL_ESTIMATE] && f[COL_ESTIMATE]->text[0] &&
         number(c, f[COL_ESTIMATE], COL_ESTIMATE, 0, true, false, &v))
         j->estimate = v;
+    if (c->errors != before) return false;
+    odd_rows(c, f, j);
     if (c->errors != before) return false;
     j->id = xstrdup(f[COL_ID]->text);
     j->gpu_type = opt_text(f[COL_TYPE]);
@@ -270,9 +341,13 @@ static void check_unique(ctx *c, sim_trace *t)
     for (size_t i = 1; i < t->n && c->errors < MAX_ERRORS; i++)
         if (strcmp(v[i]->id, v[i - 1]->id) == 0) {
             c->line = v[i]->line;
+            if (!t->odd[SIM_ODD_DUPLICATE] || v[i]->line < t->odd_line[SIM_ODD_DUPLICATE])
+                t->odd_line[SIM_ODD_DUPLICATE] = v[i]->line;
+            t->odd[SIM_ODD_DUPLICATE]++;
+            if (!t->strict) continue;
             diag *x = err(c, 1, COL_ID, "job id used twice");
             diag_set_found(x, "\"%s\", first on line %d", v[i]->id, v[i - 1]->line);
-            diag_set_suggestion(x, "give every job its own id");
+            diag_set_suggestion(x, "give every job its own id; without --strict it is replayed and counted");
         }
     free(v);
 }
@@ -281,7 +356,7 @@ static void check_unique(ctx *c, sim_trace *t)
 
 size_t sim_trace_parse(const char *name, const char *text, size_t len, sim_trace *t, diag_list *d)
 {
-    ctx c = {name, d, 0, 0};
+    ctx c = {name, d, 0, 0, t, -INFINITY};
     if (!t->path) t->path = xstrdup(name);
     row r = {0};
     sb tmp;
@@ -306,7 +381,7 @@ size_t sim_trace_parse(const char *name, const char *text, size_t len, sim_trace
             diag_set_suggestion(x, "check that the file is the trace (UTF-8 or ASCII text)");
             continue;
         }
-        const char *bad = split(line, l, &r, &tmp);
+        const char *bad = sim_csv_split(line, l, &r, &tmp);
         if (bad) {
             err(&c, 0, -1, bad);
             continue;
@@ -397,6 +472,7 @@ char *sim_trace_to_csv(const sim_trace *t)
         has[COL_FRACTION] |= j->fraction < 1;
         has[COL_CHECKPOINT] |= j->checkpoint > 0;
         has[COL_ESTIMATE] |= j->estimate > 0;
+        has[COL_CENSORED] |= j->censored;
     }
     sb o;
     sb_init(&o);
@@ -422,6 +498,7 @@ char *sim_trace_to_csv(const sim_trace *t)
             sb_putc(&o, ',');
             if (j->estimate > 0) sb_printf(&o, "%.15g", j->estimate);
         }
+        if (has[COL_CENSORED]) sb_puts(&o, j->censored ? ",1" : ",0");
         sb_putc(&o, '\n');
     }
     return sb_take(&o);

@@ -522,9 +522,10 @@ typedef struct spec_server {
         double interval;    /* seconds between periodic passes; default 10 */
         /* 0 = the scheduler's default for the policy (sched_config_default) */
         double half_life, min_run_time, reclaim_min_run, max_slack, starve_after,
-            default_estimate;
+            default_estimate, aging;
         int gpu_share_limit;
         spec_toggle due_preemption;
+        spec_toggle fair_share; /* `fairShare:` teams take turns by decayed usage (lathe) */
     } scheduler;
     struct {
         int max_retries;    /* upper bound on any job's retryPolicy.maxRetries; default 10 */

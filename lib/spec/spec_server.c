@@ -291,6 +291,8 @@ static const spec_field sched_fields[] = {
     {.key = "gpuShareLimit", .type = SF_INT, .off = S(scheduler.gpu_share_limit),
      .flags = SF_MIN | SF_MAX, .min = 1, .max = 100},
     {.key = "duePreemption", .type = SF_TOGGLE, .off = S(scheduler.due_preemption)},
+    {.key = "aging", .type = SF_DURATION, .off = S(scheduler.aging)},
+    {.key = "fairShare", .type = SF_TOGGLE, .off = S(scheduler.fair_share)},
 };
 static const spec_schema sched_schema = SCHEMA0(sched_fields);
 

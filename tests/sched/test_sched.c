@@ -476,7 +476,9 @@ static void test_reclaim(void **state)
     r[2].last_checkpoint = 3950; /* 1 x 50 = 50 */
     r[3].last_checkpoint = 3500; /* 1 x 500 = 500 */
     r[4].last_checkpoint = 3999; /* team-b's own: never a victim */
-    sched_job p[1] = {job(1, 2, 1, 4, 3000, 100)}; /* has waited 1000 s >= reclaim_wait */
+    /* has waited 1000 s >= reclaim_wait; brings 4 x 1000 GPU-s of work, more than any
+     * set of victims below loses (the reclaim-cheap rule) */
+    sched_job p[1] = {job(1, 2, 1, 4, 3000, 1000)};
     run x;
     decide(&x, c, SCHED_LATHE, p, 1, r, 5, 4000, NULL, NULL);
     /* cheapest first: 23 (50), 21 (200), 24 (500); 4 GPUs free after the
@@ -512,6 +514,19 @@ static void test_reclaim(void **state)
     expect_start(&x, 1, (int[]){0, 1, 2, 3}, 4);
     assert_int_equal(x.r.n_preempt, 2);
     done(&x);
+    /* the reclaim-cheap rule: a job of 4 x 100 GPU-s does not destroy the 750
+     * GPU-s that 23, 21 and 24 would lose; without the rule it does */
+    r[2].start_time = 0;
+    p[0].est_duration = 100;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 5, 4000, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    done(&x);
+    cfg = lathe_without(SCHED_RULE_RECLAIM_CHEAP);
+    decide_cfg(&x, c, &cfg, p, 1, r, 5, 4000, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 3);
+    expect_start(&x, 1, (int[]){0, 1, 4, 5}, 4);
+    done(&x);
     sched_cluster_free(c);
 }
 
@@ -527,7 +542,7 @@ static void test_reclaim_small_and_backoff(void **state)
     sched_job r[4] = {running(21, 1, 2, g[0], 0, 1e5), running(22, 1, 2, g[1], 0, 1e5),
                       running(23, 1, 2, g[2], 0, 1e5), running(25, 2, 2, g[3], 0, 1e5)};
     for (int i = 0; i < 4; i++) r[i].checkpoint_interval = 1000; /* all lose 2 x 500 s at 9500 */
-    sched_job p[1] = {job(1, 2, 1, 1, 8000, 100)};
+    sched_job p[1] = {job(1, 2, 1, 1, 8000, 2000)}; /* 2000 GPU-s: worth a reclaim of 1000 */
     run x;
     decide(&x, c, SCHED_LATHE, p, 1, r, 4, 9500, NULL, NULL);
     assert_int_equal(x.r.n_preempt, 0);
@@ -672,10 +687,58 @@ static void test_order_short_first_but_bounded(void **state)
     decide(&x, c, SCHED_EASY, p, 2, r, 1, 100, NULL, NULL);
     expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
     done(&x);
-    /* but a job submitted more than max_slack (6 h) after the long one never passes it */
-    p[1].submit_time = 6 * 3600 + 1;
-    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 6 * 3600 + 10, NULL, NULL);
+    /* aging bounds it: the short job passes only while it was submitted less
+     * than aging (1 h) x the difference of their doublings of work after the
+     * long one: log2(1 + 10 GPU-h) - log2(1 + 1/6 GPU-h), about 3.2 h */
+    sched_config cfg;
+    sched_config_default(&cfg, SCHED_LATHE);
+    double d = cfg.aging * (log2(1 + 36000 / SCHED_WORK_UNIT) - log2(1 + 600 / SCHED_WORK_UNIT));
+    p[1].submit_time = d - 10;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, d + 100, NULL, NULL);
+    expect(&x, 2, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    p[1].submit_time = d + 10;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, d + 100, NULL, NULL);
     expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    /* with aging 0, the older slack: never passed by a job submitted more than max_slack (6 h) later */
+    cfg.aging = 0;
+    p[1].submit_time = 6 * 3600 + 1;
+    decide_cfg(&x, c, &cfg, p, 2, r, 1, 6 * 3600 + 10, NULL, NULL);
+    expect(&x, 1, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    p[1].submit_time = 60;
+    decide_cfg(&x, c, &cfg, p, 2, r, 1, 100, NULL, NULL);
+    expect(&x, 2, SCHED_START, SCHED_WHY_FITS, NULL);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* The overrun rule: a running job past its estimate is expected to run as
+ * long again as it has run. Without it, its end is "now" on every pass, the
+ * head's reservation is always about to start, and the free GPUs reserved
+ * for it idle while jobs that would end long before wait. */
+static void test_overrun(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(1, 8, 0, 0);
+    int held[4] = {0, 1, 2, 3};
+    sched_job r[1] = {running(9, 0, 4, held, 0, 1000)}; /* estimated 1000 s, has run 3000 */
+    /* the head needs all 8 GPUs (and little work: it comes first); job 2 would end at 4000 */
+    sched_job p[2] = {job(1, 0, 1, 8, 0, 10), job(2, 0, 1, 1, 100, 1000)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 2, r, 1, 3000, NULL, NULL);
+    expect(&x, 2, SCHED_START, SCHED_WHY_BACKFILL, NULL);
+    assert_true(x.r.head == 1 && x.r.head_start == 6000);
+    done(&x);
+    sched_config cfg = lathe_without(SCHED_RULE_OVERRUN);
+    decide_cfg(&x, c, &cfg, p, 2, r, 1, 3000, NULL, NULL);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    assert_true(x.r.head == 1 && x.r.head_start == 3000);
+    done(&x);
+    /* easy (Slurm's model: a job never outlives its limit) keeps "now" */
+    decide(&x, c, SCHED_EASY, p, 2, r, 1, 3000, NULL, NULL);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
     done(&x);
     sched_cluster_free(c);
 }
@@ -1080,6 +1143,7 @@ int main(void)
         cmocka_unit_test(test_sharing),
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_order_short_first_but_bounded),
+        cmocka_unit_test(test_overrun),
         cmocka_unit_test(test_due_jobs),
         cmocka_unit_test(test_oldest_head),
         cmocka_unit_test(test_pool_head),

@@ -57,6 +57,64 @@ done
 "$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --long-gpus x 2>/dev/null; rc=$?
 [ $rc -eq 1 ]; check "bad --long-gpus: exit 1 (got $rc)" $?
 
+# odd rows of real traces: replayed and counted, or errors with --strict (issue 15)
+printf 'job_id,submit_time_s,duration_s,num_gpus,duration_censored\nj1,10,0,1,0\nj2,5,60,1,1\nj3,6,60,64,0\n' > "$tmp/odd.csv"
+out=$("$LATHE" simulate --nodes 2x8 --trace "$tmp/odd.csv" --policy easy,lathe); rc=$?
+check "odd rows replayed: exit 0 (got $rc)" $rc
+grep -qF "odd.csv: 1 job with duration 0: they start and end at once (first: line 2)" <<<"$out"; check "zero duration counted (got: $out)" $?
+grep -qF "2 jobs submitted before a row above them" <<<"$out"; check "unsorted counted" $?
+grep -qF "1 job with a censored duration" <<<"$out"; check "censored counted" $?
+grep -qF "1 job asks for more GPUs than the cluster has: refused" <<<"$out"; check "too wide counted" $?
+err=$("$LATHE" simulate --nodes 2x8 --trace "$tmp/odd.csv" --strict 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ]; check "--strict: exit 2 (got $rc)" $?
+grep -qF "odd.csv:2:7: error: duration_s: a zero duration" <<<"$err"; check "--strict names file:line:col and field (got: $err)" $?
+grep -qF "odd.csv:3:4: error: submit_time_s: submitted before a row above it" <<<"$err"; check "--strict: unsorted named" $?
+printf 'job_id,submit_time_s,duration_s,num_gpus\nj1,0,60,64\n' > "$tmp/wide.csv"
+err=$("$LATHE" simulate --nodes 2x8 --trace "$tmp/wide.csv" --strict 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ]; check "--strict, too wide: exit 2 (got $rc)" $?
+grep -qF "wide.csv:2: error: num_gpus: more GPUs than the cluster has (found 64, the cluster has 16)" <<<"$err"; check "--strict: too wide named (got: $err)" $?
+# estimate modes: every policy sees the same estimates; bad modes are usage errors
+for m in exact noise limit; do
+    "$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --estimate $m --policy easy,lathe >/dev/null; check "--estimate $m exits 0" $?
+done
+a1=$("$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --estimate-noise 0.7 --seed 3 --policy easy -o json)
+a2=$("$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --estimate-noise 0.7 --seed 3 --policy easy -o json)
+[ "$(grep jct_avg <<<"$a1")" = "$(grep jct_avg <<<"$a2")" ]; check "same noise seed, same result" $?
+"$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --estimate guess 2>/dev/null; rc=$?
+[ $rc -eq 1 ]; check "unknown estimate mode: exit 1 (got $rc)" $?
+
+# trace convert: public formats into lathe's trace; trace teams: teams from real quotas
+data="$LATHE_SOURCE_DIR/tests/sim/data"
+err=$("$LATHE" trace convert --from philly "$data/philly_small.json" "$tmp/philly.csv" 2>&1); rc=$?
+check "convert philly: exit 0 (got $rc: $err)" $rc
+grep -qF "4 jobs read, 3 written to $tmp/philly.csv (1 with a censored duration); left out: 0 asked for no GPU, 1 never ran" <<<"$err"; check "philly counts (got: $err)" $?
+# application_2 is first (submitted 04:40), two attempts 10 m + 5 m on 1 GPU; application_1 237 s later, 4 GPUs for 1 h
+[ "$(sed -n 2p "$tmp/philly.csv")" = "application_2,0,900,1,vc-b,0" ]; check "philly: 2 attempts summed, vc as team (got $(sed -n 2p "$tmp/philly.csv"))" $?
+[ "$(sed -n 3p "$tmp/philly.csv")" = "application_1,237,3600,4,vc-a,0" ]; check "philly: GPUs of the last attempt" $?
+grep -q '^application_4,.*,1$' "$tmp/philly.csv"; check "philly: a run without end is censored" $?
+err=$("$LATHE" trace convert --from pai-openb "$data/openb_small.csv" "$tmp/openb.csv" 2>&1); rc=$?
+check "convert pai-openb: exit 0 (got $rc: $err)" $rc
+grep -qF "5 jobs read, 3 written to $tmp/openb.csv (1 with a censored duration); left out: 1 asked for no GPU, 1 never ran" <<<"$err"; check "openb counts (got: $err)" $?
+[ "$(sed -n 2p "$tmp/openb.csv")" = "openb-pod-0003,0,3590,8,1,0" ]; check "openb: sorted, from 0, deletion - scheduled (got $(sed -n 2p "$tmp/openb.csv"))" $?
+grep -q '^openb-pod-0001,150,650,1,0.46,0$' "$tmp/openb.csv"; check "openb: gpu_milli as a fraction" $?
+out=$("$LATHE" simulate --nodes 1x8 --trace "$tmp/openb.csv" --policy lathe); check "converted openb replays" $?
+grep -qF "1 job with a censored duration" <<<"$out"; check "censored counted in the replay" $?
+"$LATHE" trace convert --from slurm "$data/openb_small.csv" "$tmp/x.csv" 2>/dev/null; rc=$?
+[ $rc -eq 1 ]; check "convert unknown format: exit 1 (got $rc)" $?
+printf 'name,creation_time\na,1\n' > "$tmp/nocols.csv"
+err=$("$LATHE" trace convert --from pai-openb "$tmp/nocols.csv" "$tmp/x.csv" 2>&1); rc=$?
+[ $rc -eq 2 ]; check "convert without GPU column: exit 2 (got $rc)" $?
+grep -qF "nocols.csv:1:1: error: num_gpus|num_gpu|gpu_num: required column missing" <<<"$err"; check "missing column named (got: $err)" $?
+"$LATHE" trace teams --quotas "$data/quotas_small.csv" --seed 5 --gpus 64 --cluster-out "$tmp/tc.yaml" "$tmp/a.csv" "$tmp/at.csv" 2>/dev/null
+check "trace teams: exit 0" $?
+"$LATHE" trace teams --quotas "$data/quotas_small.csv" --seed 5 "$tmp/a.csv" "$tmp/at2.csv" 2>/dev/null
+cmp -s "$tmp/at.csv" "$tmp/at2.csv"; check "trace teams: same seed, same teams" $?
+na=$(grep -c ',vca' "$tmp/at.csv"); nb=$(grep -c ',vcb' "$tmp/at.csv"); nc=$(grep -c ',vcc' "$tmp/at.csv")
+[ "$nc" -eq 0 ] && [ "$na" -gt $((2 * nb)) ] && [ $((na + nb)) -eq 500 ]; check "teams 3:1 by quota, none for a team without GPUs (got $na, $nb, $nc)" $?
+grep -q 'A100-80GB: 48' "$tmp/tc.yaml" && grep -q 'A100-80GB: 16' "$tmp/tc.yaml"; check "cluster quotas scaled to 64 GPUs" $?
+out=$("$LATHE" simulate --cluster "$tmp/tc.yaml" --trace "$tmp/at.csv" --policy lathe); check "teams trace replays on its cluster" $?
+grep -q "vca" <<<"$out"; check "team shown in the report" $?
+
 # errors
 "$LATHE" simulate --nodes 2x8 2>/dev/null; rc=$?
 [ $rc -eq 1 ]; check "no --trace: exit 1 (got $rc)" $?

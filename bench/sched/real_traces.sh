@@ -1,0 +1,99 @@
+#!/bin/bash
+# real_traces.sh: lathe against fifo, greedy and easy on the real cluster
+# traces of ../shared/data/traces (issue 15), each under the three estimate
+# modes (exact, noise, limit), all policies in the same run with one default
+# configuration. Prints one row per trace x cluster x mode (average JCT of
+# every policy and lathe's ratios to each baseline, allocation, longest
+# wait) with the command that reproduces it, then for the replay with real
+# team quotas each team's share of its quota, its longest wait and Jain's
+# index. Big replays: a bench, never run by CTest.
+#
+#   bench/sched/real_traces.sh [LATHE] [TRACES_DIR]
+#
+# LATHE defaults to build/lathe, TRACES_DIR to ../shared/data/traces (or
+# $LATHE_SHARED_DIR/data/traces). Work files go to a temporary folder
+# (kept with KEEP=1). Takes about a minute on 2 cores.
+set -eu
+here=$(cd "$(dirname "$0")/../.." && pwd)
+L=${1:-$here/build/lathe}
+T=${2:-${LATHE_SHARED_DIR:-$here/../shared}/data/traces}
+[ -x "$L" ] || { echo "real_traces.sh: no lathe at $L (build it first)" >&2; exit 1; }
+[ -r "$T/alibaba_lingjun_2023_jobs.csv" ] || { echo "real_traces.sh: no traces in $T" >&2; exit 1; }
+w=$(mktemp -d)
+[ "${KEEP:-0}" = 1 ] && echo "work files: $w" || trap 'rm -rf "$w"' EXIT
+
+# the traces in lathe's form, and Helios Venus team quotas given to the Lingjun jobs
+"$L" trace convert --from lingjun "$T/alibaba_lingjun_2023_jobs.csv" "$w/lingjun.csv"
+"$L" trace convert --from pai-openb "$T/alibaba_pai_2023_openb_tasks.csv" "$w/openb.csv"
+"$L" trace teams --quotas "$T/helios_venus_2020_vc_gpus_daily.csv" --seed 1 --gpus 1024 \
+    --cluster-out "$w/lingjun-teams.yaml" "$w/lingjun.csv" "$w/lingjun-teams.csv"
+
+# name | trace | cluster option
+runs=(
+    "lingjun-1024|lingjun.csv|--nodes 128x8"
+    "lingjun-teams-1024|lingjun-teams.csv|--cluster lingjun-teams.yaml"
+    "openb-16|openb.csv|--nodes 2x8"
+    "openb-32|openb.csv|--nodes 4x8"
+    "openb-64|openb.csv|--nodes 8x8"
+)
+modes="exact noise limit"
+for r in "${runs[@]}"; do
+    IFS='|' read -r name trace cl <<<"$r"
+    for m in $modes; do
+        # shellcheck disable=SC2086
+        (cd "$w" && "$L" simulate $cl --trace "$trace" --estimate "$m" -o json > "$name-$m.json" 2> "$name-$m.err") &
+        while [ "$(jobs -r | wc -l)" -ge 2 ]; do sleep 0.2; done
+    done
+done
+wait
+
+python3 - "$w" "${runs[@]}" <<'PY'
+import json, sys
+w, runs = sys.argv[1], sys.argv[2:]
+modes = ["exact", "noise", "limit"]
+def h(s): return "%.1f d" % (s / 86400) if s >= 100 * 3600 else "%.2f h" % (s / 3600)
+print("\n## Average JCT, allocation and longest wait (lathe: one default configuration)\n")
+print("| trace | GPUs | estimates | avg JCT fifo / greedy / easy / lathe | lathe / easy | lathe / greedy | lathe / fifo | allocation fifo / greedy / easy / lathe | longest wait fifo / greedy / easy / lathe | lathe wins |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+wins = total = 0
+cmds = []
+for r in runs:
+    name, trace, cl = r.split("|")
+    for m in modes:
+        d = json.load(open("%s/%s-%s.json" % (w, name, m)))
+        p = {x["policy"]: x for x in d["policies"]}
+        f, g, e, l = (p[k] for k in ("fifo", "greedy", "easy", "lathe"))
+        j = lambda x: x["jct_avg_s"]
+        best = max(x["allocation_rate"] for x in (f, g, e))
+        ok_jct = j(l) < j(e) and j(l) < j(g) and j(l) <= 0.5 * j(f)
+        ok_alloc = l["allocation_rate"] >= best - 5e-5
+        total += 1
+        wins += ok_jct and ok_alloc
+        tag = "yes" if ok_jct and ok_alloc else ("JCT only" if ok_jct else "no")
+        print("| %s | %d | %s | %s | %.3f | %.3f | %.3f | %s | %s | %s |" % (
+            name.rsplit("-", 1)[0], d["gpus"], m, " / ".join(h(j(x)) for x in (f, g, e, l)),
+            j(l) / j(e), j(l) / j(g), j(l) / j(f),
+            " / ".join("%.1f %%" % (100 * x["allocation_rate"]) for x in (f, g, e, l)),
+            " / ".join(h(x["wait_max_s"]) for x in (f, g, e, l)), tag))
+        cmds.append("lathe simulate %s --trace %s --estimate %s" % (cl, trace, m))
+print("\nlathe below easy and greedy, at most half of fifo, and allocation at least every baseline's: %d of %d rows" % (wins, total))
+print("\nCommands (in the work folder; traces made as at the top of bench/sched/real_traces.sh):\n")
+for c in dict.fromkeys(cmds): print("    " + c)
+for r in runs:
+    name, trace, cl = r.split("|")
+    if "teams" not in name: continue
+    for m in modes:
+        d = json.load(open("%s/%s-%s.json" % (w, name, m)))
+        p = {x["policy"]: x for x in d["policies"]}
+        print("\n## %s, %s estimates: teams (Helios Venus quotas scaled to %d GPUs)\n" % (name, m, d["gpus"]))
+        print("Jain's index of average GPUs / quota: " + ", ".join("%s %.3f" % (k, p[k]["jain_index"]) for k in ("fifo", "greedy", "easy", "lathe")) + "\n")
+        print("| team | quota | jobs | avg GPUs easy / lathe | share of quota easy / lathe | longest wait easy / lathe |")
+        print("|---|---|---|---|---|---|")
+        te = {t["team"]: t for t in p["easy"]["teams"]}
+        for t in p["lathe"]["teams"]:
+            e = te.get(t["team"], {})
+            sq = lambda x: "%.2f" % x["share_of_quota"] if x.get("share_of_quota") is not None else "-"
+            print("| %s | %d | %d | %.1f / %.1f | %s / %s | %s / %s |" % (
+                t["team"], t["quota"], t["jobs"], e.get("avg_gpus", 0), t["avg_gpus"], sq(e), sq(t),
+                h(e.get("wait_max_s", 0)), h(t["wait_max_s"])))
+PY
