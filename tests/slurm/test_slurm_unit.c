@@ -285,7 +285,7 @@ static void test_render(void **state)
     for (size_t i = 0; i < s.argc; i++) print_message("  %s\n", s.argv[i]);
     assert_string_equal(s.argv[0], "sbatch");
     assert_true(has_arg(&s, "--job-name=lathe-team-a-r8-2"));
-    assert_true(has_arg(&s, "--comment=lathe job=team-a/r8 attempt=2 id=5"));
+    assert_true(has_arg(&s, "--comment=lathe job=team-a/r8 attempt=2 id=5 dir=29155b1e"));
     assert_true(has_arg(&s, "--output=/data/jobs/team-a/r8/attempt-2/output.log"));
     assert_true(has_arg(&s, "--nodes=2"));
     assert_true(has_arg(&s, "--ntasks-per-node=1"));

@@ -15,8 +15,10 @@ submit "$T/train-r8.yaml"; check "submit" $?
 wait_state train-r8 succeeded 240; check "the job succeeded" $?
 
 slurm_jobs train-r8 > "$T/sj"
-n=$(wc -l < "$T/sj"); [ "$n" -eq 1 ]; check "one Slurm job for one attempt ($n: $(tr '\n' ' ' < "$T/sj"))" $?
+n=$(wc -l < "$T/sj"); msg="one Slurm job for one attempt ($n: $(tr '\n' ' ' < "$T/sj"))"
+[ "$n" -eq 1 ]; check "$msg" $?
 id=$(awk '{print $1}' "$T/sj" | head -1)
+[ -n "$id" ] || id=none
 scontrol show job "$id" > "$T/job.txt" 2>&1
 grep -q "JobName=lathe-team-a-train-r8-1" "$T/job.txt"; check "the job name names lathe's job and attempt" $?
 grep -q "Comment=lathe job=team-a/train-r8 attempt=1" "$T/job.txt"; check "the comment names it too" $?
