@@ -424,22 +424,54 @@ static exec_rc sl_attach(exec_backend *be, const char *text, exec_handle **out, 
     return EXEC_OK;
 }
 
+/* The newest attempt of the job in job_dir: its current.json, or a Slurm
+ * job whose comment names this folder and a newer attempt (a server killed
+ * after its sbatch and before it wrote the handle). */
 static exec_rc sl_find(exec_backend *be, const char *job_dir, exec_handle **out, char *err,
                        size_t errsz)
 {
+    slurm_be *b = (slurm_be *)be;
     *out = NULL;
     char *p = path_join(job_dir, EXEC_CURRENT_FILE);
     char e2[256];
     size_t len;
     char *text = file_read_all(p, 1 << 20, &len, e2, sizeof e2);
     free(p);
-    if (!text) {
-        snprintf(err, errsz, "no attempt was started in %s", job_dir);
-        return EXEC_E_GONE;
-    }
-    exec_rc rc = sl_attach(be, text, out, err, errsz);
+    exec_rc rc = EXEC_E_GONE;
+    if (text) rc = sl_attach(be, text, out, err, errsz);
     free(text);
-    return rc;
+    refresh_if_stale(b);
+    uint32_t key = slurm_dir_key(job_dir);
+    slurm_job *best = NULL;
+    int best_attempt = rc == EXEC_OK ? (*out)->attempt : 0;
+    for (size_t i = 0; i < b->n_jobs; i++) {
+        int a = slurm_comment_attempt(b->jobs[i].comment, key);
+        if (a > best_attempt || (a == best_attempt && best && b->jobs[i].id > best->id)) {
+            best = &b->jobs[i];
+            best_attempt = a;
+        }
+    }
+    if (!best) {
+        if (rc != EXEC_OK) snprintf(err, errsz, "no attempt was started in %s", job_dir);
+        return rc;
+    }
+    if (*out) sl_release(*out);
+    *out = NULL;
+    slurm_handle *h = new_handle(b, job_dir, best_attempt);
+    h->id = best->id;
+    h->name = xstrdup(best->name ? best->name : "");
+    h->comment = xstrdup(best->comment);
+    h->submitted_at = best->start > 0 ? best->start : wall();
+    h->h.started_at = h->submitted_at;
+    h->restarts = best->restarts;
+    h->checkpoint_dir = path_join(job_dir, "checkpoints");
+    /* the built-in trainer's "cannot succeed" code is all a lost start
+     * request can tell; other trainers fail as retryable */
+    h->no_retry = xcalloc(1, sizeof *h->no_retry);
+    link_handle(b, h);
+    save_handle(h);
+    *out = &h->h;
+    return EXEC_OK;
 }
 
 /* ---- start ---- */

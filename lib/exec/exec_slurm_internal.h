@@ -75,6 +75,11 @@ bool slurm_parse_nodes(const char *text, size_t len, exec_slurm_node **out, size
 bool slurm_first_host(const char *list, char *out, size_t outsz);
 /* seconds as Slurm's --time D-HH:MM:SS (rounded up to the minute, at least 1). */
 void slurm_format_time(double seconds, char *out, size_t outsz);
+/* The key of a job's folder in the comment ("dir=%08x"): FNV-1a of its path. */
+uint32_t slurm_dir_key(const char *dir);
+/* From a comment lathe wrote ("lathe job=T/N attempt=A id=I dir=K"): the
+ * attempt, when its key is key; 0 otherwise. */
+int slurm_comment_attempt(const char *comment, uint32_t key);
 /* True for a string Slurm takes as a name: letters, digits, . _ - + and
  * at most 200 characters. */
 bool slurm_name_ok(const char *s);

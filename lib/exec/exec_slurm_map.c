@@ -492,3 +492,23 @@ bool slurm_name_ok(const char *s)
         if (!isalnum((unsigned char)*p) && !strchr("._-+", *p)) return false;
     return true;
 }
+
+uint32_t slurm_dir_key(const char *dir)
+{
+    uint32_t h = 2166136261u;
+    for (const char *p = dir ? dir : "."; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+int slurm_comment_attempt(const char *comment, uint32_t key)
+{
+    if (!comment || strncmp(comment, "lathe job=", 10) != 0) return 0;
+    const char *a = strstr(comment, " attempt="), *d = strstr(comment, " dir=");
+    if (!a || !d) return 0;
+    char want[16];
+    snprintf(want, sizeof want, "%08x", key);
+    if (strcmp(d + 5, want) != 0) return 0;
+    char *end;
+    long n = strtol(a + 9, &end, 10);
+    return *end == ' ' && n > 0 && n < 1000000 ? (int)n : 0;
+}

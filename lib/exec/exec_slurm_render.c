@@ -82,8 +82,7 @@ bool exec_slurm_render(const exec_request *req, const spec_slurm *s, const char 
     /* the folder's hash tells apart two servers' jobs of one name (the
      * comment is what the dedupe before sbatch compares) */
     const char *dir = req->job_dir ? req->job_dir : ".";
-    uint32_t hsh = 2166136261u;
-    for (const char *p = dir; *p; p++) hsh = (hsh ^ (unsigned char)*p) * 16777619u;
+    uint32_t hsh = slurm_dir_key(dir);
     out->comment = xasprintf("lathe job=%s/%s attempt=%d id=%lld dir=%08x", team, name,
                              req->attempt, (long long)k->job_id, hsh);
     char *work = xasprintf("%s/attempt-%d", dir, req->attempt);

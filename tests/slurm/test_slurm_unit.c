@@ -219,6 +219,14 @@ static void test_small(void **state)
     assert_string_equal(t, "0-00:01:00");
     slurm_format_time(3600 * 25 + 61, t, sizeof t);
     assert_string_equal(t, "1-01:02:00");
+    uint32_t key = slurm_dir_key("/data/jobs/team-a/r8");
+    char c[160];
+    snprintf(c, sizeof c, "lathe job=team-a/r8 attempt=3 id=5 dir=%08x", key);
+    assert_int_equal(slurm_comment_attempt(c, key), 3);
+    assert_int_equal(slurm_comment_attempt(c, key + 1), 0);
+    assert_int_equal(slurm_comment_attempt("lathe job=a/b attempt=x id=1 dir=00000000", 0), 0);
+    assert_int_equal(slurm_comment_attempt("someone else's job", key), 0);
+    assert_int_equal(slurm_comment_attempt(NULL, key), 0);
     assert_true(slurm_name_ok("lathe-team-a-r8-1"));
     assert_false(slurm_name_ok("a b"));
     assert_false(slurm_name_ok("$(x)"));
