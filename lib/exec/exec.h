@@ -125,6 +125,9 @@ typedef struct exec_cluster_req {
                                     token is mounted (automountServiceAccountToken false) */
     double grace;                /* timeout.gracePeriod, seconds */
     double max_duration;         /* timeout.maxDuration left for this attempt; 0 = none */
+    double time_limit;           /* maxDuration left plus the grace period (Slurm's
+                                    --time, whose --signal comes a grace period
+                                    before it); 0 = none */
     /* Operator mode (docs/kubernetes.md, "Operator mode"): the custom
      * resource the job comes from (a LoRATrainingJob). The attempt's Job gets
      * an ownerReference to it and the label lathe.dev/owner-uid = uid; an

@@ -65,6 +65,7 @@ struct slurm_handle {
     double term_at, kill_at;
     bool term_sent, kill_sent;
     int restarts;           /* Slurm's restart count when the attempt started */
+    double grace;           /* the --signal's lead on the time limit */
     exec_log_reader log;
     exec_tally tally;
     double poll_now;
@@ -311,13 +312,13 @@ static char *handle_text(const slurm_handle *h)
     json_t *nr = json_array();
     for (size_t i = 0; i < h->n_no_retry; i++) json_array_append_new(nr, json_integer(h->no_retry[i]));
     json_t *o = json_pack("{s:s, s:i, s:I, s:s, s:s, s:s, s:i, s:s, s:s, s:f, s:f, s:o, s:i, s:f, s:f, "
-                          "s:b, s:b}",
+                          "s:b, s:b, s:f}",
                           "backend", "slurm", "version", 1, "slurm_job_id", (json_int_t)h->id,
                           "name", h->name, "comment", h->comment, "job_dir", h->h.job_dir, "attempt",
                           h->h.attempt, "work_dir", h->h.work_dir, "log_path", h->h.log_path,
                           "started_at", h->h.started_at, "submitted_at", h->submitted_at,
                           "no_retry", nr, "restarts", h->restarts, "term_at", h->term_at, "kill_at",
-                          h->kill_at, "term_sent", h->term_sent, "kill_sent", h->kill_sent);
+                          h->kill_at, "term_sent", h->term_sent, "kill_sent", h->kill_sent, "grace", h->grace);
     if (h->checkpoint_dir) json_object_set_new(o, "checkpoint_dir", json_string(h->checkpoint_dir));
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
@@ -408,6 +409,7 @@ static exec_rc sl_attach(exec_backend *be, const char *text, exec_handle **out, 
     h->h.started_at = exec_json_num(o, "started_at", 0);
     h->submitted_at = exec_json_num(o, "submitted_at", 0);
     h->restarts = (int)exec_json_num(o, "restarts", 0);
+    h->grace = exec_json_num(o, "grace", 0);
     h->term_at = exec_json_num(o, "term_at", 0);
     h->kill_at = exec_json_num(o, "kill_at", 0);
     h->term_sent = json_is_true(json_object_get(o, "term_sent"));
@@ -558,6 +560,7 @@ static exec_rc sl_start(exec_backend *be, const exec_request *req, exec_handle *
     h->submitted_at = wall();
     h->h.started_at = h->submitted_at;
     h->restarts = restarts;
+    h->grace = req->cluster.grace;
     h->no_retry = xcalloc(req->n_no_retry_codes ? req->n_no_retry_codes : 1, sizeof *h->no_retry);
     for (size_t i = 0; i < req->n_no_retry_codes; i++) h->no_retry[i] = req->no_retry_codes[i];
     h->n_no_retry = req->n_no_retry_codes;
@@ -709,6 +712,14 @@ static void sl_poll(exec_handle *eh, double now, exec_status *st, exec_update *u
     bool requeued = j->restarts > h->restarts;
     slurm_map_status(j, h->term_sent, h->kill_sent, h->tally.oom_line, requeued, h->no_retry,
                      h->n_no_retry, st);
+    if (!h->term_sent && st->phase != EXEC_RUNNING && slurm_signalled_by_limit(j, h->grace)) {
+        st->end = EXEC_END_TIMED_OUT;
+        st->retryable = false;
+        snprintf(st->reason, sizeof st->reason,
+                 "Slurm job %llu stopped on the SIGTERM its --signal sends %.0fs before its time "
+                 "limit (--time): timed out, its checkpoint saved",
+                 (unsigned long long)j->id, h->grace);
+    }
     if (st->phase == EXEC_RUNNING && st->started_at <= 0) st->started_at = h->h.started_at;
     if (st->phase != EXEC_RUNNING) {
         if (requeued && !slurm_state_final(j->state)) {

@@ -44,6 +44,7 @@ typedef struct slurm_job {
     int signal;       /* 0 = none */
     int restarts;     /* restart_cnt: how often Slurm requeued it */
     double start, end; /* seconds since the epoch; 0 = not yet */
+    double time_limit; /* seconds (--time); 0 = none or unknown */
 } slurm_job;
 
 void slurm_jobs_free(slurm_job *jobs, size_t n);
@@ -60,9 +61,15 @@ bool slurm_parse_sacct_json(const char *text, size_t len, slurm_job **jobs, size
  * waiting set from a pending reason), or ended and classified. term_sent
  * / kill_sent: lathe's cancel. oom_line: the log showed an out-of-memory
  * message. requeued: Slurm requeued it since the attempt started (its
- * restart count grew): the attempt is over (lost or evicted). */
+ * restart count grew): the attempt is over (lost or evicted). A job
+ * stopped by the --signal of its time limit (slurm_signalled_by_limit:
+ * the caller passes grace >= 0 in the job's time_limit sense) is timed out. */
 void slurm_map_status(const slurm_job *j, bool term_sent, bool kill_sent, bool oom_line,
                       bool requeued, const int *no_retry, size_t n_no_retry, exec_status *st);
+/* True when a job that lathe did not signal stopped on SIGTERM (exit 143,
+ * or the signal) near its time limit: Slurm's --signal=B:TERM@grace, sent
+ * up to 60 s early, a grace period before the limit. */
+bool slurm_signalled_by_limit(const slurm_job *j, double grace);
 
 /* `scontrol -o show nodes`: one node a line of KEY=VALUE words (a word
  * without '=' belongs to the value before it: Reason=... holds spaces).

@@ -149,6 +149,7 @@ bool slurm_parse_squeue_json(const char *text, size_t len, slurm_job **jobs, siz
         j->restarts = (int)num_of(o, "restart_cnt");
         j->start = num_of(o, "start_time");
         j->end = num_of(o, "end_time");
+        j->time_limit = num_of(o, "time_limit") * 60; /* minutes; null when none */
     }
     json_decref(root);
     *jobs = out;
@@ -195,6 +196,7 @@ bool slurm_parse_sacct_json(const char *text, size_t len, slurm_job **jobs, size
         if (json_is_object(tm)) {
             j->start = num_of(tm, "start");
             j->end = num_of(tm, "end");
+            j->time_limit = num_of(tm, "limit") * 60;
         }
         json_t *rq = json_object_get(o, "requeue"); /* not in 22.05's sacct; kept if present */
         j->restarts = json_is_integer(rq) ? (int)json_integer_value(rq) : 0;
@@ -299,6 +301,14 @@ void slurm_map_status(const slurm_job *j, bool term_sent, bool kill_sent, bool o
         set(st, EXEC_END_LOST, true, "Slurm job %llu: its node failed (NODE_FAIL%s); retried", j);
         return;
     }
+}
+
+bool slurm_signalled_by_limit(const slurm_job *j, double grace)
+{
+    if (!(j->time_limit > 0) || !(j->start > 0) || !(j->end >= j->start)) return false;
+    if (j->state != SLURM_ST_FAILED && j->state != SLURM_ST_CANCELLED) return false;
+    bool term = j->exit_code == 128 + SIGTERM || j->signal == SIGTERM;
+    return term && j->end - j->start >= j->time_limit - (grace > 0 ? grace : 0) - 60;
 }
 
 /* ---- scontrol -o show nodes ---- */

@@ -116,9 +116,9 @@ bool exec_slurm_render(const exec_request *req, const spec_slurm *s, const char 
     if (k->cpu > 0) push(out, &cap, xasprintf("--cpus-per-task=%d", (int)ceil(k->cpu)));
     if (k->memory > 0)
         push(out, &cap, xasprintf("--mem=%lldM", (long long)ceil(k->memory / (1024.0 * 1024.0))));
-    if (k->max_duration > 0) {
+    if (k->time_limit > 0) {
         char t[48];
-        slurm_format_time(k->max_duration, t, sizeof t);
+        slurm_format_time(k->time_limit, t, sizeof t);
         push(out, &cap, xasprintf("--time=%s", t));
     }
     long grace = lround(k->grace > 0 ? k->grace : 120);

@@ -166,6 +166,21 @@ static void test_map(void **state)
         assert_true(strstr(st.reason, "42") != NULL || st.end <= EXEC_END_SIGNALLED);
     }
     assert_string_equal(exec_end_name(EXEC_END_TIMED_OUT), "timed_out");
+
+    /* stopped by the --signal of its time limit: 20 s grace, a 2-minute limit */
+    j = job(SLURM_ST_FAILED, "FAILED", 143, 0, "NonZeroExitCode");
+    j.time_limit = 120;
+    j.start = 1000;
+    j.end = 1000 + 95;
+    assert_true(slurm_signalled_by_limit(&j, 20));
+    j.end = 1000 + 10; /* long before: not the limit's */
+    assert_false(slurm_signalled_by_limit(&j, 20));
+    j.end = 1000 + 95;
+    j.exit_code = 1; /* not stopped by SIGTERM */
+    assert_false(slurm_signalled_by_limit(&j, 20));
+    j.exit_code = 143;
+    j.time_limit = 0; /* no limit */
+    assert_false(slurm_signalled_by_limit(&j, 20));
 }
 
 static void test_nodes(void **state)
@@ -285,7 +300,7 @@ static void test_render(void **state)
     q.cluster.n_nodes = 2;
     q.cluster.priority_class = "urgent";
     q.cluster.grace = 20;
-    q.cluster.max_duration = 600;
+    q.cluster.time_limit = 600;
     q.cluster.slurm_account = "ai-training";
     exec_slurm_submit s;
     char err[256];
