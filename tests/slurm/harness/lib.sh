@@ -179,6 +179,7 @@ spec:
     maxBackoffSeconds: 2
   timeout:
     gracePeriod: 20s
+${MAXDUR:+    maxDuration: $MAXDUR}
   trainer:
     env:
       LATHE_THREADS: "1"
