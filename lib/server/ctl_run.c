@@ -694,6 +694,7 @@ static void poll_one(ctl *c, ctl_job *j, double now)
     if (up.n_points) write_progress(c, j, up.points, up.n_points);
     for (size_t k = 0; k < up.n_checkpoints; k++) record_checkpoint(c, j, &up.checkpoints[k], now);
     if (stt.phase != EXEC_RUNNING) {
+        if (stt.end == EXEC_END_LOST) c->slurm_nodes_at = 0; /* a node may be gone: look now */
         free(j->pod_wait);
         j->pod_wait = NULL;
         ctl_end e = {.st = stt, .adapter = up.adapter};
