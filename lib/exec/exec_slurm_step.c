@@ -17,8 +17,10 @@
 #include "exec_internal.h"
 #include "exec_slurm_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,36 @@ static const char *env_get(char **env, size_t n, const char *name)
     for (size_t i = 0; i < n; i++)
         if (strncmp(env[i], name, l) == 0 && env[i][l] == '=') return env[i] + l + 1;
     return NULL;
+}
+
+/* Resident memory of every process of group pgid, bytes (/proc). */
+static double group_rss(pid_t pgid)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    double total = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')');
+        long pg = 0, rss = 0;
+        /* after ") ": state ppid pgrp ... field 24 rss (pages) */
+        if (!rp || sscanf(rp + 2, "%*c %*d %ld %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                                   "%*d %*d %*d %*d %*u %*u %ld",
+                          &pg, &rss) != 2)
+            continue;
+        if (pg == (long)pgid && rss > 0) total += (double)rss * (double)page;
+    }
+    closedir(d);
+    return total;
 }
 
 static int usage(void)
@@ -205,8 +237,30 @@ int exec_slurm_step_main(int argc, char **argv)
     }
     setpgid(pid, pid);
     g_child = pid;
+    /* --mem where Slurm itself does not hold the job to it (no cgroup
+     * task plugin): the trainer's process group is watched and killed
+     * over it, with a line the out-of-memory classification knows */
+    const char *mem = getenv("SLURM_MEM_PER_NODE");
+    double limit = mem ? atof(mem) * 1024 * 1024 : 0;
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    for (;;) {
+        pid_t w = waitpid(pid, &status, limit > 0 ? WNOHANG : 0);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) break;
+        if (limit > 0 && w == 0) {
+            double rss = group_rss(pid);
+            if (rss > limit) {
+                printf("lathe: out of memory: the trainer's processes use %.0f MiB, over the job's "
+                       "--mem of %.0f MiB; killed\n",
+                       rss / (1024 * 1024), limit / (1024 * 1024));
+                fflush(stdout);
+                kill(-pid, SIGKILL);
+                limit = 0;
+                continue;
+            }
+            struct timespec ts = {0, 200 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
     }
     g_child = 0;
     free(prog);
