@@ -239,8 +239,15 @@ static void row_stack(est_row *r, json_t *row)
     /* transformers 4.46 (2024-10-24) moved the logits' upcast into the loss
      * function and shifts the labels instead of the logits */
     r->in.legacy_loss = (st == EST_STACK_HF || st == EST_STACK_PLAIN) && !(date && strcmp(date, "2024-10") >= 0);
+    /* until 4.49 (2025-02-17) that function still shifted the fp32 logits
+     * with a copy (PR 35646 removed it) */
+    r->in.loss_shift_copy = (st == EST_STACK_HF || st == EST_STACK_PLAIN) && !r->in.legacy_loss && date &&
+                            strcmp(date, "2025-02-17") < 0;
     const char *q = jstr(row, "quant");
-    if (contains_ci(src, "qlora paper") || contains_ci(src, "dettmers") ||
+    /* who casts the unquantised weights back, or never calls
+     * prepare_model_for_kbit_training: ms-swift (no call in swift/ from
+     * 1.x, 2023-12, to 3.x) */
+    if (contains_ci(src, "ms-swift") || contains_ci(src, "qlora paper") || contains_ci(src, "dettmers") ||
         contains_ci(src, "axolotl") || contains_ci(src, "llama-factory") ||
         contains_ci(src, "llamafactory") || (q && strcmp(q, "hqq4") == 0))
         r->in.kbit_fp32 = false;

@@ -101,7 +101,10 @@ double est_layer_backward_work(const est_ctx *x);
 typedef struct est_loss_plan {
     double logits;        /* the lm_head output's dtype */
     bool upcast_in_model; /* the model returns logits.float() (transformers < 4.46, torchtune) */
-    bool shift_copy;      /* logits[..., :-1, :].contiguous() (transformers < 4.46, Qwen v1, old torchtune) */
+    bool shift_copy;      /* logits[..., :-1, :].contiguous() (transformers < 4.49, Qwen v1, old torchtune) */
+    bool upcast_in_loss;  /* the loss function upcasts the model's 16-bit logits (a local fp32 copy,
+                             alive until the loss returns) before shifting them (transformers
+                             4.46-4.48's ForCausalLMLoss); the 16-bit logits stay the output's */
     double ce;            /* the log-softmax's dtype */
     bool cast_in_loss;    /* the loss casts 16-bit logits to fp32 for the cross entropy (autocast,
                              transformers >= 4.46's loss function) */

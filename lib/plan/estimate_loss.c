@@ -6,9 +6,14 @@
  * tensors of the step.
  *
  * The rules, from each stack's code:
- *   transformers >= 4.46 (ForCausalLMLoss): the model returns 16-bit
+ *   transformers >= 4.49 (ForCausalLMLoss): the model returns 16-bit
  *     logits; the loss function upcasts them (`logits.float()`), shifts the
  *     labels instead of the logits and takes the cross entropy in fp32
+ *   transformers 4.46-4.48: the same function still shifted the logits,
+ *     `logits[..., :-1, :].contiguous()` on the fp32 copy, until PR 35646
+ *     (merged 2025-01-13, after 4.48.0) removed the copy: the 16-bit
+ *     output, its fp32 upcast and the fp32 shifted copy meet the
+ *     log-softmax
  *   transformers 4.36-4.45 (Llama family): `logits = logits.float()` in the
  *     model's forward, then `logits[..., :-1, :].contiguous()` (a copy)
  *   Qwen v1's modeling_qwen.py: the loss of the 16-bit logits, shifted with
@@ -41,6 +46,7 @@
  * zeros_like) and log_softmax's gradient. */
 #include "plan/estimate_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The dtype the cross entropy is computed in: fp32 when the model is,
@@ -103,6 +109,10 @@ void est_loss_plan_of(const est_ctx *x, est_loss_plan *lp)
     } else if (in->legacy_loss) {
         lp->upcast_in_model = a < 4;
         lp->shift_copy = true;
+    } else if (in->loss_shift_copy) {
+        lp->upcast_in_model = a < 4;
+        lp->upcast_in_loss = a < 4;
+        lp->shift_copy = true;
     } else {
         lp->cast_in_loss = a < 4;
     }
@@ -122,6 +132,11 @@ double est_loss_plan_peak(const est_loss_plan *lp)
          * every chunk (saved) or of this one (compiled: recomputed), and
          * this chunk's fp32 upcast */
         return lp->logits + (lp->save_lsm ? 4.0 : 4.0 * lp->chunk_share) + 4.0 * lp->chunk_share + lp->softcap;
-    double kept = lp->keep_logits ? (lp->upcast_in_model ? 4.0 : lp->logits) : 0;
-    return 3.0 * lp->ce + kept + lp->softcap;
+    /* the output's logits: fp32 when the model upcast them */
+    double out = lp->upcast_in_model && !lp->upcast_in_loss ? 4.0 : lp->logits;
+    double kept = lp->keep_logits ? out : 0;
+    double backward = 3.0 * lp->ce + kept + lp->softcap;
+    if (lp->upcast_in_loss) /* the forward: output, its fp32 upcast, the shifted copy, the log-softmax */
+        return fmax(backward, lp->logits + 4.0 + 4.0 + lp->ce + lp->softcap);
+    return backward;
 }

@@ -562,11 +562,17 @@ static int loss_and_head(rp *p, rp_step *s, int hidden)
         free(lsm);
     } else {
         int logits = rp_alloc(p, lp.logits * V * N, EST_T_LOGITS);
-        double cur_b = lp.logits, rows = N;
+        double cur_b = lp.logits, rows = N, out_b = lp.logits;
+        int local = -1; /* the loss function's own fp32 upcast (transformers 4.46-4.48) */
         if (lp.upcast_in_model) { /* logits.float() */
             int up = rp_alloc(p, 4.0 * V * N, EST_T_LOGITS);
-            rp_free(p, &logits);
-            logits = up;
+            if (lp.upcast_in_loss) {
+                local = up; /* the 16-bit output stays the model's */
+            } else {
+                rp_free(p, &logits);
+                logits = up;
+                out_b = 4.0;
+            }
             cur_b = 4.0;
         }
         int shifted = -1;
@@ -585,7 +591,8 @@ static int loss_and_head(rp *p, rp_step *s, int hidden)
         } else {
             rp_free(p, &shifted);
         }
-        int converted = lp.convert_outputs && cur_b < 4 ? rp_alloc(p, 4.0 * V * N, EST_T_LOGITS) : -1;
+        rp_free(p, &local); /* the loss function returns */
+        int converted = lp.convert_outputs && out_b < 4 ? rp_alloc(p, 4.0 * V * N, EST_T_LOGITS) : -1;
         rp_free(p, &converted); /* compute_loss returns: the outputs go */
         if (lp.keep_logits && kept < 0) { /* the outputs, and their logits, live through backward */
             kept = logits;

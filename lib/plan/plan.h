@@ -98,6 +98,9 @@ typedef struct est_input {
     bool legacy_loss;         /* transformers < 4.46: the model returns logits.float() and shifts
                                  them with a copy (later versions shift the labels and upcast in
                                  the loss function) */
+    bool loss_shift_copy;     /* transformers 4.46-4.48: ForCausalLMLoss upcasts the 16-bit logits
+                                 and shifts the fp32 copy with .contiguous() (from 4.49 it shifts
+                                 the labels instead) */
     ca_config alloc;          /* PYTORCH_CUDA_ALLOC_CONF: max_split_size, expandable_segments,
                                  roundup_power2_divisions (the capacity comes from gpu_memory) */
 } est_input;

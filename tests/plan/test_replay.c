@@ -81,6 +81,7 @@ static void expect_loss(est_stack stack, void (*change)(est_input *), double tol
 
 static void qwen_v1(est_input *in) { in->bf16_loss = true; }
 static void legacy(est_input *in) { in->legacy_loss = true; }
+static void shift_copy(est_input *in) { in->loss_shift_copy = true; }
 static void compiled(est_input *in) { in->compiled = true; }
 static void unchunked_litgpt(est_input *in) { in->chunked_loss = false; }
 static void old_torchtune(est_input *in) { in->chunked_loss = false; in->logits_kept = true; in->fused_optimizer = false; }
@@ -96,6 +97,8 @@ static void test_loss_plans(void **state)
     expect_loss(EST_STACK_HF, legacy, 0.25);
     expect_loss(EST_STACK_PLAIN, NULL, 0.25);
     expect_loss(EST_STACK_PLAIN, legacy, 0.25);
+    expect_loss(EST_STACK_HF, shift_copy, 0.25);
+    expect_loss(EST_STACK_PLAIN, shift_copy, 0.25);
     expect_loss(EST_STACK_TORCHTUNE, NULL, 0.15);
     expect_loss(EST_STACK_TORCHTUNE, compiled, 0.1);
     expect_loss(EST_STACK_TORCHTUNE, old_torchtune, 0.3);
@@ -104,6 +107,36 @@ static void test_loss_plans(void **state)
     /* LitGPT's 128-token chunks */
     expect_loss(EST_STACK_LITGPT, NULL, 0.15);
     expect_loss(EST_STACK_LITGPT, unchunked_litgpt, 0.15);
+}
+
+/* transformers 4.46-4.48's ForCausalLMLoss, by hand, in bytes per token
+ * and vocabulary entry: the model's bf16 logits (2), the function's fp32
+ * upcast (4), its shifted fp32 copy (4) and the log-softmax (4) meet in
+ * the forward: 14; from 4.49 (labels shifted, no copy) the backward's
+ * three fp32 buffers are the peak: 12. A plain loop keeps the bf16 output
+ * through backward: 12 + 2 = 14 either way. */
+static void test_loss_shift_copy(void **state)
+{
+    (void)state;
+    model_shape m;
+    loss_shape(&m);
+    const struct {
+        est_stack stack;
+        bool copy;
+        double bytes;
+    } cases[] = {{EST_STACK_HF, true, 14}, {EST_STACK_HF, false, 12}, {EST_STACK_PLAIN, true, 14},
+                 {EST_STACK_PLAIN, false, 14}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        est_input in;
+        lora_input(&in, &m, cases[k].stack);
+        in.loss_shift_copy = cases[k].copy;
+        est_result r;
+        est_estimate(&in, &bare, &r);
+        if (r.loss_vocab_bytes != cases[k].bytes)
+            fail_msg("%s, shift copy %d: %.2f bytes, by hand %.0f", est_stack_name(cases[k].stack), cases[k].copy,
+                     r.loss_vocab_bytes, cases[k].bytes);
+    }
+    model_shape_free(&m);
 }
 
 /* What any replay satisfies: allocated <= reserved <= device, the terms at
@@ -415,7 +448,7 @@ static void test_snapshot_at_peak(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loss_plans),      cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_loss_plans),      cmocka_unit_test(test_loss_shift_copy),      cmocka_unit_test(test_counters),
         cmocka_unit_test(test_varying_lengths), cmocka_unit_test(test_grad_accum),
         cmocka_unit_test(test_alloc_conf),      cmocka_unit_test(test_snapshot_at_peak),
         cmocka_unit_test(test_offloaded_checkpoints), cmocka_unit_test(test_dropped_lengths),
