@@ -404,6 +404,14 @@ size_t sim_quota_parse(const char *name, const char *text, size_t len, char ***t
         c.errors++;
         diag_add(d, DIAG_ERROR, name, 1, 0, NULL, "the quota table is empty");
     }
+    if (c.errors) { /* nothing from a table with errors */
+        for (int i = 0; i < *n; i++) free((*teams)[i]);
+        free(*teams);
+        free(*gpus);
+        *teams = NULL;
+        *gpus = NULL;
+        *n = 0;
+    }
     for (int i = 1; i < cols; i++) free(names ? names[i] : NULL);
     free(names);
     free(sum);

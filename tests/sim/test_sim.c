@@ -374,6 +374,26 @@ static void test_convert(void **state)
     assert_true(t.jobs[1].submit == 50 && t.jobs[1].gpus == 1 && t.jobs[1].fraction == 0.25);
     sim_trace_free(&t);
     diag_list_free(&d);
+
+    /* a quota table naming a team twice (found by fuzz_trace_convert: the
+     * error came with teams) gives an error and no team */
+    const char *q = "date,vcA,40,vca,total\n2020-04-02,30,10,5,45\n";
+    char **names;
+    double *gpus;
+    int n;
+    diag_list_init(&d);
+    assert_int_equal(sim_quota_parse("q.csv", q, strlen(q), &names, &gpus, &n, &d), 1);
+    assert_true(has_diag(&d, 1, NULL, "two teams with one lowercase name (found \"vca\")"));
+    assert_true(n == 0 && names == NULL && gpus == NULL);
+    diag_list_free(&d);
+    q = "date,vcA,vcB,total\n2020-04-01,30,0,30\n2020-04-02,30,10,40\n";
+    diag_list_init(&d);
+    assert_int_equal(sim_quota_parse("q.csv", q, strlen(q), &names, &gpus, &n, &d), 0);
+    assert_true(n == 2 && strcmp(names[0], "vca") == 0 && gpus[0] == 30 && gpus[1] == 5);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(gpus);
+    diag_list_free(&d);
 }
 
 /* ---- trace-gen ---- */
