@@ -350,7 +350,14 @@ size_t sim_quota_parse(const char *name, const char *text, size_t len, char ***t
             }
             names = xcalloc((size_t)cols, sizeof *names);
             sum = xcalloc((size_t)cols, sizeof *sum);
-            for (int i = 1; i < cols; i++) names[i] = xstrdup(r.f[i].text);
+            for (int i = 1; i < cols; i++) {
+                names[i] = xstrdup(r.f[i].text);
+                if (!names[i][0]) {
+                    c.errors++;
+                    diag *x = diag_add(d, DIAG_ERROR, name, 1, r.f[i].col, NULL, "a column without a team name");
+                    diag_set_suggestion(x, "name every column after date");
+                }
+            }
             continue;
         }
         if (r.n != cols) {

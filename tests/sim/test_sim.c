@@ -386,6 +386,12 @@ static void test_convert(void **state)
     assert_true(has_diag(&d, 1, NULL, "two teams with one lowercase name (found \"vca\")"));
     assert_true(n == 0 && names == NULL && gpus == NULL);
     diag_list_free(&d);
+    q = "date,vcA,,total\n2020-04-02,30,10,40\n"; /* and one without a name */
+    diag_list_init(&d);
+    assert_int_equal(sim_quota_parse("q.csv", q, strlen(q), &names, &gpus, &n, &d), 1);
+    assert_true(has_diag(&d, 1, NULL, "q.csv:1:10: error: a column without a team name"));
+    assert_true(n == 0 && names == NULL);
+    diag_list_free(&d);
     q = "date,vcA,vcB,total\n2020-04-01,30,0,30\n2020-04-02,30,10,40\n";
     diag_list_init(&d);
     assert_int_equal(sim_quota_parse("q.csv", q, strlen(q), &names, &gpus, &n, &d), 0);
