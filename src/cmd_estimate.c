@@ -43,6 +43,10 @@ static const char estimate_help[] =
     "                        its longest: the allocator's cache keeps blocks of\n"
     "                        short batches that a long one cannot use (default:\n"
     "                        every batch --seq tokens long)\n"
+    "  --truncation cut|drop with --seq-mean: a sample longer than --seq is cut\n"
+    "                        to it (cut, default), or left out of the dataset\n"
+    "                        (drop: ms-swift's truncation_strategy delete), so\n"
+    "                        every batch is shorter than the cap\n"
     "  --grad-accum N        micro steps per optimizer step (default 1)\n"
     "  --grad-ckpt on|off    gradient checkpointing (default on)\n"
     "  --precision P         bf16 (default), fp16, amp, fp32\n"
@@ -92,7 +96,7 @@ typedef struct est_args {
     const char *job, *model, *method, *bits, *quant, *rank, *targets, *batch, *seq;
     const char *grad_ckpt, *precision, *optimizer, *gpus, *strategy, *flash_attn;
     const char *stack, *compile, *chunked_loss, *fused_optimizer, *kbit_fp32, *gpu_memory;
-    const char *seq_mean, *seq_sd, *grad_accum, *alloc_conf, *counter;
+    const char *seq_mean, *seq_sd, *truncation, *grad_accum, *alloc_conf, *counter;
     bool explain;
     cli_output out;
 } est_args;
@@ -115,7 +119,7 @@ static const struct {
     {"--gpu-memory", offsetof(est_args, gpu_memory)},
     {"--seq-mean", offsetof(est_args, seq_mean)},   {"--seq-sd", offsetof(est_args, seq_sd)},
     {"--grad-accum", offsetof(est_args, grad_accum)}, {"--alloc-conf", offsetof(est_args, alloc_conf)},
-    {"--counter", offsetof(est_args, counter)},
+    {"--counter", offsetof(est_args, counter)},     {"--truncation", offsetof(est_args, truncation)},
 };
 
 static const char **flag_slot(est_args *a, const char *flag)
@@ -340,6 +344,15 @@ static void apply_flags(const est_args *a, est_input *in, diag_list *d)
     if (!a->seq_mean != !a->seq_sd) {
         diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, a->seq_mean ? "--seq-sd" : "--seq-mean", "missing");
         diag_set_suggestion(x, "varying sample lengths need both --seq-mean and --seq-sd");
+    }
+    if (a->truncation) {
+        if (strcmp(a->truncation, "cut") == 0 || strcmp(a->truncation, "drop") == 0) {
+            in->drop_long = strcmp(a->truncation, "drop") == 0;
+        } else {
+            diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, "--truncation", "wrong value");
+            diag_set_expected(x, "cut or drop");
+            diag_set_found(x, "%s", a->truncation);
+        }
     }
     if (a->alloc_conf) parse_alloc_conf(a->alloc_conf, &in->alloc, d);
     if (a->targets) {

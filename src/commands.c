@@ -32,6 +32,7 @@ extern const cli_command cli_cmd_top;
 extern const cli_command cli_cmd_audit;
 extern const cli_command cli_cmd_cost;
 extern const cli_command cli_cmd_exec_shim;
+extern const cli_command cli_cmd_slurm_step;
 
 const cli_command *const cli_commands[] = {
     /* &cli_cmd_NAME, one line per command */
@@ -61,5 +62,6 @@ const cli_command *const cli_commands[] = {
     &cli_cmd_audit,
     &cli_cmd_cost,
     &cli_cmd_exec_shim,
+    &cli_cmd_slurm_step,
     NULL,
 };

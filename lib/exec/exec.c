@@ -27,7 +27,7 @@ const char *exec_rc_name(exec_rc rc)
 const char *exec_end_name(exec_end e)
 {
     static const char *const names[] = {"none",    "succeeded", "failed", "invalid",  "oom",
-                                        "stopped", "killed",    "signalled", "lost", "evicted"};
+                                        "stopped", "killed",    "signalled", "lost", "evicted", "timed_out"};
     return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "unknown";
 }
 

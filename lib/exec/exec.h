@@ -125,6 +125,9 @@ typedef struct exec_cluster_req {
                                     token is mounted (automountServiceAccountToken false) */
     double grace;                /* timeout.gracePeriod, seconds */
     double max_duration;         /* timeout.maxDuration left for this attempt; 0 = none */
+    double time_limit;           /* maxDuration left plus the grace period (Slurm's
+                                    --time, whose --signal comes a grace period
+                                    before it); 0 = none */
     /* Operator mode (docs/kubernetes.md, "Operator mode"): the custom
      * resource the job comes from (a LoRATrainingJob). The attempt's Job gets
      * an ownerReference to it and the label lathe.dev/owner-uid = uid; an
@@ -145,6 +148,9 @@ typedef struct exec_cluster_req {
      * a server that rebuilds its cache from the API knows where it runs.
      * NULL = none. */
     const char *placement_json;
+    /* Slurm: the team's account and user from the policy (slurmAccount,
+     * slurmUser); NULL = the settings' accounts mapping, the server's user. */
+    const char *slurm_account, *slurm_user;
 } exec_cluster_req;
 
 /* ---- the sandbox of a local trainer (exec_sandbox.c, docs/security.md) ----
@@ -274,13 +280,16 @@ typedef enum {
     EXEC_END_KILLED,    /* SIGKILL by lathe after the grace period */
     EXEC_END_SIGNALLED, /* another signal (a crash): retryable */
     EXEC_END_LOST,      /* see EXEC_LOST: retryable */
-    EXEC_END_EVICTED    /* the engine took it away (a Kubernetes eviction or
+    EXEC_END_EVICTED,   /* the engine took it away (a Kubernetes eviction or
                            preemption, a drained node): back to the queue
                            without spending a retry */
+    EXEC_END_TIMED_OUT  /* the engine's own time limit ended it (Slurm's
+                           TIMEOUT, after the signal that let it checkpoint):
+                           the job is timed out */
 } exec_end;
 
 /* "none", "succeeded", "failed", "invalid", "oom", "stopped", "killed",
- * "signalled", "lost", "evicted": the store's exit_reason. */
+ * "signalled", "lost", "evicted", "timed_out": the store's exit_reason. */
 const char *exec_end_name(exec_end e);
 
 typedef struct exec_status {
@@ -615,6 +624,56 @@ char *exec_k8s_adopt_handle(exec_backend *be, const exec_request *req, double st
 /* The backend's API client (borrowed; lives as long as the backend), for
  * the operator's own informers and calls: one rate limit for both. */
 struct k8s_client *exec_k8s_client(exec_backend *be);
+
+/* ---- the Slurm backend (exec_slurm*.c, docs/slurm.md) ---- */
+/* Each attempt is one Slurm batch job submitted with sbatch (an argv; the
+ * batch script only execs `lathe slurm-step FILE`, FILE holding the
+ * trainer's argv and environment). Its --output is the attempt's
+ * output.log (a folder every node sees), read by the same progress
+ * readers as a local attempt. One squeue (--json) per stateInterval for
+ * every job of the backend, one sacct for those squeue no longer shows.
+ * settings is borrowed and must outlive the backend. */
+exec_backend *exec_slurm_new(const spec_slurm *settings, char *err, size_t errsz);
+
+/* What one attempt's submission is: the sbatch argv (argv[0] "sbatch",
+ * the script's path and FILE last), the batch script's text, the
+ * step file's JSON. lathe: the program the script execs. */
+typedef struct exec_slurm_submit {
+    char **argv;
+    size_t argc;
+    char *script;     /* the batch script (the same for every job but lathe's path) */
+    char *step_json;  /* FILE: argv, env, nodes, master port */
+    char *script_path, *step_path, *log_path;
+    char *name, *comment; /* --job-name and --comment */
+} exec_slurm_submit;
+bool exec_slurm_render(const exec_request *req, const spec_slurm *s, const char *lathe,
+                       exec_slurm_submit *out, char *err, size_t errsz);
+void exec_slurm_submit_free(exec_slurm_submit *s);
+
+/* A node as `scontrol show nodes` reports it. */
+typedef struct exec_slurm_node {
+    char *name;
+    char *gres_type;   /* gpu:TYPE:N's TYPE; NULL when untyped */
+    int gpus, gpus_used;
+    double cpu, memory; /* cores, bytes */
+    bool schedulable;   /* not down, drained, draining, failing, not responding */
+    char state[64];
+    char why[160];      /* its state and reason when not schedulable */
+} exec_slurm_node;
+/* Runs `scontrol -o show nodes` now; false with err when it fails. */
+bool exec_slurm_nodes(exec_backend *be, exec_slurm_node **out, size_t *n, char *err,
+                      size_t errsz);
+void exec_slurm_nodes_free(exec_slurm_node *nodes, size_t n);
+
+/* How many Slurm commands the backend ran (benchmarks, tests). */
+typedef struct exec_slurm_counts {
+    uint64_t sbatch, squeue, sacct, scancel, scontrol;
+} exec_slurm_counts;
+void exec_slurm_counts_get(exec_backend *be, exec_slurm_counts *c);
+
+/* `lathe slurm-step FILE` (and `lathe slurm-step --task FILE` under srun):
+ * what the batch script execs. */
+int exec_slurm_step_main(int argc, char **argv);
 
 /* ---- process identity (Linux /proc) ---- */
 /* The start time of process pid in clock ticks since boot (field 22 of

@@ -78,6 +78,7 @@ void exec_job_req_init(exec_job_req *r, const exec_job_desc *d)
     if (s->timeout.max_duration > 0) {
         double left = s->timeout.max_duration - d->prior_run;
         x->max_duration = (left > 0 ? left : 0) + grace + 60;
+        x->time_limit = (left > 0 ? left : 0) + grace;
     }
 }
 

@@ -211,7 +211,7 @@ static void project(tr_model *m, struct tr_bws *w, int l, tr_proj p, float *y, c
 {
     tr_backend *be = m->be;
     const tr_linear *L = &m->layers[l].proj[p];
-    be->linear_fwd(be, y, x, L->w.data, L->w.dtype, L->bias, N, L->in, L->out, 0.0f);
+    be->linear_fwd_fixed(be, y, x, L->w.data, L->w.dtype, L->bias, N, L->in, L->out);
     bool any = false;
     for (int g = 0; g < w->ngroups; g++) {
         const tr_adapter *ad = w->grp_adapter[g];
@@ -440,6 +440,6 @@ void tr_model_forward_batch(tr_model *m, const tr_kv_pool *kv, const tr_batch_se
     }
     if (nl == 0) return;
     rmsnorm_forward(w->xl, w->rstdl, w->xl, m->final_norm, nl, c->dim, (float)c->rms_eps);
-    m->be->linear_fwd(m->be, logits, w->xl, m->lm_head.data, m->lm_head.dtype, NULL, nl, c->dim,
-                      c->vocab, 0.0f);
+    m->be->linear_fwd_fixed(m->be, logits, w->xl, m->lm_head.data, m->lm_head.dtype, NULL, nl,
+                            c->dim, c->vocab);
 }

@@ -71,10 +71,14 @@ struct tr_backend {
     /* dw[out,in] += dy[n,out]^T . x[n,in] (fp32 weights only) */
     void (*linear_bwd_w)(tr_backend *self, float *dw, const float *dy, const float *x,
                          int n, int in, int out);
-    /* c = alpha op(a) op(b) + beta c, fp32, row-major with leading dimensions.
-     * Batch invariance: linear_fwd, and gemm with op(b) = b^T and op(a) = a,
-     * give each row of the result the same bits whatever the number of rows
-     * (n, m): a sequence's numbers do not depend on the batch it runs in. */
+    /* linear_fwd with batch invariance: each row of y has the same bits
+     * whatever n and whatever the other rows, so a sequence's numbers do not
+     * depend on the batch it runs in (serving: tr_model_forward_batch).
+     * linear_fwd itself promises no such thing (BLAS kernels sum a row by
+     * where it falls in the product). */
+    void (*linear_fwd_fixed)(tr_backend *self, float *y, const float *x, const void *w,
+                             tr_dtype wt, const float *bias, int n, int in, int out);
+    /* c = alpha op(a) op(b) + beta c, fp32, row-major with leading dimensions */
     void (*gemm)(tr_backend *self, bool trans_a, bool trans_b, int m, int n, int k,
                  float alpha, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc);

@@ -25,4 +25,12 @@ static inline float *nn_take(carver *c, size_t n)
  * tr_model_ws_free calls it. */
 void tr_batch_ws_free(tr_model *m);
 
+/* y[n,out] = beta*y + x[n,in] . W[out,in]^T (W fp32, rows contiguous) in a
+ * fixed order of additions: row i's bits do not depend on n, on the other
+ * rows or on the thread count (matmul_fixed.c). */
+void nn_sgemm_fixed(int n, int out, int in, const float *x, int ldx, const float *w, float beta,
+                    float *y, int ldy);
+/* Which kernel nn_sgemm_fixed runs on this CPU: "avx2+fma" or "plain". */
+const char *nn_fixed_kernel_name(void);
+
 #endif

@@ -67,11 +67,11 @@ void est_ctx_init(est_ctx *x, const est_input *in)
     x->shard_grads = x->shard_params || in->strategy == STRAT_ZERO2;
     bool fp32 = in->precision == PREC_FP32, amp = in->precision == PREC_AMP;
     x->deepspeed = in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3;
-    x->deepspeed_amp = amp && x->deepspeed;
+    x->deepspeed_amp = !fp32 && x->deepspeed; /* DeepSpeedEngine._configure_distributed_model */
     x->autocast = autocast_on(in, x->deepspeed_amp);
     x->a = fp32 ? 4 : 2;
     x->pb = (fp32 || amp) && !x->deepspeed_amp ? 4 : 2;
-    x->ab = x->lora && in->adapter_fp32 ? 4 : x->pb;
+    x->ab = x->lora && in->adapter_fp32 && !x->deepspeed_amp ? 4 : x->pb;
     x->wb = x->pb;
     x->gb = x->pb;
     x->layers = (int)((x->m->layers + x->pp - 1) / x->pp);
@@ -80,6 +80,10 @@ void est_ctx_init(est_ctx *x, const est_input *in)
     x->first_stage = x->pp == 1;
     x->tokens = (double)in->batch * (double)in->seq;
 }
+
+/* DeepSpeedZeroConfig's overlap_comm default: None, made True for ZeRO-3
+ * (stage == weights) and False below (deepspeed/runtime/zero/config.py). */
+#define DS_OVERLAP_COMM(strategy) ((strategy) == STRAT_ZERO3)
 
 /* ---- weights ---- */
 
@@ -219,9 +223,17 @@ static void trainable(const est_ctx *x, est_result *r)
  *     the logits: what is gathered beyond the local shard, (1 - 1/dp)
  *   DDP keeps gradient buckets beside the gradients
  *     (gradient_as_bucket_view=False, the default): the gradients' size
- *   DeepSpeed ZeRO-2/3 reduce gradients through a bucket of
- *     reduce_bucket_size elements; the Hugging Face integration's "auto"
- *     sets it to hidden x hidden (transformers integrations/deepspeed.py)
+ *   DeepSpeed ZeRO-2/3 with contiguous_gradients (DeepSpeedZeroConfig's
+ *     default) copy each gradient into a flat bucket (the "ipg buffer") of
+ *     reduce_bucket_size elements in the gradients' dtype; the Hugging Face
+ *     integration's "auto" sets reduce_bucket_size to hidden x hidden
+ *     (transformers integrations/deepspeed.py, trainer_config_finalize;
+ *     DeepSpeed's own default is 5e8). ZeRO-2 allocates it in every
+ *     backward() (stage_1_and_2.py DeepSpeedZeroOptimizer.backward), two of
+ *     them with overlap_comm, and frees it after the reduction
+ *     (_release_ipg_buffers); ZeRO-3 allocates one when it starts
+ *     (stage3.py __ipg_bucket_flat_buffer) and keeps it. overlap_comm
+ *     defaults to on for ZeRO-3 only (DeepSpeedZeroConfig.overlap_comm_valid)
  *   QLoRA dequantises each quantised matrix to the compute dtype for its
  *     matmuls (bitsandbytes dequantize_4bit, one at a time): the largest
  *   DoRA (PEFT's DoraLinearLayer.forward) builds B A from an identity in
@@ -242,7 +254,10 @@ void est_parts_of(const est_ctx *x, const est_result *r, est_parts *out)
     } else if (x->in->strategy == STRAT_DDP && x->dp > 1) {
         out->ddp_buckets = r->gradients;
     }
-    if (x->deepspeed && x->dp > 1) out->ds_bucket = (double)x->m->hidden * (double)x->m->hidden * x->gb;
+    if (x->deepspeed) {
+        out->ds_bucket = (double)x->m->hidden * (double)x->m->hidden * x->gb;
+        out->ds_buckets = x->in->strategy == STRAT_ZERO2 && DS_OVERLAP_COMM(x->in->strategy) ? 2 : 1;
+    }
     double big = 0;
     model_module mods[MODEL_MAX_MODULES];
     size_t n = model_modules(x->m, mods);
@@ -261,7 +276,7 @@ static void sharding(const est_ctx *x, est_result *r)
 {
     est_parts b;
     est_parts_of(x, r, &b);
-    r->sharding = 2.0 * b.gather_layer + b.gather_head + b.ddp_buckets + b.ds_bucket;
+    r->sharding = 2.0 * b.gather_layer + b.gather_head + b.ddp_buckets + b.ds_bucket * b.ds_buckets;
 }
 
 /* ---- activations ---- */

@@ -17,7 +17,8 @@
  *     the GPU's memory from the gpu text
  *   - optional fields lathe's copy of the file adds (share/calibration/
  *     README.md): stack, adapter_fp32, grad_accum, seq_len_mean and
- *     seq_len_sd (the dataset's token statistics when samples vary)
+ *     seq_len_sd (the dataset's token statistics when samples vary),
+ *     truncation ("drop": samples longer than seq_len were left out)
  */
 #include "plan/plan.h"
 
@@ -176,6 +177,12 @@ static void row_steps(est_row *r, json_t *row)
         r->in.seq_mean = json_number_value(mean);
         r->in.seq_sd = json_number_value(sd);
     }
+    const char *trunc = jstr(row, "truncation");
+    if (trunc && strcmp(trunc, "drop") == 0)
+        r->in.drop_long = true;
+    else if (trunc && strcmp(trunc, "cut") != 0)
+        skip(r, "a truncation lathe does not know (cut or drop)");
+    if (r->in.drop_long && !(r->in.seq_sd > 0)) skip(r, "truncation drop without seq_len_mean and seq_len_sd");
 }
 
 static void row_counter(est_row *r)

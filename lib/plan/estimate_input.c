@@ -249,6 +249,11 @@ bool est_input_resolve(est_input *in, diag_list *d)
         diag_set_found(x, "mean %g, standard deviation %g", in->seq_mean, in->seq_sd);
         diag_set_suggestion(x, "give both --seq-mean and --seq-sd, or neither (every batch --seq tokens long)");
     }
+    if (in->drop_long && !(in->seq_sd > 0)) {
+        diag *x = bad(d, "--truncation", "dropping the samples longer than --seq needs their length statistics");
+        diag_set_suggestion(x, "give --seq-mean and --seq-sd (the dataset's token statistics before samples were "
+                               "dropped), or --truncation cut");
+    }
     if (!(in->lora_dropout >= 0 && in->lora_dropout < 1)) {
         diag *x = bad(d, "lora.dropout", "out of range");
         diag_set_expected(x, "a number in [0, 1)");

@@ -20,7 +20,9 @@ typedef struct est_ctx {
     model_params p;
     bool full, lora;       /* lora: LoRA, QLoRA or DoRA */
     bool deepspeed;        /* ZeRO-2 or ZeRO-3 */
-    bool deepspeed_amp;    /* ZeRO with amp: bf16 weights + fp32 master in the optimizer */
+    bool deepspeed_amp;    /* ZeRO in 16 bits (bf16, fp16 or amp): the engine casts the module to
+                              16 bits (module.bfloat16(), adapters included) and the ZeRO optimizer
+                              keeps an fp32 master partition with fp32 states */
     bool autocast;         /* the forward runs under torch.autocast */
     double a;              /* bytes of an activation element: 2, or 4 in fp32 */
     double pb;             /* bytes of a trainable parameter (and of its AdamW state) */
@@ -47,7 +49,9 @@ double est_quant_bits(const est_input *in, int64_t in_features, int64_t out_feat
 typedef struct est_parts {
     double gather_layer, gather_head; /* FSDP / ZeRO-3: one layer's and the lm_head's gathered params */
     double ddp_buckets;    /* DDP's gradient buckets */
-    double ds_bucket;      /* DeepSpeed's gradient reduction bucket */
+    double ds_bucket;      /* DeepSpeed's contiguous-gradients bucket (ipg buffer): ZeRO-2 makes it at
+                              each backward and frees it after the reduction, ZeRO-3 holds it */
+    double ds_buckets;     /* how many: 2 with overlap_comm (ZeRO-2's double buffer), else 1 */
     double dequant;        /* QLoRA: one dequantised matrix */
     double dora;           /* DoRA: the norm's temporaries of one matrix */
     double amp_copy_layer; /* amp: the 16-bit copies of one layer's weights */
@@ -147,5 +151,9 @@ typedef enum {
  * When snap is not NULL, the allocator's segments at the peak of the
  * input's counter are stored there (free with ca_snapshot_free). */
 void est_replay(const est_ctx *x, const est_calib *c, est_result *r, ca_snapshot *snap);
+/* The padded length of one micro batch when lengths vary: the longest of
+ * in->batch samples, each drawn from the log-normal of in->seq_mean and
+ * in->seq_sd, cut at in->seq, or (in->drop_long) drawn below in->seq. */
+double est_batch_length(const est_input *in, rng_state *g);
 
 #endif

@@ -87,6 +87,14 @@ typedef struct rp {
     size_t *layer_first;  /* per decoder layer: its first parameter (they come layer by layer) */
     bool states_made;
     int ws_fwd, ws_bwd;
+    /* DeepSpeed ZeRO: the flat gradient partition of this GPU (ZeRO-2: made
+     * at the first reduction of an accumulation cycle; ZeRO-3: when the
+     * engine starts, held), ZeRO-2's partition of the latest micro step
+     * when accumulating, whether this micro step made its partition yet,
+     * and the trainable elements on this GPU */
+    int ds_part, ds_new, ds_ipg[2];
+    bool ds_reduced, ds_cycle_started;
+    double ds_local;
     est_parts parts;
     int steps;
     uint64_t seed;
@@ -211,6 +219,32 @@ static double train_elt(const est_ctx *x)
  * accumulation cycle, else a temporary added into it (AccumulateGrad). */
 static void produce_grad(rp *p, rp_param *q)
 {
+    const est_ctx *x = p->x;
+    if (x->deepspeed) {
+        /* autograd makes the whole gradient (ZeRO-2 does not shard the
+         * parameters; ZeRO-3 gathers them for the backward); the hook
+         * copies it into the ipg bucket and frees it. ZeRO-2 then copies
+         * this GPU's part into grads_in_partition, one flat buffer made at
+         * the first reduction of a backward (copy_grads_in_partition) and
+         * dropped with the bucket (_release_ipg_buffers): with
+         * accumulation the first stays as averaged_gradients, the later
+         * ones are added into it and live until the next micro step's
+         * replaces them. ZeRO-3 reduces into its held partition buffer. */
+        int whole = rp_alloc(p, q->elems * x->dp * train_elt(x), EST_T_LAYER_BWD);
+        rp_free(p, &whole);
+        if (x->in->strategy == STRAT_ZERO2 && !p->ds_reduced) {
+            int h = rp_alloc(p, p->ds_local * train_elt(x), EST_T_GRADS);
+            if (!p->ds_cycle_started) {
+                p->ds_part = h;
+            } else {
+                rp_free(p, &p->ds_new);
+                p->ds_new = h;
+            }
+            p->ds_reduced = true;
+            p->ds_cycle_started = true;
+        }
+        return;
+    }
     double bytes = q->elems * train_elt(p->x);
     est_term_tag tag = q->head ? EST_T_HEAD_GRAD : EST_T_GRADS;
     if (q->grad < 0) {
@@ -334,7 +368,17 @@ static void load_training_state(rp *p)
     }
     for (double left = p->parts.ddp_buckets; left >= 1; left -= DDP_BUCKET)
         rp_alloc(p, left < DDP_BUCKET ? left : DDP_BUCKET, EST_T_SHARDING);
-    rp_alloc(p, p->parts.ds_bucket, EST_T_SHARDING);
+    p->ds_part = p->ds_new = -1;
+    for (size_t i = 0; i < p->n_params; i++) p->ds_local += p->params[i].elems;
+    if (x->in->strategy == STRAT_ZERO3) {
+        /* stage3.py: initialize_optimizer_states' fp32 gradient_buffer
+         * (sub_group_size 1e9: the whole partition), then the held ipg
+         * bucket and grad_partitions_flat_buffer */
+        int gb = rp_alloc(p, p->ds_local * 4.0, EST_T_OPT_TEMP);
+        rp_free(p, &gb);
+        rp_alloc(p, p->parts.ds_bucket, EST_T_SHARDING);
+        p->ds_part = rp_alloc(p, p->ds_local * train_elt(x), EST_T_GRADS);
+    }
     rp_alloc(p, p->r->framework, EST_T_FRAMEWORK);
 }
 
@@ -448,6 +492,24 @@ static int ce_backward(rp *p, const est_loss_plan *lp, double elems, double in_b
     return g2;
 }
 
+/* loss.backward() starts: under ZeRO-2 the engine's backward() first
+ * makes the ipg bucket(s) of reduce_bucket_size elements
+ * (DeepSpeedZeroOptimizer.backward), freed after the reduction
+ * (backward_ends). */
+static void backward_starts(rp *p)
+{
+    p->ds_reduced = false;
+    p->ds_ipg[0] = p->ds_ipg[1] = -1;
+    if (p->x->in->strategy == STRAT_ZERO2)
+        for (int k = 0; k < (int)p->parts.ds_buckets && k < 2; k++)
+            p->ds_ipg[k] = rp_alloc(p, p->parts.ds_bucket, EST_T_SHARDING);
+}
+
+static void backward_ends(rp *p)
+{
+    for (int k = 0; k < 2; k++) rp_free(p, &p->ds_ipg[k]);
+}
+
 /* The lm_head's forward and the loss's, then their backward: the loss plan
  * of the stack (estimate_loss.c) tensor by tensor. Returns the gradient of
  * the final hidden state. */
@@ -467,6 +529,7 @@ static int loss_and_head(rp *p, rp_step *s, int hidden)
     if (lp.fused) { /* the gradient is written into the logits */
         int logits = rp_alloc(p, lp.logits * V * N, EST_T_LOGITS);
         int lse = rp_alloc(p, 4.0 * N, EST_T_LOGITS);
+        backward_starts(p);
         rp_free(p, &lse);
         rp_free(p, &logits);
     } else if (lp.chunks > 1 || lp.chunk_tokens > 0) {
@@ -486,6 +549,7 @@ static int loss_and_head(rp *p, rp_step *s, int hidden)
         if (!lp.keep_logits)
             for (int k = 0; k < nc; k++) rp_free(p, &chunk[k]);
         /* backward, one chunk at a time */
+        backward_starts(p);
         int gwhole = lp.grad_whole ? rp_alloc(p, lp.logits * V * N, EST_T_LOGITS) : -1;
         for (int k = nc - 1; k >= 0; k--) {
             int g = ce_backward(p, &lp, V * cn, lp.logits, &lsm[k]);
@@ -530,6 +594,7 @@ static int loss_and_head(rp *p, rp_step *s, int hidden)
         rp_free(p, &logits);
         if (!lp.keep_logits) rp_free(p, &kept);
         /* backward */
+        backward_starts(p);
         int g2 = ce_backward(p, &lp, V * rows, cur_b, &lsm);
         if (lp.shift_copy) { /* slice backward: a zero-filled gradient of the whole logits */
             int g4 = rp_alloc(p, cur_b * V * N, EST_T_LOGITS);
@@ -630,10 +695,12 @@ static void micro_step(rp *p, rp_step *s)
     int hidden = forward(p, s);
     if (p->ws_bwd < 0) p->ws_bwd = rp_alloc(p, CUBLAS_WORKSPACE, EST_T_FRAMEWORK);
     int g = x->last_stage ? loss_and_head(p, s, hidden) : hidden;
+    if (!x->last_stage) backward_starts(p);
     p->phase = EST_PHASE_BACKWARD;
     for (int l = x->layers - 1; l >= 0; l--) layer_backward(p, s, l, &g);
     rp_free(p, &g);
     layer_grads(p, -1, 0); /* the embedding's */
+    backward_ends(p);
     for (int k = 0; k < 3; k++) rp_free(p, &batch[k]);
 }
 
@@ -664,8 +731,25 @@ static void optimizer_step(rp *p)
             for (int k = 0; k < 2; k++) p->params[i].state[k] = rp_alloc(p, p->params[i].elems * se, EST_T_STATES);
         p->states_made = true;
     }
-    /* the temporaries: foreach AdamW's sqrt(exp_avg_sq) list, DeepSpeed's
-     * fp32 gradient partition */
+    if (x->deepspeed) {
+        /* ZeRO-2's step flattens the averaged gradients in their dtype and
+         * converts them to an fp32 gradient of the fp32 master partition,
+         * then frees the 16-bit ones (stage_1_and_2.py step); ZeRO-3 builds
+         * the fp32 gradient of its partition from the held buffer (stage3.py
+         * _prepare_fp32_grad_for_sub_group). The fp32 gradient goes after
+         * the optimizer's step. */
+        int flat = x->in->strategy == STRAT_ZERO2 ? rp_alloc(p, p->ds_local * train_elt(x), EST_T_OPT_TEMP) : -1;
+        int g32 = rp_alloc(p, p->ds_local * 4.0, EST_T_OPT_TEMP);
+        rp_free(p, &flat);
+        if (x->in->strategy == STRAT_ZERO2) {
+            rp_free(p, &p->ds_part);
+            rp_free(p, &p->ds_new);
+            p->ds_cycle_started = false;
+        }
+        rp_free(p, &g32);
+        return;
+    }
+    /* the temporaries: foreach AdamW's sqrt(exp_avg_sq) list */
     double tb = p->r->optimizer_temp / (p->r->gradients > 0 ? p->r->gradients : 1) * train_elt(x);
     int *tmp = xmalloc((p->n_params ? p->n_params : 1) * sizeof *tmp);
     for (size_t i = 0; i < p->n_params; i++) tmp[i] = rp_alloc(p, p->params[i].elems * tb, EST_T_OPT_TEMP);
@@ -684,15 +768,44 @@ static double normal(rng_state *g)
     return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
 
+/* A standard normal below z (z > -1e6). Above z = -1 plain rejection
+ * keeps at least 16 % of the draws; further down, -Z is a normal above
+ * a = -z, drawn by Robert's exponential rejection (Robert 1995, "Simulation
+ * of truncated normal variables", Statistics and Computing 5: proposal
+ * a + Exp(1)/alpha, alpha = (a + sqrt(a^2 + 4)) / 2, accepted with
+ * probability exp(-(x - alpha)^2 / 2)). */
+static double normal_below(rng_state *g, double z)
+{
+    if (z >= -1.0) {
+        for (;;) {
+            double n = normal(g);
+            if (n <= z) return n;
+        }
+    }
+    double a = -z, alpha = (a + sqrt(a * a + 4.0)) / 2.0;
+    for (;;) {
+        double u = ((double)(rng_next(g) >> 11) + 0.5) / 9007199254740992.0;
+        double v = ((double)(rng_next(g) >> 11) + 0.5) / 9007199254740992.0;
+        double xv = a - log(u) / alpha;
+        if (v <= exp(-(xv - alpha) * (xv - alpha) / 2.0)) return -xv;
+    }
+}
+
 /* The padded length of one micro batch: its longest sample, drawn from a
- * log-normal of the input's mean and standard deviation, cut at seq. */
-static double batch_length(const est_input *in, rng_state *g)
+ * log-normal of the input's mean and standard deviation, cut at seq; when
+ * longer samples were dropped from the dataset (drop_long: ms-swift's
+ * truncation_strategy 'delete', whose template returns no sample past
+ * max_length and whose dataset_map leaves it out), drawn below seq. */
+double est_batch_length(const est_input *in, rng_state *g)
 {
     double cv2 = (in->seq_sd / in->seq_mean) * (in->seq_sd / in->seq_mean);
     double sigma = sqrt(log1p(cv2)), mu = log(in->seq_mean) - sigma * sigma / 2.0;
+    double zcap = sigma > 0 ? (log((double)in->seq) - mu) / sigma : 1e6;
+    if (zcap < -1e6) zcap = -1e6;
     double longest = 1;
     for (int b = 0; b < in->batch; b++) {
-        double len = ceil(exp(mu + sigma * normal(g)));
+        double z = in->drop_long && zcap < 1e6 ? normal_below(g, zcap) : normal(g);
+        double len = ceil(exp(mu + sigma * z));
         if (len > longest) longest = len;
     }
     return longest < in->seq ? longest : in->seq;
@@ -720,7 +833,7 @@ static void run(rp *p)
     rng_state g;
     rng_seed(&g, p->seed);
     for (int k = 0; k < steps; k++) {
-        double len = varied ? batch_length(in, &g) : in->seq;
+        double len = varied ? est_batch_length(in, &g) : in->seq;
         s.n = s.samples * len;
         s.scale = len / in->seq;
         micro_step(p, &s);
@@ -831,3 +944,4 @@ void est_replay(const est_ctx *x, const est_calib *c, est_result *r, ca_snapshot
     replay_once(x, c, r, EST_SEED, x->in->counter == EST_COUNTER_ALLOCATED ? o[0].alloc_event : o[0].res_event, snap,
                 &again);
 }
+

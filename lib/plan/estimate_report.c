@@ -52,7 +52,7 @@ static void add_term(est_term *t, size_t *n, const char *key, const char *label,
 
 static bool deepspeed_amp(const est_input *in)
 {
-    return in->precision == PREC_AMP && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
+    return in->precision != PREC_FP32 && (in->strategy == STRAT_ZERO2 || in->strategy == STRAT_ZERO3);
 }
 
 /* Weights and what training keeps for the trainable parameters. */
@@ -213,6 +213,11 @@ static json_t *settings_json(const est_input *in)
     json_object_set_new(s, "fused_optimizer", json_boolean(in->fused_optimizer));
     json_object_set_new(s, "adapter_fp32", json_boolean(in->adapter_fp32));
     json_object_set_new(s, "gpu_memory_gib", json_real(in->gpu_memory / GIB));
+    if (in->seq_sd > 0) {
+        json_object_set_new(s, "seq_mean", json_real(in->seq_mean));
+        json_object_set_new(s, "seq_sd", json_real(in->seq_sd));
+        json_object_set_new(s, "truncation", json_string(in->drop_long ? "drop" : "cut"));
+    }
     sb_free(&targets);
     return s;
 }
@@ -291,7 +296,7 @@ void est_format_explain(const est_input *in, const est_result *r, const ca_snaps
               est_counter_name(in->counter == EST_COUNTER_ALLOCATED ? EST_COUNTER_ALLOCATED : EST_COUNTER_RESERVED),
               est_phase_name(r->peak_phase), r->replay_steps,
               in->alloc.expandable_segments ? ", expandable segments" : "",
-              in->seq_sd > 0 ? ", varying sample lengths" : "");
+              in->seq_sd > 0 ? (in->drop_long ? ", varying sample lengths, longer ones dropped" : ", varying sample lengths") : "");
     sb_printf(out, "  %zu segments, %.2f GiB reserved: %.2f GiB in use, %.2f GiB cached and free (largest free block %.2f GiB)\n",
               snap->n_segments, (double)total / GIB, (double)used / GIB, (double)(total - used) / GIB,
               (double)free_large_max / GIB);

@@ -66,6 +66,9 @@ typedef struct est_input {
                                  log-normal, cut at seq) and each micro batch is padded to its
                                  longest sample; 0: every micro batch is seq tokens long (packed,
                                  or padded to the cap) */
+    bool drop_long;           /* with varying lengths: samples longer than seq are left out of the
+                                 dataset (ms-swift's truncation_strategy 'delete'), not cut to seq,
+                                 so the lengths are the log-normal below seq */
     int grad_accum;           /* micro steps per optimizer step: gradients live across them */
     bool grad_ckpt;           /* activation (gradient) checkpointing per decoder layer */
     bool flash_attn;          /* fused attention (FlashAttention-2 / SDPA): no seq x seq scores */

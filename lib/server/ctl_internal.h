@@ -163,6 +163,7 @@ struct ctl {
      * last applied, and the GPUs of each sched node marked down */
     uint64_t nodes_version;
     int *node_down;
+    double slurm_nodes_at; /* monotonic time of the last `scontrol show nodes` */
 };
 
 /* ---- ctl.c ---- */

@@ -212,6 +212,13 @@ static bool cluster_engine(const ctl *c)
     return strcmp(c->be->name, "local") != 0;
 }
 
+/* Slurm's nodes see the server's folders (shared storage): the spec's
+ * paths go absolute, as locally. */
+static bool shared_paths(const ctl *c)
+{
+    return !cluster_engine(c) || strcmp(c->be->name, "slurm") == 0;
+}
+
 /* Where lathe's scheduler placed the job, for a cluster engine. */
 static void fill_placement(ctl *c, ctl_job *j, launch *l, exec_cluster_req *k)
 {
@@ -255,7 +262,7 @@ static void fill_request(ctl *c, ctl_job *j, int attempt, bool placed, launch *l
     exec_contract *k = &q->contract;
     bool virt = false;
     l->gpus = gpu_list(c, gpus, n_gpus, &virt);
-    if (!cluster_engine(c)) {
+    if (shared_paths(c)) {
         l->dataset = absolute_path(c, j->spec->training_data.dataset_path);
         l->model = absolute_path(c, j->spec->base_model.path);
         k->dataset_path = l->dataset;
@@ -316,6 +323,17 @@ static void fill_sandbox(ctl *c, ctl_job *j, launch *l)
     const policy_rules *r = policy_team(p, j->team);
     if (cluster_engine(c)) {
         if (r->service_account) q->cluster.service_account = r->service_account;
+        q->cluster.slurm_account = r->slurm_account;
+        q->cluster.slurm_user = r->slurm_user;
+        if (strcmp(c->be->name, "slurm") == 0) {
+            /* the spec's paths checked again right before sbatch (the
+             * nodes read the same shared folders) */
+            add_check(l, "baseModel.path", l->model, r, SPEC_ROOT_MODELS);
+            add_check(l, "trainingData.datasetPath", l->dataset, r, SPEC_ROOT_DATA);
+            add_check(l, "trainingData.evalDatasetPath", l->eval_dataset, r, SPEC_ROOT_DATA);
+            l->box.checks = l->checks;
+            q->sandbox = l->box.n_checks ? &l->box : NULL;
+        }
         return;
     }
     const spec_policy *sp = policy_spec(p);
@@ -676,6 +694,7 @@ static void poll_one(ctl *c, ctl_job *j, double now)
     if (up.n_points) write_progress(c, j, up.points, up.n_points);
     for (size_t k = 0; k < up.n_checkpoints; k++) record_checkpoint(c, j, &up.checkpoints[k], now);
     if (stt.phase != EXEC_RUNNING) {
+        if (stt.end == EXEC_END_LOST) c->slurm_nodes_at = 0; /* a node may be gone: look now */
         free(j->pod_wait);
         j->pod_wait = NULL;
         ctl_end e = {.st = stt, .adapter = up.adapter};
@@ -773,6 +792,7 @@ static ctl_go decide(const ctl_job *j, const ctl_end *e, store_state state, ctl_
         if (why == CTL_STOP_TIMEOUT) return GO_TIMED_OUT;
         return GO_REQUEUE;
     }
+    if (e->st.end == EXEC_END_TIMED_OUT) return GO_TIMED_OUT; /* the engine's own limit (Slurm) */
     if (e->not_started || e->st.end == EXEC_END_EVICTED) return GO_REQUEUE; /* no retry spent */
     if (e->st.end == EXEC_END_INVALID || !e->st.retryable) return GO_FAILED;
     if (e->st.end == EXEC_END_OOM && !replanned) return GO_FAILED;

@@ -456,8 +456,49 @@ void ctl_pass(ctl *c, double now)
 }
 
 /* ---- a cluster engine's nodes ---- */
+/* Slurm: `scontrol show nodes` every 10 seconds; a node that is down,
+ * drained or not responding takes all its GPUs out of lathe's view. */
+static void slurm_nodes_sync(ctl *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    if (c->slurm_nodes_at > 0 && now - c->slurm_nodes_at < 10) return;
+    c->slurm_nodes_at = now;
+    exec_slurm_node *nodes;
+    size_t n;
+    char err[256];
+    if (!exec_slurm_nodes(c->be, &nodes, &n, err, sizeof err)) {
+        ctl_log(c, "Slurm nodes: %s", err);
+        return;
+    }
+    const sched_cluster *sc = c->s->cluster.sched;
+    if (!c->node_down) c->node_down = xcalloc((size_t)sc->n_nodes + 1, sizeof *c->node_down);
+    for (int i = 0; i < sc->n_nodes; i++) {
+        const sched_node *sn = &sc->nodes[i];
+        const exec_slurm_node *kn = NULL;
+        for (size_t k = 0; k < n && !kn; k++)
+            if (strcmp(nodes[k].name, sn->name) == 0) kn = &nodes[k];
+        int down = kn && kn->schedulable ? (sn->n_gpus > kn->gpus ? sn->n_gpus - kn->gpus : 0)
+                                         : sn->n_gpus;
+        if (down == c->node_down[i]) continue;
+        for (int g = 0; g < sn->n_gpus; g++)
+            sched_state_set_gpu_down(c->sched, sn->first_gpu + g, g >= sn->n_gpus - down);
+        ctl_log(c, "node %s: %d of its %d GPUs %s (%s)", sn->name, down, sn->n_gpus,
+                down ? "not available" : "available again",
+                kn ? (kn->why[0] ? kn->why : "ready") : "gone from Slurm");
+        c->node_down[i] = down;
+        c->dirty = true;
+    }
+    exec_slurm_nodes_free(nodes, n);
+}
+
 void ctl_nodes_sync(ctl *c)
 {
+    if (c->sched && strcmp(c->be->name, "slurm") == 0) {
+        slurm_nodes_sync(c);
+        return;
+    }
     if (!c->sched || strcmp(c->be->name, "k8s") != 0) return;
     uint64_t v = exec_k8s_nodes_version(c->be);
     if (c->node_down && v == c->nodes_version) return;

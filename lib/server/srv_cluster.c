@@ -160,6 +160,63 @@ static bool add_k8s_nodes(const srv_config *cfg, exec_backend *be, srv_cluster *
     return ok;
 }
 
+/* Slurm: every node `scontrol show nodes` lists with GPUs; its type from
+ * the GRES type (slurm.gpuTypes maps it, else a type of that name) or
+ * slurm.gpuType for untyped GRES. Drained or down nodes are down. */
+static bool add_slurm_nodes(const srv_config *cfg, exec_backend *be, srv_cluster *sc, diag_list *d,
+                            char *err, size_t errsz)
+{
+    spec_cluster *c = sc->spec;
+    const spec_slurm *sl = &cfg->spec->slurm;
+    if (c->n_nodes) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "with executor slurm the nodes come from `scontrol show nodes`: the %zu nodes of "
+                 "the Cluster file are not used", c->n_nodes);
+        diag_add(d, DIAG_WARNING, cfg->cluster_file, 0, 0, "spec.nodes", msg);
+        spec_cluster_clear_nodes(c);
+    }
+    exec_slurm_node *nodes;
+    size_t n;
+    if (!exec_slurm_nodes(be, &nodes, &n, err, errsz)) return false;
+    for (size_t i = 0; i < n; i++) {
+        const exec_slurm_node *kn = &nodes[i];
+        if (kn->gpus <= 0) continue;
+        const char *t = kn->gres_type ? spec_kv_find(sl->gpu_types, sl->n_gpu_types, kn->gres_type)
+                                      : NULL;
+        if (!t) t = kn->gres_type ? kn->gres_type : sl->gpu_type;
+        char *type = NULL;
+        if (spec_cluster_gpu_type(c, t)) type = xstrdup(t);
+        else type = nvml_type_name(t, 0);
+        if (!type) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "node %s: its GPUs' type '%s' is not a GPU type lathe knows",
+                     kn->name, t);
+            diag *x = diag_add(d, DIAG_ERROR, cfg->spec->file ? cfg->spec->file : "<config>", 0, 0,
+                               "spec.slurm.gpuTypes", msg);
+            diag_set_suggestion(x, "map it: slurm.gpuTypes: {%s: H100-80GB}, or add the type to "
+                                   "the Cluster file", t);
+            exec_slurm_nodes_free(nodes, n);
+            snprintf(err, errsz, "the Slurm nodes' GPU types are not all known");
+            return false;
+        }
+        add_gpu_type(c, type, 0);
+        c->nodes = xrealloc(c->nodes, (c->n_nodes + 1) * sizeof *c->nodes);
+        spec_node *sn = &c->nodes[c->n_nodes++];
+        memset(sn, 0, sizeof *sn);
+        sn->name = xstrdup(kn->name);
+        sn->gpu_type = type;
+        sn->gpus = kn->gpus;
+        sn->nvlink_group = xcalloc((size_t)kn->gpus, sizeof *sn->nvlink_group);
+        sn->n_nvlink_groups = 1;
+        sn->state = kn->schedulable ? NODE_READY : NODE_DOWN;
+        sn->cpus = kn->cpu;
+        sn->memory = kn->memory;
+    }
+    exec_slurm_nodes_free(nodes, n);
+    return true;
+}
+
 /* Each type's product label value, for the Jobs' nodeSelector. */
 static void k8s_products(exec_backend *be, srv_cluster *c)
 {
@@ -241,6 +298,7 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
                       char *err, size_t errsz)
 {
     bool k8s = be && strcmp(be->name, "k8s") == 0;
+    bool slurm = be && strcmp(be->name, "slurm") == 0;
     memset(c, 0, sizeof *c);
     c->nvml_node = -1;
     if (cfg->cluster_file) {
@@ -268,14 +326,21 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
         if (cfg->spec->k8s.op.enabled &&
             !op_cluster_add(cfg->spec, be, c->spec, &c->api_print, err, errsz))
             return LT_EXIT_UNAVAILABLE;
+    } else if (slurm) {
+        char e2[300];
+        if (!add_slurm_nodes(cfg, be, c, d, e2, sizeof e2)) {
+            snprintf(err, errsz, "%s", e2);
+            return LT_EXIT_UNAVAILABLE;
+        }
+        snprintf(c->note, sizeof c->note, "nodes from scontrol show nodes");
     } else if (want_nvml(cfg)) {
         exec_inventory_local(&inv);
         snprintf(c->note, sizeof c->note, "%s", inv.note);
         nvml_node = add_nvml_node(c->spec, &inv);
     }
     snprintf(c->source, sizeof c->source, "%s%s%s", cfg->cluster_file ? "cluster" : "",
-             cfg->cluster_file && (nvml_node || k8s) ? "+" : "",
-             k8s ? "k8s" : nvml_node ? "nvml" : "");
+             cfg->cluster_file && (nvml_node || k8s || slurm) ? "+" : "",
+             k8s ? "k8s" : slurm ? "slurm" : nvml_node ? "nvml" : "");
     if (!c->source[0]) snprintf(c->source, sizeof c->source, "none");
     c->cpu_mode = !spec_has_gpus(c->spec);
     c->sched = c->cpu_mode ? cpu_sched(c->spec) : sched_cluster_from_spec(c->spec, d);
@@ -293,6 +358,8 @@ int srv_cluster_build(const srv_config *cfg, exec_backend *be, srv_cluster *c, d
             }
         }
         map_gpus(c, &inv, nvml_node);
+        if (slurm && !c->cpu_mode)
+            for (int i = 0; i < c->sched->n_gpus; i++) c->gpus[i].is_virtual = false;
         if (k8s && !c->cpu_mode) {
             k8s_products(be, c);
             for (int i = 0; i < c->sched->n_gpus; i++) c->gpus[i].is_virtual = false;

@@ -114,8 +114,8 @@ static void announce(srv *s)
         srv_log(s, "no token in the config: the admin token is in %s", s->cfg.admin_token_file);
 }
 
-/* The executor of the ServerConfig: local processes, or Kubernetes (whose
- * first lists must come before the cluster is known). */
+/* The executor of the ServerConfig: local processes, Kubernetes (whose
+ * first lists must come before the cluster is known), or Slurm. */
 static int make_executor(srv *s, char *err, size_t errsz)
 {
     spec_server *c = s->cfg.spec;
@@ -126,6 +126,10 @@ static int make_executor(srv *s, char *err, size_t errsz)
             c->k8s.kubeconfig = abs;
         }
         s->be = exec_k8s_new(&c->k8s, NULL, 30, err, errsz);
+        return s->be ? LT_EXIT_OK : LT_EXIT_UNAVAILABLE;
+    }
+    if (c->executor == SPEC_EXECUTOR_SLURM) {
+        s->be = exec_slurm_new(&c->slurm, err, errsz);
         return s->be ? LT_EXIT_OK : LT_EXIT_UNAVAILABLE;
     }
     exec_local_config ec = {.shim_program = s->cfg.trainer_program,

@@ -492,7 +492,40 @@ void spec_k8s_free(spec_k8s *k);
 /* The namespace of a team's jobs (caller frees). */
 char *spec_k8s_namespace(const spec_k8s *k, const char *team);
 
-typedef enum { SPEC_EXECUTOR_LOCAL, SPEC_EXECUTOR_K8S } spec_executor;
+/* The ServerConfig's `slurm:` section (docs/slurm.md): how the Slurm
+ * executor submits, where it looks, and the mappings to Slurm's names.
+ * Used when `executor: slurm`, and by `lathe render JOB --target slurm`.
+ * The team's account and user come from the policy (slurmAccount,
+ * slurmUser) first, then from `accounts:`. */
+typedef struct spec_slurm {
+    char *partition;      /* --partition; NULL = the cluster's default */
+    spec_kv *accounts;    /* team -> --account (the policy's slurmAccount wins) */
+    size_t n_accounts;
+    spec_kv *qos;         /* priority class -> --qos */
+    size_t n_qos;
+    spec_kv *gpu_types;   /* GRES type (gpu:TYPE:N) -> lathe GPU type */
+    size_t n_gpu_types;
+    char *gpu_type;       /* the lathe GPU type of GPUs whose GRES names no type;
+                             default "L4" */
+    char *lathe_path;     /* lathe on the nodes (the batch script execs it);
+                             NULL = the server's own binary */
+    char *bin_dir;        /* folder of sbatch, squeue, sacct, scancel, scontrol, srun;
+                             NULL = found in PATH */
+    char *decide;         /* "lathe" (default: its scheduler places, --nodelist)
+                             or "slurm" (Slurm places; pending reasons shown) */
+    int master_port;      /* MASTER_PORT of multi-node jobs; default 29500 */
+    double state_interval; /* at most one squeue per this many seconds; default 1 */
+    double command_timeout; /* seconds a Slurm command may take; default 30 */
+    int array_max;        /* experiments as job arrays with %array_max when Slurm
+                             decides; 0 = one sbatch per job (default) */
+} spec_slurm;
+
+void spec_slurm_defaults(spec_slurm *s);
+void spec_slurm_free(spec_slurm *s);
+/* The mapping's value for key, or NULL. */
+const char *spec_kv_find(const spec_kv *kv, size_t n, const char *key);
+
+typedef enum { SPEC_EXECUTOR_LOCAL, SPEC_EXECUTOR_K8S, SPEC_EXECUTOR_SLURM } spec_executor;
 
 typedef struct spec_server {
     char *file;
@@ -548,8 +581,9 @@ typedef struct spec_server {
         double sample_interval; /* seconds between NVML samples of this machine's
                                    GPUs; default 10 */
     } monitoring;
-    spec_executor executor; /* `executor: local` (default) or `k8s` */
+    spec_executor executor; /* `executor: local` (default), `k8s` or `slurm` */
     spec_k8s k8s;           /* `kubernetes:`; defaults filled in */
+    spec_slurm slurm;       /* `slurm:`; defaults filled in */
 } spec_server;
 
 /* A config with every default filled in. */

@@ -50,6 +50,7 @@ spec_server *spec_server_new_default(void)
     spec_policy_defaults(&s->policy);
     s->executor = SPEC_EXECUTOR_LOCAL;
     spec_k8s_defaults(&s->k8s);
+    spec_slurm_defaults(&s->slurm);
     return s;
 }
 
@@ -123,6 +124,37 @@ void spec_k8s_free(spec_k8s *k)
     k->n_namespaces = k->n_gpu_products = 0;
 }
 
+void spec_slurm_defaults(spec_slurm *s)
+{
+    memset(s, 0, sizeof *s);
+    s->gpu_type = xstrdup("L4");
+    s->decide = xstrdup("lathe");
+    s->master_port = 29500;
+    s->state_interval = 1;
+    s->command_timeout = 30;
+}
+
+void spec_slurm_free(spec_slurm *s)
+{
+    if (!s) return;
+    free(s->partition);
+    free(s->gpu_type);
+    free(s->lathe_path);
+    free(s->bin_dir);
+    free(s->decide);
+    kv_free(s->accounts, s->n_accounts);
+    kv_free(s->qos, s->n_qos);
+    kv_free(s->gpu_types, s->n_gpu_types);
+    memset(s, 0, sizeof *s);
+}
+
+const char *spec_kv_find(const spec_kv *kv, size_t n, const char *key)
+{
+    for (size_t i = 0; key && i < n; i++)
+        if (strcmp(kv[i].key, key) == 0) return kv[i].value;
+    return NULL;
+}
+
 char *spec_k8s_namespace(const spec_k8s *k, const char *team)
 {
     if (k->op.enabled) return xstrdup(team); /* operator mode: a team is its namespace */
@@ -160,6 +192,7 @@ void spec_server_free(spec_server *s)
     free(s->scheduler.policy);
     free(s->trainer_program);
     spec_k8s_free(&s->k8s);
+    spec_slurm_free(&s->slurm);
     free(s);
 }
 
@@ -338,6 +371,7 @@ static const spec_enum_entry executor_tab[] = {
     {"local", SPEC_EXECUTOR_LOCAL, false},
     {"k8s", SPEC_EXECUTOR_K8S, false},
     {"kubernetes", SPEC_EXECUTOR_K8S, true},
+    {"slurm", SPEC_EXECUTOR_SLURM, false},
 };
 ENUM_DEF(enum_executor, executor_tab);
 
@@ -407,6 +441,29 @@ static const spec_field k8s_fields[] = {
 #undef K
 static const spec_schema k8s_schema = SCHEMA0(k8s_fields);
 
+#define SL(f) S(slurm.f)
+static const spec_field slurm_fields[] = {
+    {.key = "partition", .type = SF_STR, .off = SL(partition)},
+    {.key = "accounts", .type = SF_KV, .off = SL(accounts), .off_n = SL(n_accounts)},
+    {.key = "qos", .type = SF_KV, .off = SL(qos), .off_n = SL(n_qos)},
+    {.key = "gpuTypes", .type = SF_KV, .off = SL(gpu_types), .off_n = SL(n_gpu_types)},
+    {.key = "gpuType", .type = SF_STR, .off = SL(gpu_type)},
+    {.key = "lathePath", .type = SF_STR, .off = SL(lathe_path)},
+    {.key = "binDir", .type = SF_STR, .off = SL(bin_dir)},
+    {.key = "decide", .type = SF_STR, .off = SL(decide)},
+    {.key = "masterPort", .type = SF_INT, .off = SL(master_port), .flags = SF_MIN | SF_MAX,
+     .min = 1, .max = 65535},
+    {.key = "stateInterval", .type = SF_DURATION, .off = SL(state_interval),
+     .flags = SF_MIN | SF_MAX, .min = 0, .max = 600,
+     .hint = "at most one squeue per this interval; 1s is the default"},
+    {.key = "commandTimeout", .type = SF_DURATION, .off = SL(command_timeout),
+     .flags = SF_MIN | SF_MAX, .min = 1, .max = 3600},
+    {.key = "arrayMax", .type = SF_INT, .off = SL(array_max), .flags = SF_MIN | SF_MAX,
+     .min = 0, .max = 100000},
+};
+#undef SL
+static const spec_schema slurm_schema = SCHEMA0(slurm_fields);
+
 static const spec_field tls_fields[] = {
     {.key = "certFile", .type = SF_STR, .off = S(tls.cert_file)},
     {.key = "keyFile", .type = SF_STR, .off = S(tls.key_file)},
@@ -425,6 +482,7 @@ static const spec_schema rate_schema = SCHEMA0(rate_fields);
 static const spec_field spec_fields[] = {
     {.key = "executor", .type = SF_ENUM, .off = S(executor), .enm = &enum_executor},
     {.key = "kubernetes", .type = SF_OBJ, .sub = &k8s_schema},
+    {.key = "slurm", .type = SF_OBJ, .sub = &slurm_schema},
     {.key = "listen", .type = SF_STR, .off = S(listen)},
     {.key = "dataDir", .type = SF_STR, .off = S(data_dir)},
     {.key = "cluster", .type = SF_OBJ, .sub = &cluster_schema},
@@ -557,6 +615,37 @@ static void check_operator(spec_dctx *c, const spec_ynode *body, const spec_serv
     spec_path_pop(c, old);
 }
 
+/* The Slurm settings: who decides, and a lathePath the batch script can
+ * exec as written (it is the one word of the script lathe does not fix). */
+static void check_slurm(spec_dctx *c, const spec_ynode *body, const spec_server *s)
+{
+    const spec_slurm *sl = &s->slurm;
+    const spec_ynode *sn = spec_ymap_get(body, "slurm");
+    bool is_map = sn && sn->kind == SPEC_YMAP;
+    if (sl->decide && strcmp(sl->decide, "lathe") != 0 && strcmp(sl->decide, "slurm") != 0) {
+        size_t old = spec_path_push(c, "slurm.decide");
+        const spec_ynode *at = is_map ? spec_ymap_get(sn, "decide") : NULL;
+        diag *x = spec_report(c, DIAG_ERROR, at ? at : body, "not who places the jobs");
+        diag_set_expected(x, "lathe (its scheduler places, --nodelist) or slurm (Slurm places)");
+        diag_set_found(x, "\"%s\"", sl->decide);
+        spec_path_pop(c, old);
+    }
+    const char *lp = sl->lathe_path;
+    bool lp_ok = !lp || lp[0] == '/';
+    for (const char *p = lp; lp_ok && p && *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("/._+-", *p)) lp_ok = false;
+    if (!lp_ok) {
+        size_t old = spec_path_push(c, "slurm.lathePath");
+        const spec_ynode *at = is_map ? spec_ymap_get(sn, "lathePath") : NULL;
+        diag *x = spec_report(c, DIAG_ERROR, at ? at : body,
+                              "not an absolute path of letters, digits and / . _ + -");
+        diag_set_found(x, "\"%s\"", lp);
+        diag_set_suggestion(x, "give the path of lathe on the compute nodes, such as "
+                               "/opt/lathe/bin/lathe");
+        spec_path_pop(c, old);
+    }
+}
+
 /* The document's kind and apiVersion. */
 static bool check_header(spec_dctx *c, const spec_ynode *root)
 {
@@ -610,6 +699,7 @@ static spec_server *decode_server(spec_dctx *c, const spec_ynode *root)
         check_tokens(c, body, s->tokens, s->n_tokens);
         check_tls(c, body, s);
         check_operator(c, body, s);
+        check_slurm(c, body, s);
         const spec_ynode *pn = spec_ymap_get(body, "policy");
         if (pn) {
             size_t old2 = spec_path_push(c, "policy");

@@ -230,6 +230,14 @@ static void test_errors(void **state)
            NULL, "--gpu-memory");
     expect((const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--compile", "maybe", NULL}, 2,
            NULL, "on or off");
+    expect((const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--truncation", "left", NULL}, 2,
+           NULL, "cut or drop");
+    /* dropping the long samples needs the dataset's length statistics */
+    expect((const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--truncation", "drop", NULL}, 2,
+           NULL, "--seq-mean");
+    expect((const char *[]){"estimate", "--model", "Qwen2-1.5B", "--method", "lora", "--seq-mean", "3234",
+                            "--seq-sd", "2547", "--truncation", "drop", "--explain", NULL},
+           0, "longer ones dropped", NULL);
 }
 
 int main(void)

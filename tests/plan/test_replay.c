@@ -177,6 +177,150 @@ static void test_varying_lengths(void **state)
     model_shape_free(&m);
 }
 
+/* The padded lengths of micro batches of one sample against the
+ * log-normal by hand. ms-swift's Benchmark doc: 3234.4 +- 2547.5 tokens,
+ * so sigma^2 = ln(1 + (2547.5 / 3234.4)^2) = 0.48264 (sigma 0.69473) and
+ * mu = ln(3234.4) - sigma^2 / 2 = 7.84028. At a 2048 cap, z = (ln 2048 -
+ * mu) / sigma = -0.31042 and P(X <= 2048) = Phi(z) = 0.37812.
+ *   cut:  E[min(X, c)] = e^(mu + sigma^2/2) Phi(z - sigma) + c (1 - Phi(z))
+ *                      = 1782.7, and 62.2 % of the batches at the cap;
+ *   drop: E[X | X <= c] = e^(mu + sigma^2/2) Phi(z - sigma) / Phi(z)
+ *                      = 1346.5, and none at the cap.
+ * At a 512 cap (z = -2.3059, the tail sampler) E[X | X <= 512] = 412.7.
+ * The draws round up to whole tokens: + 0.5 on average. */
+static void test_dropped_lengths(void **state)
+{
+    (void)state;
+    est_input in;
+    memset(&in, 0, sizeof in);
+    in.batch = 1;
+    in.seq_mean = 3234.4;
+    in.seq_sd = 2547.5;
+    const struct {
+        int cap;
+        bool drop;
+        double mean, at_cap;
+    } cases[] = {{2048, false, 1782.7 + 0.5 * 0.378, 1 - 0.37812},
+                 {2048, true, 1346.5 + 0.5, 0},
+                 {512, true, 412.7 + 0.5, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        in.seq = cases[c].cap;
+        in.drop_long = cases[c].drop;
+        rng_state g;
+        rng_seed(&g, 42);
+        const int n = 40000;
+        double sum = 0, at_cap = 0;
+        for (int k = 0; k < n; k++) {
+            double len = est_batch_length(&in, &g);
+            assert_true(len >= 1 && len <= cases[c].cap);
+            sum += len;
+            if (len >= cases[c].cap) at_cap++;
+        }
+        double mean = sum / n;
+        if (fabs(mean - cases[c].mean) > 0.01 * cases[c].mean)
+            fail_msg("cap %d %s: mean length %.1f, by hand %.1f", cases[c].cap, cases[c].drop ? "drop" : "cut", mean,
+                     cases[c].mean);
+        /* a draw in (cap - 1, cap] rounds up to the cap: at most ~0.1 % */
+        if (fabs(at_cap / n - cases[c].at_cap) > 0.01)
+            fail_msg("cap %d: %.3f of the batches at the cap, by hand %.3f", cases[c].cap, at_cap / n,
+                     cases[c].at_cap);
+    }
+    /* a batch of 4 is padded to its longest: longer on average, still below the cap */
+    in.seq = 2048;
+    in.drop_long = true;
+    in.batch = 4;
+    rng_state g;
+    rng_seed(&g, 7);
+    double sum = 0;
+    for (int k = 0; k < 10000; k++) sum += est_batch_length(&in, &g);
+    assert_true(sum / 10000 > 1346.5 * 1.1 && sum / 10000 < 2048);
+}
+
+/* Dropping needs the statistics; with them the replay runs and no batch is
+ * longer than with the same samples cut at the cap. */
+static void test_drop_input(void **state)
+{
+    (void)state;
+    model_shape m;
+    est_input in;
+    catalogue_input("Qwen2-1.5B", EST_COUNTER_RESERVED, &m, &in);
+    in.drop_long = true;
+    diag_list d;
+    diag_list_init(&d);
+    assert_false(est_input_resolve(&in, &d));
+    bool named = false;
+    for (size_t i = 0; i < d.len; i++)
+        if (d.items[i].path && strcmp(d.items[i].path, "--truncation") == 0) named = true;
+    assert_true(named);
+    diag_list_free(&d);
+    in.seq_mean = 3234.4;
+    in.seq_sd = 2547.5;
+    resolve(&in);
+    est_result cut, drop;
+    est_estimate(&in, &bare, &drop);
+    in.drop_long = false;
+    est_estimate(&in, &bare, &cut);
+    assert_true(drop.allocated <= cut.allocated * 1.001);
+    assert_true(drop.reserved >= drop.allocated);
+    model_shape_free(&m);
+}
+
+/* DeepSpeed ZeRO-2, from its defaults (deepspeed/runtime/zero/config.py,
+ * stage_1_and_2.py), on Qwen2-0.5B (P = 494,032,768 parameters, hidden
+ * 896) over 2 GPUs, bf16, full fine-tune, allocated counter. By hand:
+ *   the engine casts the module to bf16; the optimizer keeps an fp32
+ *   master partition and fp32 exp_avg, exp_avg_sq: 12 x P/2 = 6P bytes;
+ *   the step flattens the bf16 gradient partition (2 x P/2 = P bytes) and
+ *   converts it to fp32 (4 x P/2 = 2P): 3P bytes of temporaries at once;
+ *   with accumulation the latest micro step's partition lives beside the
+ *   accumulated one until the step: + P bytes at the step's peak;
+ *   the ipg bucket, reduce_bucket_size = hidden^2 ("auto") bf16 elements,
+ *   one (overlap_comm is off by default below ZeRO-3): 2 x 896^2 bytes.
+ * LoRA under the same engine: PEFT's fp32 adapters become bf16. */
+static void test_deepspeed_zero2(void **state)
+{
+    (void)state;
+    model_shape m;
+    est_input in;
+    catalogue_input("Qwen2-0.5B", EST_COUNTER_ALLOCATED, &m, &in);
+    const double P = 494032768.0;
+    in.method = METHOD_FULL;
+    in.gpus = 2;
+    in.strategy = STRAT_ZERO2;
+    in.seq = 512;
+    resolve(&in);
+    est_result one, two;
+    est_estimate(&in, &bare, &one);
+    in.grad_accum = 2;
+    resolve(&in);
+    est_estimate(&in, &bare, &two);
+    /* in the allocator a block of 1-10 MiB takes a 20 MiB segment and keeps
+     * up to 1 MiB it does not split off: 1 % over the 582 state tensors */
+    const double slack = 0.01 * P;
+    if (fabs(one.optimizer - 6.0 * P) > 1.0 || fabs(one.at_peak[EST_T_STATES] - 6.0 * P) > 6.0 * slack)
+        fail_msg("states %.0f, at the peak %.0f, by hand %.0f", one.optimizer, one.at_peak[EST_T_STATES], 6.0 * P);
+    assert_int_equal(one.peak_phase, EST_PHASE_STEP);
+    if (fabs(one.at_peak[EST_T_OPT_TEMP] - 3.0 * P) > slack)
+        fail_msg("step temporaries %.0f, by hand %.0f", one.at_peak[EST_T_OPT_TEMP], 3.0 * P);
+    if (fabs(one.at_peak[EST_T_GRADS] - P) > slack)
+        fail_msg("gradient partition %.0f, by hand %.0f", one.at_peak[EST_T_GRADS], P);
+    double extra = two.replay_phase[EST_PHASE_STEP] - one.replay_phase[EST_PHASE_STEP];
+    if (fabs(extra - P) > slack) fail_msg("accumulation adds %.0f at the step, by hand %.0f", extra, P);
+    if (fabs(one.sharding - 2.0 * 896.0 * 896.0) > 1.0)
+        fail_msg("ipg bucket %.0f, by hand %.0f", one.sharding, 2.0 * 896.0 * 896.0);
+    /* LoRA: the adapters in bf16 whatever PEFT made them */
+    in.method = METHOD_LORA;
+    in.grad_accum = 1;
+    in.adapter_fp32 = true;
+    resolve(&in);
+    est_result lora;
+    est_estimate(&in, &bare, &lora);
+    assert_true(lora.params_trainable > 0);
+    if (fabs(lora.adapter - 2.0 * (double)lora.params_trainable) > 1.0)
+        fail_msg("adapters %.0f bytes, by hand %.0f", lora.adapter, 2.0 * (double)lora.params_trainable);
+    model_shape_free(&m);
+}
+
 /* Unsloth's checkpoints wait in CPU memory: the GPU keeps none but the
  * one of the layer in backward. */
 static void test_offloaded_checkpoints(void **state)
@@ -274,7 +418,8 @@ int main(void)
         cmocka_unit_test(test_loss_plans),      cmocka_unit_test(test_counters),
         cmocka_unit_test(test_varying_lengths), cmocka_unit_test(test_grad_accum),
         cmocka_unit_test(test_alloc_conf),      cmocka_unit_test(test_snapshot_at_peak),
-        cmocka_unit_test(test_offloaded_checkpoints),
+        cmocka_unit_test(test_offloaded_checkpoints), cmocka_unit_test(test_dropped_lengths),
+        cmocka_unit_test(test_drop_input), cmocka_unit_test(test_deepspeed_zero2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

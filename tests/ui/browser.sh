@@ -4,8 +4,8 @@
 # package-lock.json; scripts/install-deps.sh installs both), against a real
 # `lathe server` running a workload like the demo's:
 #
-#   - a cluster of an 8-GPU A100 node (two NVLink groups of four), a 4-GPU
-#     L4 node, and this machine's two H100s as NVML reports them (the
+#   - a cluster of an 8-GPU A100 node (two NVLink groups of four), a 2-GPU
+#     L40S node, and this machine's two H100s as NVML reports them (the
 #     tests' stand-in libnvidia-ml.so.1), two teams with quotas and budgets;
 #   - research's LoRA experiment at ranks 8, 16 and 32, a job on an H100,
 #     product's urgent two-GPU job, an L40S job and two jobs sharing the
@@ -15,11 +15,13 @@
 #   - product's budget is small: it reaches 80 % and 100 % during the run,
 #     and its next job waits for the budget.
 #
-# client/browser.mjs then signs in, opens each page, checks what it shows,
+# tests/ui/browser.mjs then signs in, opens each page, checks what it shows,
 # clicks through to a job and cancels it, signs in as a team to check it
 # sees its own jobs only, checks that nothing errored in the browser's
 # console and that no token went into a URL, and saves a screenshot of each
-# page in build/ui-screenshots/. KEEP=1 leaves the server running at the end
+# page in build/ui-screenshots/. Last, no token may be written anywhere in
+# the server's folder (its log, the audit log, the store, the jobs' folders:
+# they hold token names and hashes only). KEEP=1 leaves the server running at the end
 # (its address and tokens are printed) to look at the console by hand.
 set -u
 T0=$(date +%s.%N)
@@ -218,5 +220,12 @@ say "the browser is done"
 if [ -n "${KEEP:-}" ]; then
     echo "KEEP: the console is at http://$ADDR/ (admin token $ADMIN, research $RESEARCH, product $PRODUCT); server pid $SRV, folder $W"
 fi
-[ $rc -eq 0 ] || { echo "---- server.log (tail) ----"; tail -30 "$W/server.log"; }
-exit $rc
+[ $rc -eq 0 ] || { echo "---- server.log (tail) ----"; tail -30 "$W/server.log"; exit $rc; }
+# the tokens were used for every request above; none may have been written
+for t in "$ADMIN" "$RESEARCH" "$PRODUCT"; do
+    if leaked=$(grep -rlaF -- "$t" "$W"); then
+        echo "FAIL: a token was written to: $leaked"; exit 1
+    fi
+done
+say "no token in the server's folder"
+exit 0

@@ -1,0 +1,372 @@
+/* test_slurm_unit.c: the Slurm executor's pure parts (lib/exec/
+ * exec_slurm_map.c, exec_slurm_render.c), without a cluster: Slurm's state
+ * names, squeue / sacct --json as Slurm 22.05 prints them, the mapping of
+ * every final state onto lathe's ends, `scontrol -o show nodes` lines, host
+ * lists, --time, and the sbatch argv, batch script and step file of a
+ * request (placement, account, QOS, GRES type, grace, no shell). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "exec/exec.h"
+#include "exec/exec_slurm_internal.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_states(void **state)
+{
+    (void)state;
+    assert_int_equal(slurm_state_parse("RUNNING"), SLURM_ST_RUNNING);
+    assert_int_equal(slurm_state_parse("PENDING"), SLURM_ST_PENDING);
+    assert_int_equal(slurm_state_parse("CANCELLED by 0"), SLURM_ST_CANCELLED);
+    assert_int_equal(slurm_state_parse("OUT_OF_MEMORY"), SLURM_ST_OOM);
+    assert_int_equal(slurm_state_parse("NODE_FAIL"), SLURM_ST_NODE_FAIL);
+    assert_int_equal(slurm_state_parse("TIMEOUT"), SLURM_ST_TIMEOUT);
+    assert_int_equal(slurm_state_parse("PREEMPTED"), SLURM_ST_PREEMPTED);
+    assert_int_equal(slurm_state_parse("REQUEUED"), SLURM_ST_REQUEUED);
+    assert_int_equal(slurm_state_parse("RUNNINGX"), SLURM_ST_UNKNOWN);
+    assert_int_equal(slurm_state_parse(NULL), SLURM_ST_UNKNOWN);
+    assert_true(slurm_state_final(SLURM_ST_COMPLETED));
+    assert_false(slurm_state_final(SLURM_ST_RUNNING));
+    assert_false(slurm_state_final(SLURM_ST_REQUEUED));
+}
+
+/* squeue --json's shape in 22.05 (fields lathe reads, and some it does not) */
+static const char squeue_json[] =
+    "{\"meta\":{\"plugin\":{\"type\":\"openapi/v0.0.38\"}},\"errors\":[],\"jobs\":["
+    "{\"job_id\":12,\"name\":\"lathe-team-a-r8-1\",\"comment\":\"lathe job=team-a/r8 attempt=1 id=3\","
+    "\"job_state\":\"PENDING\",\"state_reason\":\"Resources\",\"nodes\":\"\",\"exit_code\":0,"
+    "\"restart_cnt\":0,\"start_time\":0,\"end_time\":0,\"account\":\"root\"},"
+    "{\"job_id\":13,\"name\":\"x\",\"comment\":\"\",\"job_state\":\"FAILED\",\"state_reason\":"
+    "\"NonZeroExitCode\",\"nodes\":\"n1\",\"exit_code\":768,\"restart_cnt\":2,\"start_time\":"
+    "1796216135,\"end_time\":1796216136},"
+    "{\"job_id\":14,\"name\":\"y\",\"job_state\":\"CANCELLED\",\"exit_code\":15},"
+    "{\"name\":\"no id\"}]}";
+
+static void test_squeue(void **state)
+{
+    (void)state;
+    slurm_job *jobs;
+    size_t n;
+    char err[256];
+    assert_true(slurm_parse_squeue_json(squeue_json, strlen(squeue_json), &jobs, &n, err, sizeof err));
+    assert_int_equal(n, 3);
+    assert_int_equal(jobs[0].id, 12);
+    assert_string_equal(jobs[0].name, "lathe-team-a-r8-1");
+    assert_string_equal(jobs[0].comment, "lathe job=team-a/r8 attempt=1 id=3");
+    assert_int_equal(jobs[0].state, SLURM_ST_PENDING);
+    assert_string_equal(jobs[0].reason, "Resources");
+    assert_int_equal(jobs[1].exit_code, 3); /* a wait status: 768 = 3 << 8 */
+    assert_int_equal(jobs[1].signal, 0);
+    assert_int_equal(jobs[1].restarts, 2);
+    assert_true(jobs[1].start > 1.7e9);
+    assert_int_equal(jobs[2].exit_code, -1);
+    assert_int_equal(jobs[2].signal, 15);
+    slurm_jobs_free(jobs, n);
+
+    const char *bad[] = {"", "[]", "{\"jobs\":{}}", "{\"errors\":[{\"description\":\"Invalid user\"}],\"jobs\":[]}",
+                         "not json"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_false(slurm_parse_squeue_json(bad[i], strlen(bad[i]), &jobs, &n, err, sizeof err));
+        assert_true(strstr(err, "squeue") != NULL);
+        assert_int_equal(n, 0);
+    }
+    const char *e = "{\"errors\":[{\"description\":\"Invalid user\"}],\"jobs\":[]}";
+    slurm_parse_squeue_json(e, strlen(e), &jobs, &n, err, sizeof err);
+    assert_true(strstr(err, "Invalid user") != NULL);
+}
+
+static void test_sacct(void **state)
+{
+    (void)state;
+    const char *t =
+        "{\"errors\":[],\"jobs\":[{\"job_id\":7,\"name\":\"lathe-a-b-1\",\"state\":{\"current\":"
+        "\"OUT_OF_MEMORY\",\"reason\":\"None\"},\"exit_code\":{\"status\":\"FAILED\",\"return_code\":0},"
+        "\"time\":{\"start\":100,\"end\":200}},{\"job_id\":8,\"state\":{\"current\":\"CANCELLED by 0\"},"
+        "\"exit_code\":{\"status\":\"SIGNALED\",\"signal\":{\"signal_id\":9,\"name\":\"KILL\"}}}]}";
+    slurm_job *jobs;
+    size_t n;
+    char err[256];
+    assert_true(slurm_parse_sacct_json(t, strlen(t), &jobs, &n, err, sizeof err));
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[0].state, SLURM_ST_OOM);
+    assert_int_equal(jobs[0].exit_code, 0);
+    assert_true(jobs[0].end == 200);
+    assert_int_equal(jobs[1].state, SLURM_ST_CANCELLED);
+    assert_int_equal(jobs[1].signal, 9);
+    slurm_jobs_free(jobs, n);
+}
+
+static slurm_job job(slurm_state st, const char *name, int code, int sig, const char *reason)
+{
+    slurm_job j;
+    memset(&j, 0, sizeof j);
+    j.id = 42;
+    j.state = st;
+    snprintf(j.state_name, sizeof j.state_name, "%s", name);
+    j.exit_code = code;
+    j.signal = sig;
+    j.reason = (char *)reason;
+    j.start = 1000;
+    j.end = 1100;
+    return j;
+}
+
+static void test_map(void **state)
+{
+    (void)state;
+    const int nr[] = {2};
+    exec_status st;
+    slurm_job j = job(SLURM_ST_PENDING, "PENDING", -1, 0, "QOSMaxGRESPerUser");
+    slurm_map_status(&j, false, false, false, false, nr, 1, &st);
+    assert_int_equal(st.phase, EXEC_RUNNING);
+    assert_string_equal(st.waiting, "Slurm: pending (QOSMaxGRESPerUser)");
+
+    j = job(SLURM_ST_RUNNING, "RUNNING", -1, 0, "None");
+    slurm_map_status(&j, false, false, false, false, nr, 1, &st);
+    assert_int_equal(st.phase, EXEC_RUNNING);
+    assert_string_equal(st.waiting, "");
+
+    struct {
+        slurm_state s;
+        const char *name;
+        int code, sig;
+        bool term, kill, oom, requeued;
+        exec_end want;
+        bool retry;
+    } cases[] = {
+        {SLURM_ST_COMPLETED, "COMPLETED", 0, 0, false, false, false, false, EXEC_END_SUCCEEDED, false},
+        {SLURM_ST_FAILED, "FAILED", 1, 0, false, false, false, false, EXEC_END_FAILED, true},
+        {SLURM_ST_FAILED, "FAILED", 2, 0, false, false, false, false, EXEC_END_INVALID, false},
+        {SLURM_ST_FAILED, "FAILED", 1, 0, false, false, true, false, EXEC_END_OOM, true},
+        {SLURM_ST_FAILED, "FAILED", 143, 0, true, false, false, false, EXEC_END_STOPPED, true},
+        {SLURM_ST_CANCELLED, "CANCELLED", -1, 15, true, false, false, false, EXEC_END_STOPPED, true},
+        {SLURM_ST_CANCELLED, "CANCELLED", -1, 9, true, true, false, false, EXEC_END_KILLED, true},
+        {SLURM_ST_CANCELLED, "CANCELLED", -1, 15, false, false, false, false, EXEC_END_FAILED, true},
+        {SLURM_ST_TIMEOUT, "TIMEOUT", -1, 0, false, false, false, false, EXEC_END_TIMED_OUT, false},
+        {SLURM_ST_OOM, "OUT_OF_MEMORY", 0, 0, false, false, false, false, EXEC_END_OOM, true},
+        {SLURM_ST_NODE_FAIL, "NODE_FAIL", -1, 0, false, false, false, false, EXEC_END_LOST, true},
+        {SLURM_ST_PREEMPTED, "PREEMPTED", -1, 0, false, false, false, false, EXEC_END_EVICTED, true},
+        {SLURM_ST_PENDING, "PENDING", -1, 0, false, false, false, true, EXEC_END_LOST, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        j = job(cases[i].s, cases[i].name, cases[i].code, cases[i].sig, "None");
+        slurm_map_status(&j, cases[i].term, cases[i].kill, cases[i].oom, cases[i].requeued, nr, 1, &st);
+        print_message("  %s code %d sig %d -> %s: %s\n", cases[i].name, cases[i].code, cases[i].sig,
+                      exec_end_name(st.end), st.reason);
+        assert_int_not_equal(st.phase, EXEC_RUNNING);
+        assert_int_equal(st.end, cases[i].want);
+        assert_int_equal(st.retryable, cases[i].retry);
+        assert_true(strstr(st.reason, "42") != NULL || st.end <= EXEC_END_SIGNALLED);
+    }
+    assert_string_equal(exec_end_name(EXEC_END_TIMED_OUT), "timed_out");
+
+    /* stopped by the --signal of its time limit: 20 s grace, a 2-minute limit */
+    j = job(SLURM_ST_FAILED, "FAILED", 143, 0, "NonZeroExitCode");
+    j.time_limit = 120;
+    j.start = 1000;
+    j.end = 1000 + 95;
+    assert_true(slurm_signalled_by_limit(&j, 20));
+    j.end = 1000 + 10; /* long before: not the limit's */
+    assert_false(slurm_signalled_by_limit(&j, 20));
+    j.end = 1000 + 95;
+    j.exit_code = 1; /* not stopped by SIGTERM */
+    assert_false(slurm_signalled_by_limit(&j, 20));
+    j.exit_code = 143;
+    j.time_limit = 0; /* no limit */
+    assert_false(slurm_signalled_by_limit(&j, 20));
+}
+
+static void test_nodes(void **state)
+{
+    (void)state;
+    const char *t =
+        "NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=1 CPUEfctv=4 CPUTot=4 Gres=gpu:4 "
+        "NodeAddr=127.0.0.1 RealMemory=8000 AllocMem=0 State=MIXED Partitions=gpu\n"
+        "NodeName=n2 CPUTot=8 Gres=gpu:a100:2(S:0-1),shard:8 RealMemory=16000 State=DOWN+DRAIN "
+        "Reason=set down by test [root@2026-12-02T12:00:00]\n"
+        "NodeName=n3 CPUTot=2 Gres=(null) RealMemory=1000 State=IDLE*\n"
+        "garbage line\n";
+    exec_slurm_node *nodes;
+    size_t n;
+    char err[256];
+    assert_true(slurm_parse_nodes(t, strlen(t), &nodes, &n, err, sizeof err));
+    assert_int_equal(n, 3);
+    assert_string_equal(nodes[0].name, "n1");
+    assert_int_equal(nodes[0].gpus, 4);
+    assert_null(nodes[0].gres_type);
+    assert_true(nodes[0].schedulable);
+    assert_true(nodes[0].memory == 8000.0 * 1024 * 1024);
+    assert_true(nodes[0].cpu == 4);
+    assert_int_equal(nodes[1].gpus, 2);
+    assert_string_equal(nodes[1].gres_type, "a100");
+    assert_false(nodes[1].schedulable);
+    assert_true(strstr(nodes[1].why, "set down by test") != NULL);
+    assert_true(strstr(nodes[1].why, "DOWN") != NULL);
+    assert_int_equal(nodes[2].gpus, 0);
+    assert_false(nodes[2].schedulable); /* '*': not responding */
+    exec_slurm_nodes_free(nodes, n);
+    assert_false(slurm_parse_nodes("nothing\n", 8, &nodes, &n, err, sizeof err));
+}
+
+static void test_small(void **state)
+{
+    (void)state;
+    char h[64];
+    assert_true(slurm_first_host("n[1-3,7],m2", h, sizeof h));
+    assert_string_equal(h, "n1");
+    assert_true(slurm_first_host("gpu[007-009]", h, sizeof h));
+    assert_string_equal(h, "gpu007");
+    assert_true(slurm_first_host("node-a,node-b", h, sizeof h));
+    assert_string_equal(h, "node-a");
+    assert_false(slurm_first_host("", h, sizeof h));
+    assert_false(slurm_first_host("[1-2]", h, sizeof h));
+    assert_false(slurm_first_host("n[x]", h, sizeof h));
+    assert_false(slurm_first_host("n[1-2", h, sizeof h));
+    char t[48];
+    slurm_format_time(30, t, sizeof t);
+    assert_string_equal(t, "0-00:01:00");
+    slurm_format_time(3600 * 25 + 61, t, sizeof t);
+    assert_string_equal(t, "1-01:02:00");
+    uint32_t key = slurm_dir_key("/data/jobs/team-a/r8");
+    char c[160];
+    snprintf(c, sizeof c, "lathe job=team-a/r8 attempt=3 id=5 dir=%08x", key);
+    assert_int_equal(slurm_comment_attempt(c, key), 3);
+    assert_int_equal(slurm_comment_attempt(c, key + 1), 0);
+    assert_int_equal(slurm_comment_attempt("lathe job=a/b attempt=x id=1 dir=00000000", 0), 0);
+    assert_int_equal(slurm_comment_attempt("someone else's job", key), 0);
+    assert_int_equal(slurm_comment_attempt(NULL, key), 0);
+    assert_true(slurm_name_ok("lathe-team-a-r8-1"));
+    assert_false(slurm_name_ok("a b"));
+    assert_false(slurm_name_ok("$(x)"));
+}
+
+static bool has_arg(const exec_slurm_submit *s, const char *a)
+{
+    for (size_t i = 0; i < s->argc; i++)
+        if (strcmp(s->argv[i], a) == 0) return true;
+    return false;
+}
+
+static void test_render(void **state)
+{
+    (void)state;
+    spec_slurm cfg;
+    spec_slurm_defaults(&cfg);
+    cfg.partition = xstrdup("gpu");
+    cfg.n_qos = 1;
+    cfg.qos = xcalloc(1, sizeof *cfg.qos);
+    cfg.qos[0].key = xstrdup("urgent");
+    cfg.qos[0].value = xstrdup("high");
+    cfg.n_accounts = 1;
+    cfg.accounts = xcalloc(1, sizeof *cfg.accounts);
+    cfg.accounts[0].key = xstrdup("team-b");
+    cfg.accounts[0].value = xstrdup("acct-b");
+    cfg.n_gpu_types = 1;
+    cfg.gpu_types = xcalloc(1, sizeof *cfg.gpu_types);
+    cfg.gpu_types[0].key = xstrdup("a100");
+    cfg.gpu_types[0].value = xstrdup("A100-80GB");
+
+    char *argv[] = {"python3", "train.py", "$(touch /tmp/pwned)", NULL};
+    const char *env[] = {"FOO=bar; rm -rf /"};
+    const char *nodes[] = {"n1", "n2"};
+    exec_request q;
+    memset(&q, 0, sizeof q);
+    q.argv = argv;
+    q.argc = 3;
+    q.env = env;
+    q.n_env = 1;
+    q.job_dir = "/data/jobs/team-a/r8";
+    q.attempt = 2;
+    q.contract.job = "team-a/r8";
+    q.contract.attempt = 2;
+    q.contract.nnodes = 2;
+    q.contract.master_port = 29600;
+    q.cluster.team = "team-a";
+    q.cluster.name = "r8";
+    q.cluster.job_id = 5;
+    q.cluster.nnodes = 2;
+    q.cluster.gpus_per_node = 4;
+    q.cluster.gpu_type = "A100-80GB";
+    q.cluster.cpu = 3.5;
+    q.cluster.memory = 2.0 * 1024 * 1024 * 1024;
+    q.cluster.nodes = nodes;
+    q.cluster.n_nodes = 2;
+    q.cluster.priority_class = "urgent";
+    q.cluster.grace = 20;
+    q.cluster.time_limit = 600;
+    q.cluster.slurm_account = "ai-training";
+    exec_slurm_submit s;
+    char err[256];
+    assert_true(exec_slurm_render(&q, &cfg, "/opt/lathe/bin/lathe", &s, err, sizeof err));
+    for (size_t i = 0; i < s.argc; i++) print_message("  %s\n", s.argv[i]);
+    assert_string_equal(s.argv[0], "sbatch");
+    assert_true(has_arg(&s, "--job-name=lathe-team-a-r8-2"));
+    assert_true(has_arg(&s, "--comment=lathe job=team-a/r8 attempt=2 id=5 dir=29155b1e"));
+    assert_true(has_arg(&s, "--output=/data/jobs/team-a/r8/attempt-2/output.log"));
+    assert_true(has_arg(&s, "--nodes=2"));
+    assert_true(has_arg(&s, "--ntasks-per-node=1"));
+    assert_true(has_arg(&s, "--gres=gpu:a100:4"));
+    assert_true(has_arg(&s, "--cpus-per-task=4"));
+    assert_true(has_arg(&s, "--mem=2048M"));
+    assert_true(has_arg(&s, "--time=0-00:10:00"));
+    assert_true(has_arg(&s, "--signal=B:TERM@20"));
+    assert_true(has_arg(&s, "--requeue"));
+    assert_true(has_arg(&s, "--partition=gpu"));
+    assert_true(has_arg(&s, "--account=ai-training")); /* the policy's wins */
+    assert_true(has_arg(&s, "--qos=high"));
+    assert_true(has_arg(&s, "--nodelist=n1,n2"));
+    assert_true(has_arg(&s, "--export=NIL"));
+    assert_string_equal(s.argv[s.argc - 2], "/data/jobs/team-a/r8/attempt-2/slurm-batch.sh");
+    assert_string_equal(s.argv[s.argc - 1], "/data/jobs/team-a/r8/attempt-2/slurm-step.json");
+    /* the script names no user string: only lathe and "$1" */
+    assert_true(strstr(s.script, "exec /opt/lathe/bin/lathe slurm-step \"$1\"") != NULL);
+    assert_null(strstr(s.script, "python3"));
+    assert_null(strstr(s.script, "touch"));
+    json_t *o = json_loads(s.step_json, 0, NULL);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(o, "argv"), 2)),
+                        "$(touch /tmp/pwned)");
+    assert_int_equal(json_integer_value(json_object_get(o, "nnodes")), 2);
+    assert_int_equal(json_integer_value(json_object_get(o, "master_port")), 29600);
+    assert_true(json_is_true(json_object_get(o, "gpus")));
+    json_decref(o);
+    exec_slurm_submit_free(&s);
+
+    /* Slurm decides: no --nodelist; the settings' account for a team without a policy one */
+    free(cfg.decide);
+    cfg.decide = xstrdup("slurm");
+    q.cluster.slurm_account = NULL;
+    q.cluster.team = "team-b";
+    q.cluster.priority_class = NULL;
+    q.cluster.gpu_type = NULL;
+    assert_true(exec_slurm_render(&q, &cfg, "/usr/bin/lathe", &s, err, sizeof err));
+    for (size_t i = 0; i < s.argc; i++) assert_null(strstr(s.argv[i], "--nodelist"));
+    for (size_t i = 0; i < s.argc; i++) assert_null(strstr(s.argv[i], "--qos"));
+    assert_true(has_arg(&s, "--account=acct-b"));
+    assert_true(has_arg(&s, "--gres=gpu:4"));
+    exec_slurm_submit_free(&s);
+
+    /* refused: a lathe path a script cannot hold, a name Slurm cannot take */
+    assert_false(exec_slurm_render(&q, &cfg, "/usr/bin/lathe; rm -rf /", &s, err, sizeof err));
+    assert_true(strstr(err, "lathePath") != NULL);
+    q.cluster.name = "a b";
+    assert_false(exec_slurm_render(&q, &cfg, "/usr/bin/lathe", &s, err, sizeof err));
+    spec_slurm_free(&cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_states), cmocka_unit_test(test_squeue), cmocka_unit_test(test_sacct),
+        cmocka_unit_test(test_map),    cmocka_unit_test(test_nodes),  cmocka_unit_test(test_small),
+        cmocka_unit_test(test_render),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
