@@ -53,10 +53,9 @@ w, runs = sys.argv[1], sys.argv[2:]
 modes = ["exact", "noise", "limit"]
 def h(s): return "%.1f d" % (s / 86400) if s >= 100 * 3600 else "%.2f h" % (s / 3600)
 print("\n## Average JCT, allocation and longest wait (lathe: one default configuration)\n")
-print("| trace | GPUs | estimates | avg JCT fifo / greedy / easy / lathe | lathe / easy | lathe / greedy | lathe / fifo | allocation fifo / greedy / easy / lathe | longest wait fifo / greedy / easy / lathe | lathe wins |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| trace | GPUs | estimates | avg JCT fifo / greedy / easy / lathe | lathe / easy | lathe / greedy | lathe / fifo | allocation fifo / greedy / easy / lathe | while jobs wait: lathe (best baseline) | longest wait fifo / greedy / easy / lathe | lathe wins | `lathe simulate` |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 wins = total = 0
-cmds = []
 for r in runs:
     name, trace, cl = r.split("|")
     for m in modes:
@@ -70,15 +69,17 @@ for r in runs:
         total += 1
         wins += ok_jct and ok_alloc
         tag = "yes" if ok_jct and ok_alloc else ("JCT only" if ok_jct else "no")
-        print("| %s | %d | %s | %s | %.3f | %.3f | %.3f | %s | %s | %s |" % (
+        aw = lambda x: x["allocation_rate_while_waiting"]
+        bw = max((f, g, e), key=aw)
+        cmd = "%s --trace %s --estimate %s" % (cl, trace, m)
+        print("| %s | %d | %s | %s | %.3f | %.3f | %.3f | %s | %.2f %% (%.2f %s) | %s | %s | `%s` |" % (
             name.rsplit("-", 1)[0], d["gpus"], m, " / ".join(h(j(x)) for x in (f, g, e, l)),
             j(l) / j(e), j(l) / j(g), j(l) / j(f),
             " / ".join("%.1f %%" % (100 * x["allocation_rate"]) for x in (f, g, e, l)),
-            " / ".join(h(x["wait_max_s"]) for x in (f, g, e, l)), tag))
-        cmds.append("lathe simulate %s --trace %s --estimate %s" % (cl, trace, m))
+            100 * aw(l), 100 * aw(bw), bw["policy"],
+            " / ".join(h(x["wait_max_s"]) for x in (f, g, e, l)), tag, cmd))
 print("\nlathe below easy and greedy, at most half of fifo, and allocation at least every baseline's: %d of %d rows" % (wins, total))
-print("\nCommands (in the work folder; traces made as at the top of bench/sched/real_traces.sh):\n")
-for c in dict.fromkeys(cmds): print("    " + c)
+print("\n(commands run in the work folder, with the traces made at the top of bench/sched/real_traces.sh)")
 for r in runs:
     name, trace, cl = r.split("|")
     if "teams" not in name: continue

@@ -110,11 +110,20 @@ static bool csv_job(cctx *c, sim_format fmt, const row *r, const int *ix, sim_jo
     num(c, f[C_GPUS], C_GPUS, &gpus);
     num(c, f[C_SUBMIT], C_SUBMIT, &j->submit);
     if (c->errors != before) return false;
-    if (gpus < 1 && !(f[C_MILLI] && f[C_MILLI]->text[0] && gpus > 0)) {
+    if (gpus > 1e6 || (gpus >= 1 && gpus != floor(gpus))) {
+        c->errors++;
+        diag *x = diag_add(c->d, DIAG_ERROR, c->name, c->line, f[C_GPUS]->col, aliases[C_GPUS],
+                           "not a number of GPUs");
+        diag_set_found(x, "\"%s\"", f[C_GPUS]->text);
+        diag_set_expected(x, "a whole number from 0 to 1,000,000, or a part of one GPU below 1");
+        return false;
+    }
+    if (gpus <= 0) {
         st->no_gpu++;
         return false;
     }
-    j->gpus = gpus < 1 ? 1 : (int)floor(gpus);
+    j->gpus = gpus < 1 ? 1 : (int)gpus;
+    if (gpus < 1) j->fraction = gpus;
     if (fmt == SIM_FROM_PAI_OPENB && f[C_MILLI] && f[C_MILLI]->text[0] && num(c, f[C_MILLI], C_MILLI, &v) &&
         j->gpus == 1 && v > 0 && v < 1000)
         j->fraction = v / 1000;
@@ -267,13 +276,22 @@ static size_t convert_philly(cctx *c, const char *text, size_t len, sim_trace *o
                 ended = false;
         }
         json_t *det, *detail = json_object_get(last, "detail");
-        json_array_foreach(detail, k, det) j.gpus += (int)json_array_size(json_object_get(det, "gpus"));
+        size_t ngpus = 0;
+        json_array_foreach(detail, k, det) ngpus += json_array_size(json_object_get(det, "gpus"));
+        j.gpus = ngpus > 2000000 ? 2000000 : (int)ngpus;
         if (!last || (!ended && j.duration == 0)) {
             st->never_ran++;
             continue;
         }
         if (j.gpus < 1) {
             st->no_gpu++;
+            continue;
+        }
+        if (j.gpus > 1000000) {
+            if (c->errors++ < MAX_ERRORS) {
+                diag *x = diag_add(c->d, DIAG_ERROR, c->name, 0, 0, "detail", "more than 1,000,000 GPUs");
+                diag_set_found(x, "job %zu of the array (%s)", i + 1, id);
+            }
             continue;
         }
         j.censored = !ended;
@@ -332,7 +350,14 @@ size_t sim_quota_parse(const char *name, const char *text, size_t len, char ***t
             }
             names = xcalloc((size_t)cols, sizeof *names);
             sum = xcalloc((size_t)cols, sizeof *sum);
-            for (int i = 1; i < cols; i++) names[i] = xstrdup(r.f[i].text);
+            for (int i = 1; i < cols; i++) {
+                names[i] = xstrdup(r.f[i].text);
+                if (!names[i][0]) {
+                    c.errors++;
+                    diag *x = diag_add(d, DIAG_ERROR, name, 1, r.f[i].col, NULL, "a column without a team name");
+                    diag_set_suggestion(x, "name every column after date");
+                }
+            }
             continue;
         }
         if (r.n != cols) {
@@ -385,6 +410,14 @@ size_t sim_quota_parse(const char *name, const char *text, size_t len, char ***t
     if (!names && !c.errors) {
         c.errors++;
         diag_add(d, DIAG_ERROR, name, 1, 0, NULL, "the quota table is empty");
+    }
+    if (c.errors) { /* nothing from a table with errors */
+        for (int i = 0; i < *n; i++) free((*teams)[i]);
+        free(*teams);
+        free(*gpus);
+        *teams = NULL;
+        *gpus = NULL;
+        *n = 0;
     }
     for (int i = 1; i < cols; i++) free(names ? names[i] : NULL);
     free(names);

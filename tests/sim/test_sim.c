@@ -346,6 +346,62 @@ static void test_estimates(void **state)
     diag_list_free(&d);
 }
 
+/* The converters (found by fuzz_trace_convert: a GPU count of 5.6e45 was
+ * cast to int, undefined behaviour): a count that is not a whole number up
+ * to 1,000,000 is an error naming the line and column; part of one GPU is a
+ * fraction; 0 GPUs is left out and counted. */
+static void test_convert(void **state)
+{
+    (void)state;
+    const char *csv = "job_id,submit_time_s,duration_s,num_gpus\n"
+                      "a,100,10,5555555555555555555555555555555555555555555555\n"
+                      "b,100,10,2.5\n"
+                      "c,200,10,0.25\n"
+                      "d,300,10,0\n"
+                      "e,150,10,4\n";
+    sim_trace t;
+    sim_trace_init(&t);
+    diag_list d;
+    diag_list_init(&d);
+    sim_convert_stats st;
+    assert_int_equal(sim_convert(SIM_FROM_LINGJUN, "l.csv", csv, strlen(csv), &t, &st, &d), 2);
+    assert_true(has_diag(&d, 2, NULL, "l.csv:2:10: error: num_gpus|num_gpu|gpu_num: not a number of GPUs"));
+    assert_true(has_diag(&d, 3, NULL, "not a number of GPUs (expected a whole number from 0 to 1,000,000"));
+    assert_true(st.rows == 5 && st.kept == 2 && st.no_gpu == 1 && t.n == 2);
+    /* sorted, from 0 */
+    assert_string_equal(t.jobs[0].id, "e");
+    assert_true(t.jobs[0].submit == 0 && t.jobs[0].gpus == 4);
+    assert_true(t.jobs[1].submit == 50 && t.jobs[1].gpus == 1 && t.jobs[1].fraction == 0.25);
+    sim_trace_free(&t);
+    diag_list_free(&d);
+
+    /* a quota table naming a team twice (found by fuzz_trace_convert: the
+     * error came with teams) gives an error and no team */
+    const char *q = "date,vcA,40,vca,total\n2020-04-02,30,10,5,45\n";
+    char **names;
+    double *gpus;
+    int n;
+    diag_list_init(&d);
+    assert_int_equal(sim_quota_parse("q.csv", q, strlen(q), &names, &gpus, &n, &d), 1);
+    assert_true(has_diag(&d, 1, NULL, "two teams with one lowercase name (found \"vca\")"));
+    assert_true(n == 0 && names == NULL && gpus == NULL);
+    diag_list_free(&d);
+    q = "date,vcA,,total\n2020-04-02,30,10,40\n"; /* and one without a name */
+    diag_list_init(&d);
+    assert_int_equal(sim_quota_parse("q.csv", q, strlen(q), &names, &gpus, &n, &d), 1);
+    assert_true(has_diag(&d, 1, NULL, "q.csv:1:10: error: a column without a team name"));
+    assert_true(n == 0 && names == NULL);
+    diag_list_free(&d);
+    q = "date,vcA,vcB,total\n2020-04-01,30,0,30\n2020-04-02,30,10,40\n";
+    diag_list_init(&d);
+    assert_int_equal(sim_quota_parse("q.csv", q, strlen(q), &names, &gpus, &n, &d), 0);
+    assert_true(n == 2 && strcmp(names[0], "vca") == 0 && gpus[0] == 30 && gpus[1] == 5);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(gpus);
+    diag_list_free(&d);
+}
+
 /* ---- trace-gen ---- */
 
 static void test_gen_reproducible(void **state)
@@ -704,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_trace_odd_rows),
         cmocka_unit_test(test_trace_too_wide),
         cmocka_unit_test(test_estimates),
+        cmocka_unit_test(test_convert),
         cmocka_unit_test(test_gen_reproducible),
         cmocka_unit_test(test_sim_by_hand),
         cmocka_unit_test(test_sim_preemption_checkpoint),
