@@ -1094,6 +1094,11 @@ static int render_run(int argc, char **argv)
         render_args_free(&a);
         return rc;
     }
+    if (a.slurm && (a.serve || strcmp(a.file, "server") == 0)) {
+        render_args_free(&a);
+        return cli_usage_error("render", "--target slurm renders jobs and experiments; `render "
+                                         "server` and `render serve` take --target k8s");
+    }
     render_ctx c;
     rc = ctx_open(&c, &a);
     if (rc != LT_EXIT_OK || a.serve || strcmp(a.file, "server") == 0) {
