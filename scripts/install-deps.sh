@@ -17,8 +17,13 @@ libyaml-dev libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
 libopenblas-openmp-dev libcmocka-dev libutf8proc-dev
 python3-yaml python3-jsonschema openssl
 clang libclang-rt-14-dev python3
-prometheus chromium fonts-dejavu-core curl"
+prometheus chromium fonts-dejavu-core curl
+slurmctld slurmd slurm-client slurmdbd munge mariadb-server"
 
+# Slurm 22.05 (slurmctld, slurmd, the clients, slurmdbd with MariaDB for
+# accounting) and munge: tests/slurm run lathe's Slurm executor against a
+# real cluster that ../shared/tools/slurm-local starts in a folder of its
+# own (docs/slurm.md); the packages' own daemons are not started here.
 # kubectl drives the Kubernetes API double in tests/k8s. Debian's
 # kubernetes-client provides it; a machine that already has a kubectl (from
 # another package) keeps its own, as the two packages conflict.
@@ -78,6 +83,16 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# keep the packages' init scripts from starting system-wide daemons
+# (munge, mariadb, slurm): the tests start their own
+made_policy=0
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  made_policy=1
+fi
 # shellcheck disable=SC2086
-$cmd
+rc=0; $cmd || rc=$?
+[ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+[ "$rc" = 0 ] || exit "$rc"
 node_packages

@@ -30,9 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char render_help[] =
     "usage: lathe render FILE [--target k8s] [options]\n"
+    "       lathe render JOB.yaml --target slurm [--config SERVER.yaml] [--cluster C.yaml] [-o json]\n"
     "       lathe render server --target k8s [-o yaml|json] [--config SERVER.yaml]\n"
     "                           [--namespace NS] [--image IMAGE]\n"
     "       lathe render serve [FILE] --target k8s [--runtime lathe|vllm]\n"
@@ -171,8 +173,9 @@ typedef struct serve_args {
 
 typedef struct render_args {
     const char *file, *config, *cluster, *namespace_, *image;
-    bool json;
+    bool json, json_given;
     int attempt;
+    bool slurm; /* --target slurm */
     bool serve; /* the word `serve` */
     serve_args sv;
 } render_args;
@@ -433,13 +436,16 @@ static int parse_args(int argc, char **argv, render_args *a)
         char *end;
         switch (ch) {
         case 'o':
+            a->json_given = true;
             if (strcmp(optarg, "yaml") == 0) a->json = false;
             else if (strcmp(optarg, "json") == 0) a->json = true;
             else return cli_usage_error("render", "-o takes yaml or json, not '%s'", optarg);
             break;
         case 't':
-            if (strcmp(optarg, "k8s") != 0 && strcmp(optarg, "kubernetes") != 0)
-                return cli_usage_error("render", "--target takes k8s, not '%s'", optarg);
+            if (strcmp(optarg, "slurm") == 0) a->slurm = true;
+            else if (strcmp(optarg, "k8s") != 0 && strcmp(optarg, "kubernetes") != 0)
+                return cli_usage_error("render", "--target takes k8s or slurm, not '%s'", optarg);
+            else a->slurm = false;
             break;
         case 'C': a->config = optarg; break;
         case 'c': a->cluster = optarg; break;
@@ -600,6 +606,56 @@ static json_t *job_objects(const render_ctx *c, const spec_job *job, const spec_
     return objs;
 }
 
+/* --target slurm: what the Slurm executor submits for the job (the sbatch
+ * argv, the batch script, the step file; exec_slurm_render), as one JSON
+ * object appended to items. The job's folder is the server's dataDir (of
+ * --config) + /jobs/TEAM/NAME here; the server names it by the job's id. */
+static void slurm_item(const render_ctx *c, const spec_job *job, const spec_job *resolved,
+                       const plan_result *plan, json_t *items)
+{
+    exec_job_req req;
+    build_request(c, job, resolved, plan, &req);
+    const spec_slurm *sl = &c->server->slurm;
+    const char *team = job->team ? job->team : "default";
+    char *dir = xasprintf("%s/jobs/%s/%s", c->server->data_dir ? c->server->data_dir : "/var/lib/lathe",
+                          team, job->name);
+    char *ckpt = xasprintf("%s/checkpoints", dir);
+    char *spec_path = xasprintf("%s/spec-%d.yaml", dir, c->a->attempt);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    const char *lathe = sl->lathe_path ? sl->lathe_path : n > 0 ? self : "/usr/local/bin/lathe";
+    if (req.q.cluster.builtin) { /* `LATHE train SPEC` with the server's spec file */
+        free(req.argv[0]);
+        req.argv[0] = xstrdup(lathe);
+        free(req.argv[2]);
+        req.argv[2] = xstrdup(spec_path);
+        req.q.argv = req.argv;
+    }
+    req.q.job_dir = dir;
+    req.q.contract.checkpoint_dir = ckpt;
+    req.q.contract.spec_path = spec_path;
+    req.q.cluster.team = team;
+    exec_slurm_submit sub;
+    char err[300];
+    if (exec_slurm_render(&req.q, sl, lathe, &sub, err, sizeof err)) {
+        json_t *argv = json_array();
+        for (size_t i = 0; i < sub.argc; i++) json_array_append_new(argv, json_string(sub.argv[i]));
+        json_t *step = json_loads(sub.step_json, 0, NULL);
+        json_array_append_new(items, json_pack("{s:s, s:o, s:s, s:s, s:o, s:s}", "job", job->name,
+                                               "sbatch", argv, "script_path", sub.script_path,
+                                               "script", sub.script, "step", step ? step : json_null(),
+                                               "step_path", sub.step_path));
+        exec_slurm_submit_free(&sub);
+    } else {
+        fprintf(stderr, "lathe render: job %s: %s\n", job->name, err);
+    }
+    free(dir);
+    free(ckpt);
+    free(spec_path);
+    exec_job_req_free(&req);
+}
+
 /* Plans one job and appends its objects to items; returns its exit code. */
 static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
 {
@@ -611,9 +667,13 @@ static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
                 c->a->cluster ? " --cluster " : "", c->a->cluster ? c->a->cluster : "");
     if (rc == LT_EXIT_OK) {
         spec_job *resolved = plan_resolved_job(&r, job);
-        json_t *objs = job_objects(c, job, resolved, &r);
-        json_array_extend(items, objs);
-        json_decref(objs);
+        if (c->a->slurm) {
+            slurm_item(c, job, resolved, &r, items);
+        } else {
+            json_t *objs = job_objects(c, job, resolved, &r);
+            json_array_extend(items, objs);
+            json_decref(objs);
+        }
         spec_job_free(resolved);
     }
     plan_result_free(&r);
@@ -634,6 +694,10 @@ static int render_file(const render_ctx *c, const spec_file *f, json_t *items)
                 int r = render_job(c, doc->experiment->jobs[k], items);
                 if (r > rc) rc = r;
             }
+        } else if (c->a->slurm) {
+            fprintf(stderr, "lathe render: %s: a Cluster has no Slurm rendering (--target slurm "
+                            "takes jobs and experiments)\n", c->a->file);
+            rc = LT_EXIT_USAGE;
         } else {
             json_t *objs = k8s_render_cluster(doc->cluster, c->k);
             json_array_extend(items, objs);
@@ -994,6 +1058,33 @@ static int render_serve(const render_ctx *c)
 }
 
 /* `lathe render`: settings, the file, its objects; an exit code. */
+/* --target slurm's output: per job, the sbatch argv (one argument a line:
+ * lathe runs it without a shell), the batch script and the step file; or
+ * with -o json the array of items. */
+static void print_slurm(json_t *items, bool as_json)
+{
+    if (as_json) {
+        char *t = json_dumps(items, JSON_INDENT(2));
+        printf("%s\n", t);
+        free(t);
+        return;
+    }
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it) {
+        printf("# job %s: the sbatch argv (one argument a line; lathe runs it without a shell)\n",
+               json_string_value(json_object_get(it, "job")));
+        size_t k;
+        json_t *a;
+        json_array_foreach(json_object_get(it, "sbatch"), k, a) printf("%s\n", json_string_value(a));
+        printf("# the batch script, %s\n%s", json_string_value(json_object_get(it, "script_path")),
+               json_string_value(json_object_get(it, "script")));
+        char *step = json_dumps(json_object_get(it, "step"), JSON_INDENT(1));
+        printf("# the step file, %s\n%s\n", json_string_value(json_object_get(it, "step_path")), step);
+        free(step);
+    }
+}
+
 static int render_run(int argc, char **argv)
 {
     if (argc > 1 && render_monitor_word(argv[1])) return render_monitor(argc, argv);
@@ -1002,6 +1093,11 @@ static int render_run(int argc, char **argv)
     if (rc != LT_EXIT_OK) {
         render_args_free(&a);
         return rc;
+    }
+    if (a.slurm && (a.serve || strcmp(a.file, "server") == 0)) {
+        render_args_free(&a);
+        return cli_usage_error("render", "--target slurm renders jobs and experiments; `render "
+                                         "server` and `render serve` take --target k8s");
     }
     render_ctx c;
     rc = ctx_open(&c, &a);
@@ -1026,7 +1122,8 @@ static int render_run(int argc, char **argv)
         json_t *items = json_array();
         rc = render_file(&c, &f, items);
         /* nothing half done: the objects only when every job rendered */
-        if (rc == LT_EXIT_OK) print_items(items, a.json);
+        if (rc == LT_EXIT_OK && a.slurm) print_slurm(items, a.json);
+        else if (rc == LT_EXIT_OK) print_items(items, a.json);
         json_decref(items);
     }
     diag_list_free(&d);

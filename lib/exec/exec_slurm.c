@@ -48,6 +48,7 @@ typedef struct slurm_be {
     slurm_job *jobs;
     size_t n_jobs;
     double cache_at;        /* monotonic seconds; 0 = never */
+    double turn_now;        /* the poll time of the turn that refreshed last */
     bool cache_ok;
     char cache_err[256];
     slurm_handle *handles;  /* every live handle (for the sacct of vanished jobs) */
@@ -282,18 +283,22 @@ static bool refresh(slurm_be *b, char *err, size_t errsz)
     return ok;
 }
 
-static void refresh_if_stale(slurm_be *b)
+/* One squeue per controller turn: not again for the same `now` (every
+ * poll of a turn passes the turn's time; 0 = no turn, from start, find,
+ * ready), and at most one per stateInterval. */
+static void refresh_if_stale(slurm_be *b, double now)
 {
     double iv = b->cfg->state_interval > 0 ? b->cfg->state_interval : 0;
-    if (b->cache_at > 0 && mono() - b->cache_at < iv) return;
+    if (b->cache_at > 0 && ((now > 0 && now == b->turn_now) || mono() - b->cache_at < iv)) return;
     char err[256];
     refresh(b, err, sizeof err);
+    if (now > 0) b->turn_now = now;
 }
 
 static bool sl_ready(exec_backend *be, char *why, size_t whysz)
 {
     slurm_be *b = (slurm_be *)be;
-    refresh_if_stale(b);
+    refresh_if_stale(b, 0);
     if (!b->cache_ok && why) snprintf(why, whysz, "Slurm cannot be reached: %s", b->cache_err);
     return b->cache_ok;
 }
@@ -442,7 +447,7 @@ static exec_rc sl_find(exec_backend *be, const char *job_dir, exec_handle **out,
     exec_rc rc = EXEC_E_GONE;
     if (text) rc = sl_attach(be, text, out, err, errsz);
     free(text);
-    refresh_if_stale(b);
+    refresh_if_stale(b, 0);
     uint32_t key = slurm_dir_key(job_dir);
     slurm_job *best = NULL;
     int best_attempt = rc == EXEC_OK ? (*out)->attempt : 0;
@@ -505,7 +510,7 @@ static exec_rc sl_start(exec_backend *be, const exec_request *req, exec_handle *
     /* never twice: a job of this name and comment that Slurm knows is this
      * attempt (a server killed after its sbatch) */
     char e3[256];
-    refresh_if_stale(b); /* this turn's squeue: it shows what an earlier server submitted */
+    refresh_if_stale(b, 0); /* this turn's squeue: it shows what an earlier server submitted */
     if (!b->cache_ok) {
         snprintf(err, errsz, "Slurm cannot be reached: %s", b->cache_err);
         free(work);
@@ -689,7 +694,7 @@ static void sl_poll(exec_handle *eh, double now, exec_status *st, exec_update *u
         exec_tally_update(&h->tally, up);
         return;
     }
-    refresh_if_stale(b);
+    refresh_if_stale(b, now);
     if (h->kill_at > 0 && now >= h->kill_at && !h->kill_sent) {
         char err[256];
         scancel(b, h->id, NULL, err, sizeof err);
