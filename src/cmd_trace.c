@@ -170,6 +170,9 @@ static int teams(int argc, char **argv)
         for (int i = 0; i < n; i++) share[i] = avg[i] / total;
         g.team_names = (const char *const *)names;
         g.team_shares = share;
+        g.comment = "Written by `lathe trace teams`: team quotas in proportion to the average GPUs of each team "
+                    "in the quota table, scaled to the cluster.";
+        g.name = "trace-teams";
         char *y = sim_gen_cluster_yaml(&g);
         rc = y ? write_file(cluster_out, y) : LT_EXIT_INTERNAL;
         free(y);

@@ -338,7 +338,7 @@ char *sim_gen_cluster_yaml(const sim_gen_opts *o)
     yout y;
     memset(&y, 0, sizeof y);
     sb_init(&y.text);
-    sb_puts(&y.text, "# Written by `lathe trace-gen`: the cluster its trace was sized for.\n");
+    sb_printf(&y.text, "# %s\n", o->comment ? o->comment : "Written by `lathe trace-gen`: the cluster its trace was sized for.");
     yaml_emitter_initialize(&y.em);
     yaml_emitter_set_output(&y.em, y_write, &y.text);
     yaml_emitter_set_width(&y.em, 100);
@@ -352,7 +352,7 @@ char *sim_gen_cluster_yaml(const sim_gen_opts *o)
     y_kv(&y, "kind", "Cluster");
     y_str(&y, "metadata");
     y_map(&y, true);
-    y_kv(&y, "name", "synthetic");
+    y_kv(&y, "name", o->name ? o->name : "synthetic");
     y_map(&y, false);
     y_str(&y, "spec");
     y_map(&y, true);

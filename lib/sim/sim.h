@@ -104,6 +104,8 @@ typedef struct sim_gen_opts {
      * GPUs (quota = floor(gpus x share)) instead of team-1..N; NULL: those */
     const char *const *team_names;
     const double *team_shares;
+    const char *comment; /* the YAML's first line (without "# "); NULL: trace-gen's */
+    const char *name;    /* metadata.name; NULL: "synthetic" */
 } sim_gen_opts;
 
 void sim_gen_defaults(sim_gen_opts *o);

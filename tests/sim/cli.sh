@@ -115,6 +115,25 @@ grep -q 'A100-80GB: 48' "$tmp/tc.yaml" && grep -q 'A100-80GB: 16' "$tmp/tc.yaml"
 out=$("$LATHE" simulate --cluster "$tmp/tc.yaml" --trace "$tmp/at.csv" --policy lathe); check "teams trace replays on its cluster" $?
 grep -q "vca" <<<"$out"; check "team shown in the report" $?
 
+# a slice of a real trace, as published (../shared/data/traces; skipped without it):
+# replayed with its zero-duration rows counted, refused with --strict at the first one
+real="${LATHE_SHARED_DIR:-}/data/traces/alibaba_lingjun_2023_jobs.csv"
+if [ -r "$real" ]; then
+    head -n 401 "$real" > "$tmp/lingjun-400.csv"
+    for m in exact noise limit; do
+        out=$("$LATHE" simulate --nodes 16x8 --trace "$tmp/lingjun-400.csv" --estimate $m); rc=$?
+        check "real slice, $m estimates: exit 0 (got $rc)" $rc
+        grep -qE "lingjun-400.csv: [0-9]+ jobs with duration 0: they start and end at once \(first: line 23\)" <<<"$out"
+        check "real slice: zero durations counted" $?
+        grep -qF "ask for more GPUs than the cluster has: refused" <<<"$out"; check "real slice: wider jobs counted" $?
+    done
+    err=$("$LATHE" simulate --nodes 16x8 --trace "$tmp/lingjun-400.csv" --strict 2>&1 >/dev/null); rc=$?
+    [ $rc -eq 2 ]; check "real slice --strict: exit 2 (got $rc)" $?
+    grep -qF "lingjun-400.csv:23:18: error: duration_s: a zero duration" <<<"$err"; check "real slice --strict names line 23" $?
+else
+    echo "SKIP: real-trace slice: $real not found (set LATHE_SHARED_DIR)"
+fi
+
 # errors
 "$LATHE" simulate --nodes 2x8 2>/dev/null; rc=$?
 [ $rc -eq 1 ]; check "no --trace: exit 1 (got $rc)" $?
