@@ -19,7 +19,8 @@
  * add (LATHE_NN_KERNEL=plain forces that path). One machine always takes
  * the same path, so its rows agree.
  *
- * Speed: a register tile of 4 rows by 2 outputs, rows in chunks that stay
+ * Speed: a register tile of 4 rows by 3 outputs (twelve sums: enough to
+ * hide the fused multiply-add's latency), rows in chunks that stay
  * in cache, output columns spread over OpenMP threads (each element is
  * computed by one thread from start to end). bench/serve --products
  * compares it with sgemm. */
@@ -46,7 +47,7 @@ static inline float hsum8(const float *a)
 /* The tile kernels: y[r*ldy + c] = sum over k of x[r*ldx + k] * w[c*in + k]
  * for r < R, c < C, in the order above (no beta: the caller adds it). */
 #define ROWS_T 4
-#define COLS_T 2
+#define COLS_T 3
 
 /* ---- portable: v8 multiply then add ---- */
 static void tile_plain(float *y, int ldy, const float *x, int ldx, const float *w, int in, int R,
@@ -65,8 +66,8 @@ static void tile_plain(float *y, int ldy, const float *x, int ldx, const float *
 }
 
 #ifdef FIXED_X86
-/* ---- AVX2 + FMA: the same order, each step fused; a full 4x2 tile keeps
- * its eight sums in registers, a partial tile goes element by element with
+/* ---- AVX2 + FMA: the same order, each step fused; a full 4x3 tile keeps
+ * its twelve sums in registers, a partial tile goes element by element with
  * the same steps ---- */
 __attribute__((target("avx2,fma"))) static inline float fin_fma(__m256 acc, const float *xr,
                                                                 const float *wc, int k8, int in)
@@ -85,32 +86,34 @@ __attribute__((target("avx2,fma"))) static void tile_fma(float *y, int ldy, cons
     int k8 = in & ~7;
     if (R == ROWS_T && C == COLS_T) {
         const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * (size_t)ldx, *x3 = x + 3 * (size_t)ldx;
-        const float *w0 = w, *w1 = w + in;
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
-               a30 = a00, a31 = a00;
+        const float *w0 = w, *w1 = w + in, *w2 = w + 2 * (size_t)in;
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
+               a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
         for (int k = 0; k < k8; k += 8) {
-            __m256 b0 = _mm256_loadu_ps(w0 + k), b1 = _mm256_loadu_ps(w1 + k);
+            __m256 b0 = _mm256_loadu_ps(w0 + k), b1 = _mm256_loadu_ps(w1 + k),
+                   b2 = _mm256_loadu_ps(w2 + k);
             __m256 v = _mm256_loadu_ps(x0 + k);
             a00 = _mm256_fmadd_ps(v, b0, a00);
             a01 = _mm256_fmadd_ps(v, b1, a01);
+            a02 = _mm256_fmadd_ps(v, b2, a02);
             v = _mm256_loadu_ps(x1 + k);
             a10 = _mm256_fmadd_ps(v, b0, a10);
             a11 = _mm256_fmadd_ps(v, b1, a11);
+            a12 = _mm256_fmadd_ps(v, b2, a12);
             v = _mm256_loadu_ps(x2 + k);
             a20 = _mm256_fmadd_ps(v, b0, a20);
             a21 = _mm256_fmadd_ps(v, b1, a21);
+            a22 = _mm256_fmadd_ps(v, b2, a22);
             v = _mm256_loadu_ps(x3 + k);
             a30 = _mm256_fmadd_ps(v, b0, a30);
             a31 = _mm256_fmadd_ps(v, b1, a31);
+            a32 = _mm256_fmadd_ps(v, b2, a32);
         }
-        y[0] = fin_fma(a00, x0, w0, k8, in);
-        y[1] = fin_fma(a01, x0, w1, k8, in);
-        y[ldy] = fin_fma(a10, x1, w0, k8, in);
-        y[ldy + 1] = fin_fma(a11, x1, w1, k8, in);
-        y[2 * (size_t)ldy] = fin_fma(a20, x2, w0, k8, in);
-        y[2 * (size_t)ldy + 1] = fin_fma(a21, x2, w1, k8, in);
-        y[3 * (size_t)ldy] = fin_fma(a30, x3, w0, k8, in);
-        y[3 * (size_t)ldy + 1] = fin_fma(a31, x3, w1, k8, in);
+        const __m256 acc[ROWS_T][COLS_T] = {
+            {a00, a01, a02}, {a10, a11, a12}, {a20, a21, a22}, {a30, a31, a32}};
+        for (int r = 0; r < ROWS_T; r++)
+            for (int c = 0; c < COLS_T; c++)
+                y[(size_t)r * ldy + c] = fin_fma(acc[r][c], x + (size_t)r * ldx, w + (size_t)c * in, k8, in);
         return;
     }
     for (int r = 0; r < R; r++)
@@ -155,7 +158,7 @@ const char *nn_fixed_kernel_name(void)
 }
 
 #define ROW_CHUNK 64  /* rows of x kept in cache while W streams past */
-#define COL_BLOCK 32  /* output columns of one thread's task */
+#define COL_BLOCK 48  /* output columns of one thread's task (a multiple of COLS_T) */
 
 void nn_sgemm_fixed(int n, int out, int in, const float *x, int ldx, const float *w, float beta,
                     float *y, int ldy)
