@@ -230,6 +230,9 @@ static void row_stack(est_row *r, json_t *row)
         st = EST_STACK_PLAIN;
     est_input_set_stack(&r->in, st);
     if (contains_ci(src, "galore")) r->in.bf16_loss = true;
+    /* Answer.AI's fsdp_qlora train.py calls torch.cuda.reset_peak_memory_stats
+     * right before its training loop */
+    if (contains_ci(src, "fsdp_qlora")) r->in.reset_after_load = true;
     if (st == EST_STACK_TORCHTUNE) {
         r->in.fused_optimizer = recent;
         r->in.logits_kept = !recent;

@@ -123,6 +123,16 @@ static void note_peaks(rp *p)
     }
 }
 
+/* torch.cuda.reset_peak_memory_stats(): the peaks restart from what is
+ * allocated and reserved now. */
+static void reset_peaks(rp *p)
+{
+    ca_reset_peaks(p->ca);
+    p->alloc_peak = p->res_peak = p->res_alloc = 0;
+    memset(p->phase_peak, 0, sizeof p->phase_peak);
+    note_peaks(p);
+}
+
 /* 1 TiB: far beyond any device; keeps the sums of absurd inputs (a
  * fuzzer's) inside uint64_t. */
 #define RP_MAX_TENSOR 1099511627776.0
@@ -857,6 +867,10 @@ static void run(rp *p)
     load_weights(p);
     collect_params(p);
     load_training_state(p);
+    if (in->reset_after_load) {
+        if (in->stack == EST_STACK_TORCHTUNE && in->gpus > 1) ca_empty_cache(p->ca); /* cleanup_before_training */
+        reset_peaks(p);
+    }
     rp_step s = {0};
     s.ckpt = xmalloc((size_t)x->layers * sizeof *s.ckpt);
     s.gather = xmalloc((size_t)x->layers * sizeof *s.gather);
