@@ -409,6 +409,7 @@ static void load_training_state(rp *p)
     for (double left = p->parts.ddp_buckets; left >= 1; left -= DDP_BUCKET)
         rp_alloc(p, left < DDP_BUCKET ? left : DDP_BUCKET, EST_T_SHARDING);
     p->ds_part = p->ds_new = -1;
+    p->ds_local = 0;
     for (size_t i = 0; i < p->n_params; i++) p->ds_local += p->params[i].elems;
     if (x->in->strategy == STRAT_ZERO3) {
         /* stage3.py: initialize_optimizer_states' fp32 gradient_buffer
