@@ -230,9 +230,14 @@ static void row_stack(est_row *r, json_t *row)
         st = EST_STACK_PLAIN;
     est_input_set_stack(&r->in, st);
     if (contains_ci(src, "galore")) r->in.bf16_loss = true;
+    /* Answer.AI's fsdp_qlora train.py calls torch.cuda.reset_peak_memory_stats
+     * right before its training loop */
+    if (contains_ci(src, "fsdp_qlora")) r->in.reset_after_load = true;
     if (st == EST_STACK_TORCHTUNE) {
         r->in.fused_optimizer = recent;
         r->in.logits_kept = !recent;
+        /* torchtune pinned torchao==0.1 until torchao 0.2 (2024-05-20) */
+        r->in.nf4_whole = !(date && strcmp(date, "2024-05-20") >= 0);
     }
     if ((st == EST_STACK_HF || st == EST_STACK_PLAIN) && !recent) r->in.adapter_fp32 = r->in.quant != QUANT_NONE;
     r->in.adapter_fp32 = jbool(row, "adapter_fp32", r->in.adapter_fp32);

@@ -94,6 +94,11 @@ void est_input_set_stack(est_input *in, est_stack stack)
      * are skipped); the QLoRA paper's qlora.py and axolotl cast the
      * embedding and lm_head back (est_rows_load follows the source). */
     in->kbit_fp32 = stack == EST_STACK_HF;
+    /* torchtune's recipes log the memory after building the model with
+     * memory_stats_log(reset_stats=True), which resets the peaks; the
+     * distributed ones call cleanup_before_training (gc, empty_cache,
+     * reset_peak_memory_stats) (torchtune/utils/memory.py, 2024) */
+    in->reset_after_load = stack == EST_STACK_TORCHTUNE;
 }
 
 const char *est_phase_name(est_phase p)

@@ -123,6 +123,16 @@ static void note_peaks(rp *p)
     }
 }
 
+/* torch.cuda.reset_peak_memory_stats(): the peaks restart from what is
+ * allocated and reserved now. */
+static void reset_peaks(rp *p)
+{
+    ca_reset_peaks(p->ca);
+    p->alloc_peak = p->res_peak = p->res_alloc = 0;
+    memset(p->phase_peak, 0, sizeof p->phase_peak);
+    note_peaks(p);
+}
+
 /* 1 TiB: far beyond any device; keeps the sums of absurd inputs (a
  * fuzzer's) inside uint64_t. */
 #define RP_MAX_TENSOR 1099511627776.0
@@ -298,6 +308,34 @@ static void list_free(rp_list *l)
     memset(l, 0, sizeof *l);
 }
 
+/* torchao 0.1's NF4Tensor.from_tensor on a bf16 matrix of w elements, in
+ * one piece (torchao/dtypes/nf4tensor.py at v0.1; chunks of 2^20 elements
+ * from 0.2, PR 196): get_block_absmax's blocks.abs() (2w, freed), the
+ * scaled blocks (2w), quantize_tensor_nearest's `value - nf4` over the 16
+ * NF4 values (32w, bf16) and its .abs() (32w) alive together, then
+ * diff.min's values (2w) and int64 indices (8w), and the packing
+ * `quantized[::2] << 4 | quantized[1::2]` (two int64 halves, 4w each).
+ * Returns the packed int64 handle, freed once the uint8 copy exists. */
+static int nf4_whole_quantise(rp *p, double w)
+{
+    int absd = rp_alloc(p, 2.0 * w, EST_T_WEIGHT_TEMP);
+    rp_free(p, &absd);
+    int scaled = rp_alloc(p, 2.0 * w, EST_T_WEIGHT_TEMP);
+    int sub = rp_alloc(p, 32.0 * w, EST_T_WEIGHT_TEMP);
+    int diff = rp_alloc(p, 32.0 * w, EST_T_WEIGHT_TEMP);
+    rp_free(p, &sub);
+    int vals = rp_alloc(p, 2.0 * w, EST_T_WEIGHT_TEMP);
+    int idx = rp_alloc(p, 8.0 * w, EST_T_WEIGHT_TEMP);
+    rp_free(p, &vals);
+    rp_free(p, &diff);
+    rp_free(p, &scaled);
+    int shifted = rp_alloc(p, 4.0 * w, EST_T_WEIGHT_TEMP);
+    int packed = rp_alloc(p, 4.0 * w, EST_T_WEIGHT_TEMP);
+    rp_free(p, &shifted);
+    rp_free(p, &idx);
+    return packed;
+}
+
 /* Weights in the model's order (sharded by FSDP / ZeRO-3). A
  * bitsandbytes base quantises each matrix as it reaches the GPU: its
  * 16-bit copy comes first (Params4bit.cuda / Int8Params.cuda) and goes once
@@ -328,7 +366,9 @@ static void load_weights(rp *p)
                 continue;
             }
             int tmp = bnb_quant(in) ? rp_alloc(p, 2.0 * w, EST_T_WEIGHT_TEMP) : -1;
+            int packed = in->nf4_whole && tmp >= 0 ? nf4_whole_quantise(p, w) : -1;
             rp_alloc(p, w * est_quant_bits(in, mods[i].in, mods[i].out) / 8.0, EST_T_WEIGHTS_Q);
+            rp_free(p, &packed);
             rp_free(p, &tmp);
         }
         double rest = (double)(x->p.per_layer - x->p.per_layer_linear) / tp / dp;
@@ -369,6 +409,7 @@ static void load_training_state(rp *p)
     for (double left = p->parts.ddp_buckets; left >= 1; left -= DDP_BUCKET)
         rp_alloc(p, left < DDP_BUCKET ? left : DDP_BUCKET, EST_T_SHARDING);
     p->ds_part = p->ds_new = -1;
+    p->ds_local = 0;
     for (size_t i = 0; i < p->n_params; i++) p->ds_local += p->params[i].elems;
     if (x->in->strategy == STRAT_ZERO3) {
         /* stage3.py: initialize_optimizer_states' fp32 gradient_buffer
@@ -827,6 +868,10 @@ static void run(rp *p)
     load_weights(p);
     collect_params(p);
     load_training_state(p);
+    if (in->reset_after_load) {
+        if (in->stack == EST_STACK_TORCHTUNE && in->gpus > 1) ca_empty_cache(p->ca); /* cleanup_before_training */
+        reset_peaks(p);
+    }
     rp_step s = {0};
     s.ckpt = xmalloc((size_t)x->layers * sizeof *s.ckpt);
     s.gather = xmalloc((size_t)x->layers * sizeof *s.gather);

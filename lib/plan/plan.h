@@ -98,6 +98,13 @@ typedef struct est_input {
     bool legacy_loss;         /* transformers < 4.46: the model returns logits.float() and shifts
                                  them with a copy (later versions shift the labels and upcast in
                                  the loss function) */
+    bool reset_after_load;    /* the stack calls torch.cuda.reset_peak_memory_stats() once the model
+                                 is loaded (torchtune; Answer.AI's train.py before training): the
+                                 counters restart from what is alive and reserved then; torchtune's
+                                 distributed recipes call empty_cache() first */
+    bool nf4_whole;           /* torchao < 0.2 (torchtune's pin until May 2024) quantises a matrix to
+                                 NF4 in one piece, through (elements x 16) bf16 differences; 0.2
+                                 works in chunks of 2^20 elements */
     bool loss_shift_copy;     /* transformers 4.46-4.48: ForCausalLMLoss upcasts the 16-bit logits
                                  and shifts the fp32 copy with .contiguous() (from 4.49 it shifts
                                  the labels instead) */

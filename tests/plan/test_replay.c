@@ -354,6 +354,61 @@ static void test_deepspeed_zero2(void **state)
     model_shape_free(&m);
 }
 
+/* torchao 0.1 (torchtune's pin until May 2024) quantises each matrix to
+ * NF4 in one piece: at its .abs() the bf16 weight (2w), the scaled blocks
+ * (2w), `value - nf4` and its absolute value ((w x 16) bf16 each, 32w)
+ * are alive: 68 bytes per element. For Llama-2-7B's MLP matrices, w =
+ * 4096 x 11008 = 45,088,768: 3,066,036,224 bytes, more than a 64-token
+ * step ever holds, so the loading peak is the allocated peak, unless the
+ * stack resets the peaks after loading, as torchtune does: then the
+ * allocated peak is the step's, and the reserved one still holds the two
+ * 32w segments the quantisation left in the cache (one GPU: no
+ * empty_cache). */
+static void test_nf4_whole(void **state)
+{
+    (void)state;
+    model_shape m;
+    est_input in;
+    catalogue_input("Llama-2-7b-hf", EST_COUNTER_ALLOCATED, &m, &in);
+    est_input_set_stack(&in, EST_STACK_TORCHTUNE);
+    assert_true(in.reset_after_load);
+    in.reset_after_load = false;
+    in.method = METHOD_QLORA;
+    in.quant = QUANT_NF4_DQ;
+    in.bits = 4;
+    in.seq = 64;
+    in.nf4_whole = true;
+    resolve(&in);
+    est_result whole, chunked, reset;
+    est_estimate(&in, &bare, &whole);
+    const double w = 4096.0 * 11008.0;
+    /* each of the four blocks rounds up to 2 MiB */
+    if (fabs(whole.at_peak[EST_T_WEIGHT_TEMP] - 68.0 * w) > 4.0 * 2.0 * 1024 * 1024)
+        fail_msg("quantisation temporaries at the peak %.0f, by hand %.0f", whole.at_peak[EST_T_WEIGHT_TEMP], 68.0 * w);
+    in.nf4_whole = false;
+    est_estimate(&in, &bare, &chunked);
+    assert_true(chunked.at_peak[EST_T_WEIGHT_TEMP] < 3.0 * w);
+    /* the peak beyond the loaded model: 68w less what comes after the last
+     * MLP matrix (its NF4 copy 0.52w, the lm_head 32000 x 4096 x 2 bytes =
+     * 5.8w) and the 64-token step's own buffers */
+    assert_true(whole.allocated - chunked.allocated > 55.0 * w);
+    /* torchtune resets the peaks once the model is built */
+    in.nf4_whole = true;
+    in.reset_after_load = true;
+    est_estimate(&in, &bare, &reset);
+    assert_true(reset.at_peak[EST_T_WEIGHT_TEMP] < 3.0 * w);
+    if (fabs(reset.allocated - chunked.allocated) > 0.01 * chunked.allocated)
+        fail_msg("allocated after the reset %.0f, the step's %.0f", reset.allocated, chunked.allocated);
+    assert_true(reset.reserved - reset.allocated >= 64.0 * w);
+    /* its distributed recipes empty the cache first: nothing of it stays */
+    in.gpus = 2;
+    in.strategy = STRAT_FSDP;
+    resolve(&in);
+    est_estimate(&in, &bare, &reset);
+    assert_true(reset.reserved - reset.allocated < 32.0 * w);
+    model_shape_free(&m);
+}
+
 /* Unsloth's checkpoints wait in CPU memory: the GPU keeps none but the
  * one of the layer in backward. */
 static void test_offloaded_checkpoints(void **state)
@@ -453,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_alloc_conf),      cmocka_unit_test(test_snapshot_at_peak),
         cmocka_unit_test(test_offloaded_checkpoints), cmocka_unit_test(test_dropped_lengths),
         cmocka_unit_test(test_drop_input), cmocka_unit_test(test_deepspeed_zero2),
+        cmocka_unit_test(test_nf4_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
