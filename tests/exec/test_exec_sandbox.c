@@ -104,8 +104,17 @@ static int teardown(void **state)
     et_check_shim_logs(f->dir, shim_lines);
     exec_backend_free(f->be);
     char err[512];
-    /* a trainer of another uid made files there; root removes them all */
-    int rc = file_remove_tree(f->dir, err, sizeof err);
+    /* a trainer of another uid made files there; root removes them all.
+     * An attempt's end is seen when its trainer is gone; the sandbox's
+     * init and the supervisor may still be exiting (a trainer killed by
+     * the out-of-memory killer, on a loaded machine) and write their last
+     * lines, so a folder not yet empty is tried again for a few seconds. */
+    int rc = -1;
+    for (int i = 0; i < 100 && rc != 0; i++) {
+        rc = file_remove_tree(f->dir, err, sizeof err);
+        if (rc != 0) et_nap(0.05);
+    }
+    if (rc != 0) print_error("teardown: %s\n", err);
     free(f->dir);
     free(f->data);
     free(f->root);
