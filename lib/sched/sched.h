@@ -55,7 +55,9 @@
  *           first; GPU sharing; preemption for priority and to reclaim lent
  *           quota (only borrowed GPUs, victims no larger than the job, after
  *           it waited `reclaim_wait`, backing off for jobs preempted
- *           before, losing no more work than the reclaiming job brings),
+ *           before, losing no more work than the reclaiming job brings,
+ *           nor more wall time than it runs, never restarting a job that
+ *           would then end last),
  *           choosing victims that lose least work.
  *
  * Admission is the same for every policy: team quota per GPU type with
