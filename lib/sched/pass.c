@@ -359,16 +359,48 @@ static int cmp_cand(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Work a running job would lose if stopped now, in GPU-seconds. */
-static double lost_work(const pass *p, const rjob *r)
+/* Since when a running job would have to redo its work if stopped now:
+ * its last checkpoint, else its start. */
+static double redo_from(const pass *p, const rjob *r)
 {
     const sched_job *j = &r->j;
     double ck = j->last_checkpoint;
     if (ck <= 0 && j->checkpoint_interval > 0 && p->now > j->start_time)
         ck = j->start_time + floor((p->now - j->start_time) / j->checkpoint_interval) * j->checkpoint_interval;
-    double since = j->start_time > ck ? j->start_time : ck;
-    double t = p->now - since;
+    return j->start_time > ck ? j->start_time : ck;
+}
+
+/* Work a running job would lose if stopped now, in GPU-seconds. */
+static double lost_work(const pass *p, const rjob *r)
+{
+    double t = p->now - redo_from(p, r);
     return (t > 0 ? t : 0) * r->n_gpus * r->units / SCHED_SHARE_WHOLE;
+}
+
+/* The reclaim-tail rule, for a job that reclaims (estimated run time est):
+ * a victim loses no more wall time than that job will run (a narrow job
+ * days into a multi-day run is not stopped for a job of hours, however
+ * wide), and one that loses more than reclaim_min_run (what a borrower is
+ * always left to run) must, restarted now and redoing what it lost, end no
+ * later than the latest estimated end of the running jobs and of the
+ * reclaiming one (horizon): a reclaim that makes its victim the last job
+ * to end stretches the busy period by all the victim loses. */
+static double running_horizon(const pass *p, const pjob *pj)
+{
+    double h = p->now + pj->est;
+    for (int s = 0; s < p->st->nrj; s++) {
+        const rjob *r = &p->st->rj[s];
+        if (r->alive && r->end > h) h = r->end;
+    }
+    return h;
+}
+
+static bool restart_within(const pass *p, const rjob *r, double est, double horizon)
+{
+    if (!(p->cfg->rules & SCHED_RULE_RECLAIM_TAIL)) return true;
+    double lost = p->now - redo_from(p, r);
+    if (lost > est) return false;
+    return lost <= p->cfg->reclaim_min_run || r->end + lost <= horizon;
 }
 
 static void rj_release(pass *p, int slot)
@@ -460,6 +492,7 @@ static int collect_victims(pass *p, const pclass *pc, const pjob *pj, double bud
     if (!j->preempt_lower && !any_reclaim && budget <= 0) return 0;
     cand *cs = xmalloc((size_t)(st->nrj + 1) * sizeof *cs);
     int n = 0;
+    double horizon = any_reclaim ? running_horizon(p, pj) : 0;
     for (int s = 0; s < st->nrj; s++) {
         const rjob *r = &st->rj[s];
         if (!r->alive || r->pre_gen == st->pass_gen || r->j.no_preempt) continue;
@@ -469,7 +502,8 @@ static int collect_victims(pass *p, const pclass *pc, const pjob *pj, double bud
         bool for_prio = j->preempt_lower && r->j.priority < j->priority;
         bool for_due = budget > 0 && !r->guarded && r->j.priority <= j->priority && r->key > pj->key;
         bool for_reclaim = reclaim[r->type] && !r->guarded && ran >= reclaim_min_run(p, r) &&
-                           r->j.team != pc->team && reclaimable(p, r) && small_enough(p, pc, j, r);
+                           r->j.team != pc->team && reclaimable(p, r) && small_enough(p, pc, j, r) &&
+                           restart_within(p, r, pj->est, horizon);
         if (!for_prio && !for_reclaim && !for_due) continue;
         int why = for_prio ? SCHED_WHY_PREEMPT_PRIORITY : for_reclaim ? SCHED_WHY_PREEMPT_RECLAIM
                                                                     : SCHED_WHY_PREEMPT_DUE;

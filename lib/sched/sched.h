@@ -55,7 +55,9 @@
  *           first; GPU sharing; preemption for priority and to reclaim lent
  *           quota (only borrowed GPUs, victims no larger than the job, after
  *           it waited `reclaim_wait`, backing off for jobs preempted
- *           before, losing no more work than the reclaiming job brings),
+ *           before, losing no more work than the reclaiming job brings,
+ *           nor more wall time than it runs, never restarting a job that
+ *           would then end last),
  *           choosing victims that lose least work.
  *
  * Admission is the same for every policy: team quota per GPU type with
@@ -246,12 +248,17 @@ typedef enum {
     SCHED_RULE_RECLAIM_CHEAP = 1u << 8, /* a reclaim loses no more work (GPU-seconds since the
                                           victims' last checkpoints) than the reclaiming job
                                           will do (its estimated GPU-seconds) */
+    SCHED_RULE_RECLAIM_TAIL = 1u << 9, /* a reclaim stops no job that would lose more wall
+                                          time than the reclaiming job will run, nor one
+                                          that would lose more than reclaim_min_run and,
+                                          restarted then and redoing it, end after every
+                                          running job and the reclaiming one (estimates) */
 } sched_rule;
-#define SCHED_RULES_ALL 0x1ffu
-#define SCHED_N_RULES 9
+#define SCHED_RULES_ALL 0x3ffu
+#define SCHED_N_RULES 10
 
 /* "end-pack", "idle-reserve", "oldest-head", "pool-head", "reclaim-borrowed",
- * "reclaim-small", "reclaim-backoff", "overrun", "reclaim-cheap" for one rule bit; NULL for anything
+ * "reclaim-small", "reclaim-backoff", "overrun", "reclaim-cheap", "reclaim-tail" for one rule bit; NULL for anything
  * else. */
 const char *sched_rule_name(unsigned rule);
 /* Parses a rule name; false for an unknown one. */

@@ -469,7 +469,9 @@ static void test_reclaim(void **state)
     int g[5][2] = {{0, 1}, {2, 3}, {4}, {5}, {6, 7}};
     sched_job r[5] = {running(21, 1, 2, g[0], 0, 9000), running(22, 1, 2, g[1], 0, 9000),
                       running(23, 1, 1, g[2], 0, 9000), running(24, 1, 1, g[3], 0, 9000),
-                      running(25, 2, 2, g[4], 0, 9000)};
+                      running(25, 2, 2, g[4], 0, 20000)};
+    /* team-b's 25 ends last: restarting a victim never makes it the last job to end
+     * (the reclaim-tail rule) */
     for (int i = 0; i < 5; i++) r[i].checkpoint_interval = 1000;
     r[0].last_checkpoint = 3900; /* 2 GPUs x 100 s = 200 */
     r[1].last_checkpoint = 3000; /* 2 x 1000 = 2000 */
@@ -522,7 +524,7 @@ static void test_reclaim(void **state)
     assert_int_equal(x.r.n_preempt, 0);
     expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
     done(&x);
-    cfg = lathe_without(SCHED_RULE_RECLAIM_CHEAP);
+    cfg = lathe_without(SCHED_RULE_RECLAIM_CHEAP | SCHED_RULE_RECLAIM_TAIL); /* 24 loses 500 s > 100 */
     decide_cfg(&x, c, &cfg, p, 1, r, 5, 4000, NULL, NULL);
     assert_int_equal(x.r.n_preempt, 3);
     expect_start(&x, 1, (int[]){0, 1, 4, 5}, 4);
@@ -540,7 +542,7 @@ static void test_reclaim_small_and_backoff(void **state)
     sched_cluster *c = two_teams(2, SCHED_UNLIMITED, 6, SCHED_UNLIMITED);
     int g[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
     sched_job r[4] = {running(21, 1, 2, g[0], 0, 1e5), running(22, 1, 2, g[1], 0, 1e5),
-                      running(23, 1, 2, g[2], 0, 1e5), running(25, 2, 2, g[3], 0, 1e5)};
+                      running(23, 1, 2, g[2], 0, 1e5), running(25, 2, 2, g[3], 0, 2e5)};
     for (int i = 0; i < 4; i++) r[i].checkpoint_interval = 1000; /* all lose 2 x 500 s at 9500 */
     sched_job p[1] = {job(1, 2, 1, 1, 8000, 2000)}; /* 2000 GPU-s: worth a reclaim of 1000 */
     run x;
@@ -571,6 +573,64 @@ static void test_reclaim_small_and_backoff(void **state)
     done(&x);
     cfg = lathe_without(SCHED_RULE_RECLAIM_BACKOFF);
     decide_cfg(&x, c, &cfg, p, 1, r, 4, 9500, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 1);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* The reclaim-tail rule: a reclaim does not make its victim redo more wall
+ * time than the reclaiming job will run, nor restart a victim that would
+ * then end after every running job and the reclaiming one. */
+static void test_reclaim_tail(void **state)
+{
+    (void)state;
+    /* team-a (quota 2) runs 21 and 22 (2 GPUs each, no checkpoints, 100,000 s
+     * into runs of 500,000) and 23, borrowing 4; team-b (quota 6) runs 25 until
+     * 2e6 and asks for 2 GPUs */
+    sched_cluster *c = two_teams(2, SCHED_UNLIMITED, 6, SCHED_UNLIMITED);
+    int g[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+    sched_job r[4] = {running(21, 1, 2, g[0], 0, 5e5), running(22, 1, 2, g[1], 0, 5e5),
+                      running(23, 1, 2, g[2], 0, 5e5), running(25, 2, 2, g[3], 0, 2e6)};
+    /* a job of 200,000 s: each victim loses 100,000 s and, restarted, ends at
+     * 600,000, before 25: the reclaim is allowed (lowest id of equal losses) */
+    sched_job p[1] = {job(1, 2, 1, 2, 99000, 2e5)};
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 4, 1e5, NULL, NULL);
+    expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
+    expect_start(&x, 1, (int[]){0, 1}, 2);
+    assert_int_equal(x.r.n_preempt, 1);
+    done(&x);
+    /* 25 ends at 400,000: a victim restarted would end last (600,000 > 500,000) */
+    r[3].est_duration = 4e5;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 4, 1e5, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    done(&x);
+    sched_config cfg = lathe_without(SCHED_RULE_RECLAIM_TAIL);
+    decide_cfg(&x, c, &cfg, p, 1, r, 4, 1e5, NULL, NULL);
+    expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
+    assert_int_equal(x.r.n_preempt, 1);
+    done(&x);
+    /* 21 checkpointed 30 min ago: losing no more than reclaim_min_run (1 h), it
+     * may end last (at 501,800) */
+    r[0].last_checkpoint = 98200;
+    decide(&x, c, SCHED_LATHE, p, 1, r, 4, 1e5, NULL, NULL);
+    expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, "loses 1h GPU-time"); /* 2 x 30 min */
+    assert_int_equal(x.r.n_preempt, 1);
+    done(&x);
+    r[0].last_checkpoint = 0;
+    /* a job of 1 h (25 ends last again): a victim would lose 100,000 s of wall
+     * time for it; reclaim-cheap alone also refuses (200,000 GPU-s > 7,200), so
+     * it is off here */
+    r[3].est_duration = 2e6;
+    p[0].est_duration = 3600;
+    cfg = lathe_without(SCHED_RULE_RECLAIM_CHEAP);
+    decide_cfg(&x, c, &cfg, p, 1, r, 4, 1e5, NULL, NULL);
+    assert_int_equal(x.r.n_preempt, 0);
+    done(&x);
+    cfg = lathe_without(SCHED_RULE_RECLAIM_CHEAP | SCHED_RULE_RECLAIM_TAIL);
+    decide_cfg(&x, c, &cfg, p, 1, r, 4, 1e5, NULL, NULL);
+    expect(&x, 21, SCHED_PREEMPT, SCHED_WHY_PREEMPT_RECLAIM, NULL);
     assert_int_equal(x.r.n_preempt, 1);
     done(&x);
     sched_cluster_free(c);
@@ -1140,6 +1200,7 @@ int main(void)
         cmocka_unit_test(test_priority_preemption_victims),
         cmocka_unit_test(test_reclaim),
         cmocka_unit_test(test_reclaim_small_and_backoff),
+        cmocka_unit_test(test_reclaim_tail),
         cmocka_unit_test(test_sharing),
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_order_short_first_but_bounded),
