@@ -789,6 +789,19 @@ bool exec_slurm_nodes(exec_backend *be, exec_slurm_node **out, size_t *n, char *
     } else if (x == 0) {
         ok = slurm_parse_nodes(sb_str(&o), o.len, out, n, err, errsz);
     }
+    /* GPUs of running jobs lathe did not submit, per node (the last squeue) */
+    for (size_t i = 0; ok && i < b->n_jobs; i++) {
+        const slurm_job *j = &b->jobs[i];
+        if (j->state != SLURM_ST_RUNNING || j->gpus_per_node <= 0 || !j->nodes) continue;
+        if (j->comment && strncmp(j->comment, "lathe job=", 10) == 0) continue;
+        char **hosts;
+        size_t nh;
+        if (!slurm_hosts(j->nodes, 4096, &hosts, &nh)) continue;
+        for (size_t k = 0; k < nh; k++)
+            for (size_t m = 0; m < *n; m++)
+                if (strcmp((*out)[m].name, hosts[k]) == 0) (*out)[m].foreign += j->gpus_per_node;
+        str_list_free(hosts, nh);
+    }
     sb_free(&o);
     sb_free(&eo);
     return ok;
