@@ -52,6 +52,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char host[64];
         if (slurm_first_host(line, host, sizeof host) && (strlen(host) >= sizeof host || !host[0]))
             abort();
+        char **hs;
+        size_t nh;
+        if (slurm_hosts(line, 64, &hs, &nh)) {
+            if (nh == 0 || nh > 64) abort();
+            for (size_t k = 0; k < nh; k++)
+                if (!hs[k] || !hs[k][0]) abort();
+            str_list_free(hs, nh);
+        }
+        if (slurm_tres_gpus(line) < 0) abort();
         int a = slurm_comment_attempt(line, slurm_dir_key(line));
         if (a < 0) abort();
         char t[48];

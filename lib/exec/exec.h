@@ -654,13 +654,16 @@ void exec_slurm_submit_free(exec_slurm_submit *s);
 typedef struct exec_slurm_node {
     char *name;
     char *gres_type;   /* gpu:TYPE:N's TYPE; NULL when untyped */
-    int gpus, gpus_used;
+    int gpus, gpus_used; /* GRES GPUs; allocated now (AllocTRES gres/gpu) */
+    int foreign;        /* of those allocated, GPUs of Slurm jobs lathe did not
+                           submit (their comment is not lathe's) */
     double cpu, memory; /* cores, bytes */
     bool schedulable;   /* not down, drained, draining, failing, not responding */
     char state[64];
     char why[160];      /* its state and reason when not schedulable */
 } exec_slurm_node;
-/* Runs `scontrol -o show nodes` now; false with err when it fails. */
+/* Runs `scontrol -o show nodes` now (foreign from the last squeue); false
+ * with err when it fails. */
 bool exec_slurm_nodes(exec_backend *be, exec_slurm_node **out, size_t *n, char *err,
                       size_t errsz);
 void exec_slurm_nodes_free(exec_slurm_node *nodes, size_t n);

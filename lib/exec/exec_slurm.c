@@ -37,6 +37,8 @@ extern char **environ;
 
 #define SLURM_OUT_MAX (256u << 20)
 #define POLL_READ_MAX (4u << 20)
+/* seconds a job may be missing from squeue and sacct before it is lost */
+#define SLURM_GONE_AFTER 120.0
 
 typedef struct slurm_handle slurm_handle;
 
@@ -67,6 +69,7 @@ struct slurm_handle {
     bool term_sent, kill_sent;
     int restarts;           /* Slurm's restart count when the attempt started */
     double grace;           /* the --signal's lead on the time limit */
+    double missing_since;   /* when squeue first did not show it (0 = it did) */
     exec_log_reader log;
     exec_tally tally;
     double poll_now;
@@ -704,6 +707,28 @@ static void sl_poll(exec_handle *eh, double now, exec_status *st, exec_update *u
     slurm_job *j = cache_find(b, h->id);
     if (!j && h->have_gone) j = &h->gone;
     exec_log_read(&h->log, POLL_READ_MAX, tally_line, h);
+    if (j) h->missing_since = 0;
+    if (!j && b->cache_ok && h->missing_since == 0 && now > h->submitted_at + 5) h->missing_since = now;
+    if (!j && h->missing_since > 0 && now - h->missing_since >= SLURM_GONE_AFTER) {
+        /* neither squeue nor sacct (accounting off, or the job purged)
+         * knows it: how it ended cannot be known */
+        memset(st, 0, sizeof *st);
+        st->phase = EXEC_LOST;
+        st->end = EXEC_END_LOST;
+        st->retryable = true;
+        st->exit_code = -1;
+        st->started_at = h->h.started_at;
+        st->ended_at = now;
+        snprintf(st->reason, sizeof st->reason,
+                 "Slurm no longer knows job %llu (not in squeue for %.0fs, not in sacct): how it "
+                 "ended is unknown",
+                 (unsigned long long)h->id, now - h->missing_since);
+        exec_log_read(&h->log, SIZE_MAX, tally_line, h);
+        h->ended = true;
+        h->final = *st;
+        exec_tally_update(&h->tally, up);
+        return;
+    }
     if (!j) {
         memset(st, 0, sizeof *st);
         st->phase = EXEC_RUNNING;
@@ -763,6 +788,19 @@ bool exec_slurm_nodes(exec_backend *be, exec_slurm_node **out, size_t *n, char *
         snprintf(err, errsz, "scontrol show nodes exited with %d: %s", x, line);
     } else if (x == 0) {
         ok = slurm_parse_nodes(sb_str(&o), o.len, out, n, err, errsz);
+    }
+    /* GPUs of running jobs lathe did not submit, per node (the last squeue) */
+    for (size_t i = 0; ok && i < b->n_jobs; i++) {
+        const slurm_job *j = &b->jobs[i];
+        if (j->state != SLURM_ST_RUNNING || j->gpus_per_node <= 0 || !j->nodes) continue;
+        if (j->comment && strncmp(j->comment, "lathe job=", 10) == 0) continue;
+        char **hosts;
+        size_t nh;
+        if (!slurm_hosts(j->nodes, 4096, &hosts, &nh)) continue;
+        for (size_t k = 0; k < nh; k++)
+            for (size_t m = 0; m < *n; m++)
+                if (strcmp((*out)[m].name, hosts[k]) == 0) (*out)[m].foreign += j->gpus_per_node;
+        str_list_free(hosts, nh);
     }
     sb_free(&o);
     sb_free(&eo);

@@ -45,6 +45,7 @@ typedef struct slurm_job {
     int restarts;     /* restart_cnt: how often Slurm requeued it */
     double start, end; /* seconds since the epoch; 0 = not yet */
     double time_limit; /* seconds (--time); 0 = none or unknown */
+    int gpus_per_node; /* from tres_per_node; 0 = none */
 } slurm_job;
 
 void slurm_jobs_free(slurm_job *jobs, size_t n);
@@ -80,6 +81,13 @@ bool slurm_parse_nodes(const char *text, size_t len, exec_slurm_node **out, size
 /* The first host of a Slurm host list ("n[1-3,7],m2" -> "n1"); false when
  * it is not one. */
 bool slurm_first_host(const char *list, char *out, size_t outsz);
+/* Every host of a Slurm host list ("n[1-3,7],m2" -> n1 n2 n3 n7 m2), at
+ * most max (a range of more is cut); the caller frees with str_list_free.
+ * false (nothing in *out) when it is not one. */
+bool slurm_hosts(const char *list, size_t max, char ***out, size_t *n);
+/* GPUs per node of a job from squeue's tres_per_node ("gres:gpu:4",
+ * "gres:gpu:a100:2", "gres/gpu=2"); 0 when none. */
+int slurm_tres_gpus(const char *tres);
 /* seconds as Slurm's --time D-HH:MM:SS (rounded up to the minute, at least 1). */
 void slurm_format_time(double seconds, char *out, size_t outsz);
 /* The key of a job's folder in the comment ("dir=%08x"): FNV-1a of its path. */

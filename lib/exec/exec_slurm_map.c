@@ -150,6 +150,7 @@ bool slurm_parse_squeue_json(const char *text, size_t len, slurm_job **jobs, siz
         j->start = num_of(o, "start_time");
         j->end = num_of(o, "end_time");
         j->time_limit = num_of(o, "time_limit") * 60; /* minutes; null when none */
+        j->gpus_per_node = slurm_tres_gpus(json_string_value(json_object_get(o, "tres_per_node")));
     }
     json_decref(root);
     *jobs = out;
@@ -356,6 +357,9 @@ static void node_set(exec_slurm_node *nd, const char *key, size_t klen, const ch
         nd->gpus = gres_gpus(val, &nd->gres_type);
     } else if (KEY("GresUsed")) {
         nd->gpus_used = gres_gpus(val, NULL);
+    } else if (KEY("AllocTRES")) {
+        const char *g = strstr(val, "gres/gpu=");
+        if (g) nd->gpus_used = atoi(g + 9) > 0 ? atoi(g + 9) : 0;
     } else if (KEY("CPUTot")) {
         nd->cpu = atof(val);
     } else if (KEY("RealMemory")) {
@@ -521,4 +525,97 @@ int slurm_comment_attempt(const char *comment, uint32_t key)
     char *end;
     long n = strtol(a + 9, &end, 10);
     return *end == ' ' && n > 0 && n < 1000000 ? (int)n : 0;
+}
+
+int slurm_tres_gpus(const char *tres)
+{
+    if (!tres) return 0;
+    const char *g = strstr(tres, "gpu");
+    if (!g) return 0;
+    const char *end = g + strcspn(g, ",");
+    const char *num = end;
+    while (num > g && isdigit((unsigned char)num[-1])) num--;
+    if (num == end || (num[-1] != ':' && num[-1] != '=')) return 0;
+    long v = strtol(num, NULL, 10);
+    return v > 0 && v < 1 << 20 ? (int)v : 0;
+}
+
+bool slurm_hosts(const char *list, size_t max, char ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!list || !*list) return false;
+    char **hosts = NULL;
+    size_t cnt = 0, cap = 0;
+    const char *p = list;
+    bool ok = true;
+#define ADD(str)                                                                   \
+    do {                                                                           \
+        if (cnt < max) {                                                           \
+            if (cnt + 2 > cap) {                                                   \
+                cap = cap ? cap * 2 : 8;                                           \
+                hosts = xrealloc(hosts, cap * sizeof *hosts);                      \
+            }                                                                      \
+            hosts[cnt++] = (str);                                                  \
+            hosts[cnt] = NULL;                                                     \
+        } else {                                                                   \
+            free(str);                                                             \
+        }                                                                          \
+    } while (0)
+    while (*p && ok) {
+        size_t plen = strcspn(p, ",[");
+        if (plen == 0) {
+            ok = false;
+            break;
+        }
+        if (p[plen] != '[') {
+            ADD(xstrndup(p, plen));
+            p += plen;
+            if (*p == ',') p++;
+            continue;
+        }
+        const char *close = strchr(p + plen, ']');
+        if (!close) {
+            ok = false;
+            break;
+        }
+        const char *r = p + plen + 1;
+        while (r < close && ok) {
+            const char *a = r;
+            while (r < close && isdigit((unsigned char)*r)) r++;
+            size_t width = (size_t)(r - a);
+            if (width == 0 || width > 9) {
+                ok = false;
+                break;
+            }
+            long lo = strtol(a, NULL, 10), hi = lo;
+            if (*r == '-') {
+                const char *b = ++r;
+                while (r < close && isdigit((unsigned char)*r)) r++;
+                if (r == b || r - b > 9) {
+                    ok = false;
+                    break;
+                }
+                hi = strtol(b, NULL, 10);
+            }
+            if (hi < lo || (*r != ',' && r != close)) {
+                ok = false;
+                break;
+            }
+            for (long v = lo; v <= hi && cnt < max; v++)
+                ADD(xasprintf("%.*s%0*ld", (int)plen, p, (int)width, v));
+            if (*r == ',') r++;
+        }
+        p = close + 1;
+        if (*p == ',') p++;
+        else if (*p) ok = false;
+    }
+#undef ADD
+    if (!ok || cnt == 0) {
+        str_list_free(hosts, cnt);
+        return false;
+    }
+    *out = hosts;
+    *n = cnt;
+    return true;
 }

@@ -387,6 +387,8 @@ static void sandbox_note(const exec_handle *h, char *out, size_t outsz)
         else
             snprintf(out, outsz, " (%s)", note ? note : "not sandboxed");
     }
+    json_t *sid = json_object_get(o, "slurm_job_id"); /* Slurm: its job id, for scontrol / sacct */
+    if (json_is_integer(sid)) snprintf(out, outsz, " (Slurm job %lld)", (long long)json_integer_value(sid));
     json_decref(o);
     free(hj);
 }

@@ -473,6 +473,8 @@ static void slurm_nodes_sync(ctl *c)
         return;
     }
     const sched_cluster *sc = c->s->cluster.sched;
+    const char *decide = c->s->cfg.spec->slurm.decide;
+    bool slurm_decides = decide && strcmp(decide, "slurm") == 0;
     if (!c->node_down) c->node_down = xcalloc((size_t)sc->n_nodes + 1, sizeof *c->node_down);
     for (int i = 0; i < sc->n_nodes; i++) {
         const sched_node *sn = &sc->nodes[i];
@@ -481,12 +483,16 @@ static void slurm_nodes_sync(ctl *c)
             if (strcmp(nodes[k].name, sn->name) == 0) kn = &nodes[k];
         int down = kn && kn->schedulable ? (sn->n_gpus > kn->gpus ? sn->n_gpus - kn->gpus : 0)
                                          : sn->n_gpus;
+        /* lathe decides: GPUs Slurm gave to jobs lathe did not submit are
+         * not lathe's to place (Slurm decides: its pending reasons say so) */
+        if (kn && kn->schedulable && !slurm_decides) down += kn->foreign;
+        if (down > sn->n_gpus) down = sn->n_gpus;
         if (down == c->node_down[i]) continue;
         for (int g = 0; g < sn->n_gpus; g++)
             sched_state_set_gpu_down(c->sched, sn->first_gpu + g, g >= sn->n_gpus - down);
         ctl_log(c, "node %s: %d of its %d GPUs %s (%s)", sn->name, down, sn->n_gpus,
                 down ? "not available" : "available again",
-                kn ? (kn->why[0] ? kn->why : "ready") : "gone from Slurm");
+                !kn ? "gone from Slurm" : kn->why[0] ? kn->why : kn->foreign && down ? "held by Slurm jobs lathe did not submit" : "ready");
         c->node_down[i] = down;
         c->dirty = true;
     }

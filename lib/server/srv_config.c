@@ -172,19 +172,23 @@ static int load_tokens(srv_config *cfg, char *err, size_t errsz)
  * folder, the data and jobs folders denied, the spec's relative paths from
  * the working folder (where the local executor resolves them). On a
  * cluster engine the paths are the pods' own: the engine's volumes are
- * roots and nothing is resolved here. Then, for the local executor unless
+ * roots and nothing is resolved here (Kubernetes); Slurm's nodes share the
+ * server's folders, so its paths are resolved as the local executor's. Then, for the local executor unless
  * the sandbox is off, whether the sandbox can be made on this machine:
  * mode required refuses to start without it; auto says so once. */
 static int compile_policy(srv_config *cfg, const srv_options *o, char *err, size_t errsz)
 {
     const spec_server *s = cfg->spec;
     bool local = s->executor == SPEC_EXECUTOR_LOCAL;
+    /* Slurm's nodes see the server's folders (shared storage): paths and
+     * trainer.command's program are resolved here, as for local trainers */
+    bool paths_here = local || s->executor == SPEC_EXECUTOR_SLURM;
     char cwd[4096];
     bool have_cwd = getcwd(cwd, sizeof cwd) != NULL;
     policy_ctx ctx = {.config_dir = cfg->config_dir, .data_dir = cfg->data_dir,
-                      .jobs_dir = cfg->jobs_dir, .cwd = local && have_cwd ? cwd : NULL,
-                      .local = local, .as_root = geteuid() == 0};
-    if (!local) {
+                      .jobs_dir = cfg->jobs_dir, .cwd = paths_here && have_cwd ? cwd : NULL,
+                      .local = paths_here, .as_root = geteuid() == 0};
+    if (s->executor == SPEC_EXECUTOR_K8S) {
         const spec_k8s *k = &s->k8s;
         bool models = k->model_pvc && *k->model_pvc, data = k->data_pvc && *k->data_pvc;
         ctx.engine_roots[SPEC_ROOT_MODELS][0] = models ? k->model_mount : NULL;
@@ -202,6 +206,12 @@ static int compile_policy(srv_config *cfg, const srv_options *o, char *err, size
     }
     cfg->sandbox_ok = false;
     cfg->sandbox_why[0] = '\0';
+    if (s->executor == SPEC_EXECUTOR_SLURM) {
+        snprintf(cfg->sandbox_why, sizeof cfg->sandbox_why,
+                 "on Slurm trainers run as the team's slurmUser under Slurm's limits; the local "
+                 "sandbox does not apply");
+        return LT_EXIT_OK;
+    }
     if (!local) {
         snprintf(cfg->sandbox_why, sizeof cfg->sandbox_why,
                  "the cluster engine isolates trainers in its own containers");

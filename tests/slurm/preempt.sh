@@ -14,7 +14,9 @@ for n in a1 a2; do
     submit "$T/$n.yaml"; check "submit $n" $?
 done
 for n in a1 a2; do wait_state $n running 90; check "$n runs" $?; done
-wait_for 120 sh -c "find '$T/data' -type d -name 'checkpoint-*' | grep -c . | grep -qv '^[01]$'"
+# both have a checkpoint (a trainer still starting has no SIGTERM handler yet)
+wait_for 120 sh -c "n=0; for d in '$T'/data/jobs/*/; do ls -d \"\$d\"checkpoints/checkpoint-* >/dev/null 2>&1 || exit 1; n=\$((n + 1)); done; [ \$n -ge 2 ]"
+check "both have saved a checkpoint" $?
 STEPS=8 write_job urgent team-b "  priorityClassName: urgent
 $four"
 submit "$T/urgent.yaml"; check "submit team-b's urgent job" $?

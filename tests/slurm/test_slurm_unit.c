@@ -188,7 +188,8 @@ static void test_nodes(void **state)
     (void)state;
     const char *t =
         "NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=1 CPUEfctv=4 CPUTot=4 Gres=gpu:4 "
-        "NodeAddr=127.0.0.1 RealMemory=8000 AllocMem=0 State=MIXED Partitions=gpu\n"
+        "NodeAddr=127.0.0.1 RealMemory=8000 AllocMem=0 State=MIXED Partitions=gpu "
+        "AllocTRES=cpu=1,gres/gpu=3\n"
         "NodeName=n2 CPUTot=8 Gres=gpu:a100:2(S:0-1),shard:8 RealMemory=16000 State=DOWN+DRAIN "
         "Reason=set down by test [root@2026-12-02T12:00:00]\n"
         "NodeName=n3 CPUTot=2 Gres=(null) RealMemory=1000 State=IDLE*\n"
@@ -204,6 +205,7 @@ static void test_nodes(void **state)
     assert_true(nodes[0].schedulable);
     assert_true(nodes[0].memory == 8000.0 * 1024 * 1024);
     assert_true(nodes[0].cpu == 4);
+    assert_int_equal(nodes[0].gpus_used, 3);
     assert_int_equal(nodes[1].gpus, 2);
     assert_string_equal(nodes[1].gres_type, "a100");
     assert_false(nodes[1].schedulable);
@@ -229,6 +231,33 @@ static void test_small(void **state)
     assert_false(slurm_first_host("[1-2]", h, sizeof h));
     assert_false(slurm_first_host("n[x]", h, sizeof h));
     assert_false(slurm_first_host("n[1-2", h, sizeof h));
+    char **hs;
+    size_t nh;
+    assert_true(slurm_hosts("n[1-3,7],m2", 100, &hs, &nh));
+    assert_int_equal(nh, 5);
+    assert_string_equal(hs[0], "n1");
+    assert_string_equal(hs[2], "n3");
+    assert_string_equal(hs[3], "n7");
+    assert_string_equal(hs[4], "m2");
+    str_list_free(hs, nh);
+    assert_true(slurm_hosts("gpu[007-009]", 2, &hs, &nh)); /* cut at max */
+    assert_int_equal(nh, 2);
+    assert_string_equal(hs[1], "gpu008");
+    str_list_free(hs, nh);
+    assert_true(slurm_hosts("n1", 10, &hs, &nh));
+    assert_int_equal(nh, 1);
+    str_list_free(hs, nh);
+    const char *bad_lists[] = {"", "n[", "n[1-", "n[3-1]", "n[a]", ",n1", "n[1]x", "[1-2]"};
+    for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++) {
+        assert_false(slurm_hosts(bad_lists[i], 10, &hs, &nh));
+        assert_int_equal(nh, 0);
+    }
+    assert_int_equal(slurm_tres_gpus("gres:gpu:4"), 4);
+    assert_int_equal(slurm_tres_gpus("gres:gpu:a100:2"), 2);
+    assert_int_equal(slurm_tres_gpus("gres/gpu=3"), 3);
+    assert_int_equal(slurm_tres_gpus("gres:gpu:a100"), 0);
+    assert_int_equal(slurm_tres_gpus(""), 0);
+    assert_int_equal(slurm_tres_gpus(NULL), 0);
     char t[48];
     slurm_format_time(30, t, sizeof t);
     assert_string_equal(t, "0-00:01:00");

@@ -34,5 +34,7 @@ check "the batch script only execs lathe slurm-step with the step file" $?
 
 find "$T/data" -name adapter_model.safetensors | grep -q .; check "the PEFT adapter is in the job's folder" $?
 "$LATHE" logs train-r8 > "$T/logs" 2>&1; grep -q "\[lathe-train\] done" "$T/logs"; check "lathe logs shows the output file" $?
+"$LATHE" describe job train-r8 > "$T/describe" 2>&1
+grep -q "attempt 1 started (Slurm job $id)" "$T/describe"; check "describe names the attempt's Slurm job ($id)" $?
 loss=$(job_field train-r8 progress.loss); [ -n "$loss" ]; check "progress (loss $loss) from the output file" $?
 finish
