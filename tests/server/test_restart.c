@@ -176,7 +176,16 @@ static void check_runs(hs *h, int n_jobs)
     hs_run *runs;
     size_t n = hs_read_runs(h, &runs);
     for (size_t i = 0; i < n; i++) {
-        assert_true(runs[i].stop > 0); /* every trainer ended */
+        if (runs[i].stop <= 0) { /* every trainer ended, and said so */
+            fprintf(stderr, "%s attempt %d (pid %ld) started and never recorded its end:\n",
+                    runs[i].job, runs[i].attempt, runs[i].pid);
+            const char *slash = strchr(runs[i].job, '/');
+            char *ev = hs_events(h, "token-a", slash ? slash + 1 : runs[i].job);
+            fprintf(stderr, "%s", ev);
+            free(ev);
+            hs_print_log(h);
+        }
+        assert_true(runs[i].stop > 0);
         for (size_t k = i + 1; k < n; k++) {
             if (strcmp(runs[i].job, runs[k].job) != 0) continue;
             if (hs_overlap(&runs[i], &runs[k]))
