@@ -7,33 +7,19 @@
 #                            from `lathe render cluster.yaml --target k8s`,
 #                            a tiny model and the dataset in the model and
 #                            data PVCs
-#   srv_start                `lathe server` with executor k8s
-#   srv_kill / srv_restart   SIGKILL the server / start it again
-#   submit FILE, wait_state NAME STATE [SECONDS], job_field NAME FIELD
+#   check, finish, wait_for, srv_start / srv_kill, submit, job_field,
+#   wait_state               tests/common/scenario-lib.bash (shared with the
+#                            other scenario harnesses)
 #   kc ARGS...               kubectl against the double
 #   dbl METHOD PATH          a control call to the double (/_double/...)
 #
 # Every wait is bounded; the EXIT trap stops the server and the double
 # (whose pods' processes end with it) and removes the folder.
 set -u
-fails=0
-passes=0
-check() { # check NAME STATUS
-    if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); else echo "ok: $1"; passes=$((passes + 1)); fi
-}
-finish() {
-    if [ "$fails" -ne 0 ]; then
-        echo "--- server log (last 60 lines)"; tail -n 60 "$T/server.log" 2>/dev/null
-        echo "--- double log (last 40 lines)"; tail -n 40 "$T/double.log" 2>/dev/null
-    fi
-    echo "$((passes)) passed, $fails failed"
-    [ "$fails" -eq 0 ]
-    exit $?
-}
-PY=/usr/bin/python3
 T=$(mktemp -d /tmp/lathe-k8s.XXXXXX)
 DOUBLE_PID=
-SRV_PID=
+. "$(dirname "${BASH_SOURCE[0]}")/../../common/scenario-lib.bash"
+finish_extra() { echo "--- double log (last 40 lines)"; tail -n 40 "$T/double.log" 2>/dev/null; }
 cleanup() {
     if [ -n "$SRV_PID" ]; then kill -KILL "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; fi
     [ -n "$DOUBLE_PID" ] && kill -TERM "$DOUBLE_PID" 2>/dev/null
@@ -46,17 +32,6 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-
-# waits up to $1 seconds for the command "$2 ..." to succeed
-wait_for() {
-    local secs=$1; shift
-    local end=$((SECONDS + secs))
-    while [ $SECONDS -lt $end ]; do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.3
-    done
-    return 1
-}
 
 kc() { KUBECONFIG="$T/kube/kubeconfig" kubectl "$@"; }
 
@@ -174,21 +149,6 @@ k8s_start() {
     done
 }
 
-srv_start() {
-    rm -f "$T/data/server.addr"
-    "$LATHE" server --config "$T/server.yaml" >> "$T/server.log" 2>&1 &
-    SRV_PID=$!
-    wait_for 60 test -s "$T/data/server.addr" || { echo "FAIL: the server did not start"; tail -30 "$T/server.log"; exit 1; }
-    export LATHE_SERVER; LATHE_SERVER=$(cat "$T/data/server.addr")
-    export LATHE_TOKEN; LATHE_TOKEN=$(cat "$T/data/admin-token")
-}
-
-srv_kill() {
-    [ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null
-    wait "$SRV_PID" 2>/dev/null
-    SRV_PID=
-}
-
 # A LoRA job for team $2 named $1 (extra YAML lines under spec in $3).
 write_job() {
     local name=$1 team=$2 extra=${3:-}
@@ -225,33 +185,6 @@ spec:
       LATHE_THREADS: "1"
 $extra
 EOF
-}
-
-submit() { "$LATHE" submit "$1" > "$T/submit.out" 2>&1 || { cat "$T/submit.out"; return 1; }; }
-
-# job_field NAME FIELD: a field of `lathe get job NAME -o json`
-job_field() {
-    "$LATHE" get jobs "$1" -o json 2>/dev/null | "$PY" -c '
-import json, sys
-d = json.load(sys.stdin)
-items = d.get("items", [d]) if isinstance(d, dict) else d
-for it in items:
-    v = it
-    for k in sys.argv[1].split("."):
-        v = v.get(k) if isinstance(v, dict) else None
-    print("" if v is None else v)
-    break' "$2"
-}
-
-# wait_state NAME STATE [SECONDS]
-wait_state() {
-    local end=$((SECONDS + ${3:-180}))
-    while [ $SECONDS -lt $end ]; do
-        [ "$(job_field "$1" state)" = "$2" ] && return 0
-        sleep 0.5
-    done
-    echo "  $1 is $(job_field "$1" state), not $2"
-    return 1
 }
 
 # ---- operator mode (tests/k8s/operator*.sh) ----

@@ -6,31 +6,18 @@
 #                            model and the dataset, the Cluster and server
 #                            files (executor slurm); exit 77 (skip) when the
 #                            fixture started no cluster
-#   srv_start / srv_kill     `lathe server` / SIGKILL it
-#   submit FILE, wait_state NAME STATE [SECONDS], job_field NAME FIELD
+#   check, finish, wait_for, srv_start / srv_kill, submit, job_field,
+#   wait_state               tests/common/scenario-lib.bash (shared with the
+#                            other scenario harnesses)
 #   slurm_id NAME [ATTEMPT]  the Slurm job id of an attempt (squeue/sacct by name)
 #
 # Every wait is bounded; the EXIT trap kills the server, cancels this
 # test's Slurm jobs and removes the folder.
 set -u
-fails=0
-passes=0
-check() { # check NAME STATUS
-    if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); else echo "ok: $1"; passes=$((passes + 1)); fi
-}
-finish() {
-    if [ "$fails" -ne 0 ]; then
-        echo "--- server log (last 60 lines)"; tail -n 60 "$T/server.log" 2>/dev/null
-        echo "--- squeue"; squeue 2>&1 | head -20
-    fi
-    echo "$((passes)) passed, $fails failed"
-    [ "$fails" -eq 0 ]
-    exit $?
-}
-PY=/usr/bin/python3
 T=$(mktemp -d /tmp/lathe-slurm-t.XXXXXX)
 chmod 755 "$T"
-SRV_PID=
+. "$(dirname "${BASH_SOURCE[0]}")/../../common/scenario-lib.bash"
+finish_extra() { echo "--- squeue"; squeue 2>&1 | head -20; }
 cleanup() {
     if [ -n "$SRV_PID" ]; then kill -KILL "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; fi
     # this test's jobs only: their names hold the test's teams, their output is in $T
@@ -41,16 +28,6 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-
-wait_for() { # wait_for SECONDS CMD...
-    local secs=$1; shift
-    local end=$((SECONDS + secs))
-    while [ $SECONDS -lt $end ]; do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.3
-    done
-    return 1
-}
 
 slurm_setup() {
     local envf
@@ -133,21 +110,6 @@ ${1:-}
 EOF2
 }
 
-srv_start() {
-    rm -f "$T/data/server.addr"
-    "$LATHE" server --config "$T/server.yaml" >> "$T/server.log" 2>&1 &
-    SRV_PID=$!
-    wait_for 60 test -s "$T/data/server.addr" || { echo "FAIL: the server did not start"; tail -30 "$T/server.log"; exit 1; }
-    export LATHE_SERVER; LATHE_SERVER=$(cat "$T/data/server.addr")
-    export LATHE_TOKEN; LATHE_TOKEN=$(cat "$T/data/admin-token")
-}
-
-srv_kill() {
-    [ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null
-    wait "$SRV_PID" 2>/dev/null
-    SRV_PID=
-}
-
 # A LoRA job for team $2 named $1 (extra YAML lines under spec in $3).
 write_job() {
     local name=$1 team=$2 extra=${3:-}
@@ -185,31 +147,6 @@ ${MAXDUR:+    maxDuration: $MAXDUR}
       LATHE_THREADS: "1"
 $extra
 EOF2
-}
-
-submit() { "$LATHE" submit "$1" > "$T/submit.out" 2>&1 || { cat "$T/submit.out"; return 1; }; }
-
-job_field() { # job_field NAME FIELD
-    "$LATHE" get jobs "$1" -o json 2>/dev/null | "$PY" -c '
-import json, sys
-d = json.load(sys.stdin)
-items = d.get("items", [d]) if isinstance(d, dict) else d
-for it in items:
-    v = it
-    for k in sys.argv[1].split("."):
-        v = v.get(k) if isinstance(v, dict) else None
-    print("" if v is None else v)
-    break' "$2"
-}
-
-wait_state() { # wait_state NAME STATE [SECONDS]
-    local end=$((SECONDS + ${3:-180}))
-    while [ $SECONDS -lt $end ]; do
-        [ "$(job_field "$1" state)" = "$2" ] && return 0
-        sleep 0.5
-    done
-    echo "  $1 is $(job_field "$1" state), not $2"
-    return 1
 }
 
 # slurm_jobs NAME: "ID STATE" of every Slurm job of lathe job NAME of team-a
