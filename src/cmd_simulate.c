@@ -105,7 +105,7 @@ static int parse_rules(const char *list, unsigned *out)
         else
             rc = cli_usage_error("simulate", "--without: '%s' is not a rule (end-pack, idle-reserve, "
                                  "oldest-head, pool-head, reclaim-borrowed, reclaim-small, "
-                                 "reclaim-backoff, overrun, reclaim-cheap, reclaim-tail)", parts[i]);
+                                 "reclaim-backoff, overrun, reclaim-cheap, reclaim-tail, learn-limit)", parts[i]);
     }
     str_list_free(parts, k);
     return rc;

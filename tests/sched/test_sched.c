@@ -69,7 +69,7 @@ static void decide_cfg(run *x, const sched_cluster *c, const sched_config *cfg, 
                        size_t np, const sched_job *runs, size_t nr, double now, const double *usage,
                        const double *spent)
 {
-    sched_input in = {pend, np, runs, nr, usage, spent, now};
+    sched_input in = {pend, np, runs, nr, usage, spent, now, NULL, 0};
     char err[256];
     sched_result_init(&x->r);
     x->c = c;
