@@ -43,7 +43,10 @@
  *           is worth more than the time between them; a narrow job that
  *           runs for days goes ahead by the excess (`long_after`). A running
  *           job past its estimate is expected to run as long again as it
- *           has (overrun rule), not to end at any moment. Jobs that waited
+ *           has (overrun rule), not to end at any moment. A job that
+ *           gives only a time limit is predicted to run its limit x the
+ *           largest actual / limit of the last jobs of its team that
+ *           finished (learn-limit rule). Jobs that waited
  *           `head_after` are tried oldest first until one cannot start: it
  *           holds the reservation (EASY's guarantee), also when it waits
  *           for GPUs other teams hold (the lending pool); its GPUs are those
