@@ -46,7 +46,7 @@
  *           has (overrun rule), not to end at any moment. A job that
  *           gives only a time limit is predicted to run its limit x the
  *           largest actual / limit of the last jobs of its team that
- *           finished (learn-limit rule). Jobs that waited
+ *           finished (learn-limit rule, off by default). Jobs that waited
  *           `head_after` are tried oldest first until one cannot start: it
  *           holds the reservation (EASY's guarantee), also when it waits
  *           for GPUs other teams hold (the lending pool); its GPUs are those
@@ -266,6 +266,9 @@ typedef enum {
                                           to stop a job (sched_state_add_finished) */
 } sched_rule;
 #define SCHED_RULES_ALL 0x7ffu
+/* The rules on by default: all but learn-limit, which is measured but left
+ * off (docs/scheduler.md, "Learning from time limits"). */
+#define SCHED_RULES_DEFAULT (SCHED_RULES_ALL & ~SCHED_RULE_LEARN_LIMIT)
 #define SCHED_N_RULES 11
 #define SCHED_LEARN_WINDOW 32 /* learn-limit: finished jobs remembered per team and overall */
 #define SCHED_LEARN_MIN 8     /* learn-limit: a team's own jobs are used from this many on */
@@ -308,7 +311,7 @@ typedef struct sched_config {
                                 fair-share key (decayed usage / weight); off: from the
                                 lowest order key whatever its team, teams kept to their
                                 quotas by admission and reclaim alone (on) */
-    unsigned rules;          /* lathe: SCHED_RULE_* bits (SCHED_RULES_ALL) */
+    unsigned rules;          /* lathe: SCHED_RULE_* bits (SCHED_RULES_DEFAULT) */
     double default_estimate; /* estimate of a job that gives none (4 h) */
     int gpu_share_limit;     /* jobs sharing one GPU at most (4) */
     int max_preempt_attempts; /* jobs that may try preemption in one pass (8) */

@@ -832,9 +832,13 @@ static void test_learn_limit(void **state)
     (void)state;
     sched_cluster *c = make_cluster(1, 8, 0, 0);
     assert_int_equal(sched_cluster_add_team(c, "b"), 1);
-    sched_config lathe, easy, off = lathe_without(SCHED_RULE_LEARN_LIMIT);
-    sched_config_default(&lathe, SCHED_LATHE);
+    sched_config lathe, easy, off;
+    sched_config_default(&off, SCHED_LATHE); /* off by default */
+    assert_false(off.rules & SCHED_RULE_LEARN_LIMIT);
+    lathe = off;
+    lathe.rules |= SCHED_RULE_LEARN_LIMIT;
     sched_config_default(&easy, SCHED_EASY);
+    easy.rules |= SCHED_RULE_LEARN_LIMIT; /* a lathe rule: the baselines keep the limit */
     int held[4] = {0, 1, 2, 3};
     /* ten finished jobs of team 0 that ran an eighth of their limits */
     sched_finished fin[40];
