@@ -37,7 +37,9 @@ static const char simulate_help[] =
     "  --estimate MODE     what the scheduler is told of each job's duration, the same\n"
     "                      for every policy: trace (estimate_s, else exact; default),\n"
     "                      exact, noise (the duration x exp(SIGMA x N(0,1)), a planner's\n"
-    "                      estimate), limit (only a round time limit >= 3x the run)\n"
+    "                      estimate), limit (only a round time limit >= 3x the run,\n"
+    "                      told as max_duration; finished jobs' durations are told as\n"
+    "                      they end)\n"
     "  --estimate-noise SIGMA  noise with this sigma (default 0.5); implies noise\n"
     "  --seed N            seed of the noise (default 1)\n"
     "  --policy LIST       policies to compare (default fifo,greedy,easy,lathe)\n"
@@ -75,6 +77,7 @@ typedef struct opts {
     int fair_share; /* -1 default, 0 off, 1 on */
     int long_gpus;    /* -1: default */
     unsigned without; /* lathe rules turned off */
+    unsigned with;    /* lathe rules turned on (those off by default: learn-limit) */
     int due_preempt; /* -1 default, 0 off, 1 on */
     bool strict;
     sim_est_mode estimate;
@@ -91,8 +94,8 @@ static bool take_duration(const char *cmd, const char *name, const char *v, doub
     return true;
 }
 
-/* --without end-pack,pool-head: the lathe rules to turn off. */
-static int parse_rules(const char *list, unsigned *out)
+/* --without end-pack,pool-head / --with learn-limit: the lathe rules to turn off / on. */
+static int parse_rules(const char *opt, const char *list, unsigned *out)
 {
     char **parts;
     size_t k = str_split(list, ',', &parts);
@@ -103,9 +106,9 @@ static int parse_rules(const char *list, unsigned *out)
         if (sched_rule_parse(parts[i], &r))
             *out |= r;
         else
-            rc = cli_usage_error("simulate", "--without: '%s' is not a rule (end-pack, idle-reserve, "
+            rc = cli_usage_error("simulate", "%s: '%s' is not a rule (end-pack, idle-reserve, "
                                  "oldest-head, pool-head, reclaim-borrowed, reclaim-small, "
-                                 "reclaim-backoff, overrun, reclaim-cheap, reclaim-tail)", parts[i]);
+                                 "reclaim-backoff, overrun, reclaim-cheap, reclaim-tail, learn-limit)", opt, parts[i]);
     }
     str_list_free(parts, k);
     return rc;
@@ -209,7 +212,9 @@ static int parse_args(int argc, char **argv, opts *o)
                 return cli_usage_error("simulate", "--long-gpus: '%s' is not a whole number >= 0", v);
             o->long_gpus = (int)n;
         } else if (strcmp(a, "--without") == 0) {
-            if (parse_rules(v, &o->without) != LT_EXIT_OK) return LT_EXIT_USAGE;
+            if (parse_rules(a, v, &o->without) != LT_EXIT_OK) return LT_EXIT_USAGE;
+        } else if (strcmp(a, "--with") == 0) {
+            if (parse_rules(a, v, &o->with) != LT_EXIT_OK) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--min-run") == 0) {
             if (!take_duration("simulate", a, v, &o->min_run)) return LT_EXIT_USAGE;
         } else if (strcmp(a, "--slack-factor") == 0) {
@@ -317,6 +322,7 @@ static void tune(const opts *o, sched_config *cfg)
     if (o->head_after >= 0) cfg->head_after = o->head_after;
     if (o->long_max >= 0) cfg->long_max = o->long_max;
     if (o->long_gpus >= 0) cfg->long_gpus = o->long_gpus;
+    cfg->rules |= o->with;
     cfg->rules &= ~o->without;
 }
 

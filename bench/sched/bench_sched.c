@@ -178,7 +178,7 @@ static row measure(int gpus, size_t pending)
         const sched_job *j = sched_state_job(st, fb.jobs[i].id);
         if (j && j->gpus) run[k++] = *j;
     }
-    sched_input in = {pb.jobs, pb.n, run, k, NULL, NULL, 3600};
+    sched_input in = {pb.jobs, pb.n, run, k, NULL, NULL, 3600, NULL, 0};
     char err[256];
     double t0 = now_s();
     if (sched_decide(c, &cfg, &in, &r, err, sizeof err) < 0) fprintf(stderr, "bench_sched: %s\n", err);

@@ -30,6 +30,7 @@ bool sched_policy_parse(const char *s, sched_policy *out)
 static const char *const rule_names[SCHED_N_RULES] = {
     "end-pack", "idle-reserve", "oldest-head", "pool-head", "reclaim-borrowed", "reclaim-small",
     "reclaim-backoff", "overrun", "reclaim-cheap", "reclaim-tail",
+    "learn-limit",
 };
 
 const char *sched_rule_name(unsigned rule)
@@ -64,7 +65,7 @@ void sched_config_default(sched_config *cfg, sched_policy policy)
     cfg->long_after = 72 * 3600.0;
     cfg->long_max = 4 * 86400.0;
     cfg->long_gpus = 16;
-    cfg->rules = SCHED_RULES_ALL;
+    cfg->rules = SCHED_RULES_DEFAULT;
     cfg->fair_share = true;
     cfg->aging = 3600;
     cfg->default_estimate = 4 * 3600.0;

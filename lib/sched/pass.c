@@ -708,8 +708,12 @@ static rel *ending_order(pass *p, int *n)
         if (!st_rent_live(st, e) || st->rj[e->slot].pre_gen == st->pass_gen) continue;
         double end = e->key > p->now ? e->key : p->now;
         if (overrun && e->key <= p->now) { /* past its estimate: as long again as it ran */
-            double ran = p->now - st->rj[e->slot].j.start_time;
+            const sched_job *rj = &st->rj[e->slot].j;
+            double ran = p->now - rj->start_time;
             end = p->now + (ran > 1 ? ran : 1);
+            /* but not past its limit, while that is ahead */
+            double lim = rj->max_duration > 0 ? rj->start_time + rj->max_duration - rj->done : 0;
+            if (lim > p->now && end > lim) end = lim;
             moved = true;
         }
         rs[nrel++] = (rel){end, 0, e->slot};

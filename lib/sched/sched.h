@@ -43,7 +43,10 @@
  *           is worth more than the time between them; a narrow job that
  *           runs for days goes ahead by the excess (`long_after`). A running
  *           job past its estimate is expected to run as long again as it
- *           has (overrun rule), not to end at any moment. Jobs that waited
+ *           has (overrun rule), not to end at any moment. A job that
+ *           gives only a time limit is predicted to run its limit x the
+ *           largest actual / limit of the last jobs of its team that
+ *           finished (learn-limit rule, off by default). Jobs that waited
  *           `head_after` are tried oldest first until one cannot start: it
  *           holds the reservation (EASY's guarantee), also when it waits
  *           for GPUs other teams hold (the lending pool); its GPUs are those
@@ -253,12 +256,25 @@ typedef enum {
                                           that would lose more than reclaim_min_run and,
                                           restarted then and redoing it, end after every
                                           running job and the reclaiming one (estimates) */
+    SCHED_RULE_LEARN_LIMIT = 1u << 10, /* a job that gives only a time limit (max_duration, no
+                                          est_duration) is predicted to run its limit x the
+                                          largest actual / limit of the last
+                                          SCHED_LEARN_WINDOW such jobs that finished (its
+                                          team's once it has SCHED_LEARN_MIN, else all teams'):
+                                          users' limits overstate runs, and finished jobs tell
+                                          by how much. For order and reservations only, never
+                                          to stop a job (sched_state_add_finished) */
 } sched_rule;
-#define SCHED_RULES_ALL 0x3ffu
-#define SCHED_N_RULES 10
+#define SCHED_RULES_ALL 0x7ffu
+/* The rules on by default: all but learn-limit, which is measured but left
+ * off (docs/scheduler.md, "Learning from time limits"). */
+#define SCHED_RULES_DEFAULT (SCHED_RULES_ALL & ~SCHED_RULE_LEARN_LIMIT)
+#define SCHED_N_RULES 11
+#define SCHED_LEARN_WINDOW 32 /* learn-limit: finished jobs remembered per team and overall */
+#define SCHED_LEARN_MIN 8     /* learn-limit: a team's own jobs are used from this many on */
 
 /* "end-pack", "idle-reserve", "oldest-head", "pool-head", "reclaim-borrowed",
- * "reclaim-small", "reclaim-backoff", "overrun", "reclaim-cheap", "reclaim-tail" for one rule bit; NULL for anything
+ * "reclaim-small", "reclaim-backoff", "overrun", "reclaim-cheap", "reclaim-tail", "learn-limit" for one rule bit; NULL for anything
  * else. */
 const char *sched_rule_name(unsigned rule);
 /* Parses a rule name; false for an unknown one. */
@@ -295,7 +311,7 @@ typedef struct sched_config {
                                 fair-share key (decayed usage / weight); off: from the
                                 lowest order key whatever its team, teams kept to their
                                 quotas by admission and reclaim alone (on) */
-    unsigned rules;          /* lathe: SCHED_RULE_* bits (SCHED_RULES_ALL) */
+    unsigned rules;          /* lathe: SCHED_RULE_* bits (SCHED_RULES_DEFAULT) */
     double default_estimate; /* estimate of a job that gives none (4 h) */
     int gpu_share_limit;     /* jobs sharing one GPU at most (4) */
     int max_preempt_attempts; /* jobs that may try preemption in one pass (8) */
@@ -404,6 +420,16 @@ double sched_usage_advance(double usage, double alloc, double dt, double half_li
 bool sched_check_job(const sched_cluster *c, const sched_job *j, sched_reason *why);
 
 /* ---- the pure function ---- */
+/* A job that ended (ran to completion; not a preemption): what a real
+ * scheduler learns once a job has finished. limit: its max_duration where it
+ * gave no est_duration (only a limit), else 0 (not recorded); ran: seconds of
+ * work it did in all. */
+typedef struct sched_finished {
+    int team;
+    double limit;
+    double ran;
+} sched_finished;
+
 typedef struct sched_input {
     const sched_job *pending;
     size_t n_pending;
@@ -412,6 +438,8 @@ typedef struct sched_input {
     const double *usage; /* per team: decayed GPU-seconds (sched_usage_advance); NULL = none */
     const double *spent; /* per team: money spent this budget period; NULL = none */
     double now;
+    const sched_finished *finished; /* jobs that ended, oldest first; NULL = none (learn-limit) */
+    size_t n_finished;
 } sched_input;
 
 /* Decides. Returns 0, or -1 when the input is inconsistent (two jobs with
@@ -436,6 +464,13 @@ bool sched_state_remove_pending(sched_state *st, uint64_t id);
  * range, or the GPUs cannot hold it (over-committed). */
 int sched_state_add_running(sched_state *st, const sched_job *j, char *err, size_t errsz);
 bool sched_state_remove_running(sched_state *st, uint64_t id);
+/* Records a finished job (call it when a job ends, before or after removing
+ * it). Only jobs with f->limit > 0 are kept, the last SCHED_LEARN_WINDOW
+ * per team and overall; lathe's learn-limit rule predicts from them the run
+ * time of jobs that give only a limit. A prediction is made when a job is
+ * added (pending: its order; running: its estimated end), so jobs already
+ * held keep theirs. */
+void sched_state_add_finished(sched_state *st, const sched_finished *f);
 /* A GPU goes down (its node is not ready, or something the scheduler does
  * not manage holds it) or comes back: new placements leave a down GPU
  * alone; a job already on it keeps running. */

@@ -194,6 +194,14 @@ typedef struct rjob {
     double key;       /* its order key when it started */
 } rjob;
 
+/* learn-limit: actual / limit of the last SCHED_LEARN_WINDOW finished jobs
+ * that gave only a limit, and the largest of them. */
+typedef struct learn_ring {
+    double r[SCHED_LEARN_WINDOW];
+    int n, head;
+    double ratio;
+} learn_ring;
+
 typedef struct band {
     int64_t prio;
     int *cls; /* its classes */
@@ -230,6 +238,8 @@ struct sched_state {
     int *tjobs;      /* [teams] running jobs */
     uint32_t pass_gen;
     int *scratch;
+    learn_ring learn;   /* all teams */
+    learn_ring *tlearn; /* [teams] */
 };
 
 /* state.c */

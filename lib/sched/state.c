@@ -41,10 +41,23 @@ int st_units_on(const sched_state *st, const sched_job *j, int type)
     return u < 1 ? 1 : u > SCHED_SHARE_WHOLE ? SCHED_SHARE_WHOLE : u;
 }
 
+/* learn-limit: the ratio a job's limit is multiplied by, or 1 (no rule, no
+ * history, or the job gives an estimate). */
+static double limit_ratio(const sched_state *st, const sched_job *j)
+{
+    if (st->cfg.policy != SCHED_LATHE || !(st->cfg.rules & SCHED_RULE_LEARN_LIMIT) ||
+        j->est_duration > 0 || !(j->max_duration > 0))
+        return 1;
+    const learn_ring *r = j->team >= 0 && j->team < st->c->n_teams ? &st->tlearn[j->team] : NULL;
+    if (!r || r->n < SCHED_LEARN_MIN) r = &st->learn;
+    if (r->n == 0 || !(r->ratio > 0)) return 1;
+    return r->ratio < 1 ? r->ratio : 1;
+}
+
 double st_estimate(const sched_state *st, const sched_job *j)
 {
     double e = j->est_duration > 0 ? j->est_duration
-             : j->max_duration > 0 ? j->max_duration
+             : j->max_duration > 0 ? j->max_duration * limit_ratio(st, j)
                                    : st->cfg.default_estimate;
     if (j->max_duration > 0 && e > j->max_duration) e = j->max_duration;
     e -= j->done;
@@ -376,6 +389,7 @@ sched_state *sched_state_new(const sched_cluster *c, const sched_config *cfg)
     int T1 = c->n_types + 1;
     st->tused = xcalloc((size_t)(c->n_teams * T1) + 1, sizeof(int));
     st->tjobs = xcalloc((size_t)c->n_teams + 1, sizeof(int));
+    st->tlearn = xcalloc((size_t)c->n_teams + 1, sizeof *st->tlearn);
     type_order(st);
     return st;
 }
@@ -400,6 +414,7 @@ void sched_state_free(sched_state *st)
     free(st->rejected);
     free(st->tused);
     free(st->tjobs);
+    free(st->tlearn);
     free(st->scratch);
     free(st);
 }
@@ -599,6 +614,31 @@ bool sched_state_remove_running(sched_state *st, uint64_t id)
     return true;
 }
 
+/* learn-limit: the largest actual / limit of the last SCHED_LEARN_WINDOW
+ * jobs: the tightest factor that covered every one of them, so a job is
+ * predicted to end early only when its limit overstates its run more than
+ * every recent job's did (a backfilled job seldom runs past its predicted
+ * end and delays the head). */
+static void learn_push(learn_ring *r, double v)
+{
+    r->r[r->head] = v;
+    r->head = (r->head + 1) % SCHED_LEARN_WINDOW;
+    if (r->n < SCHED_LEARN_WINDOW) r->n++;
+    double m = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->r[i] > m) m = r->r[i];
+    r->ratio = m;
+}
+
+void sched_state_add_finished(sched_state *st, const sched_finished *f)
+{
+    if (!(f->limit > 0) || !(f->ran >= 0) || !isfinite(f->ran) || !isfinite(f->limit)) return;
+    double v = f->ran / f->limit;
+    if (v > 1) v = 1; /* it ran past its limit: the limit was right */
+    learn_push(&st->learn, v);
+    if (f->team >= 0 && f->team < st->c->n_teams) learn_push(&st->tlearn[f->team], v);
+}
+
 size_t sched_state_n_pending(const sched_state *st)
 {
     return st->n_pending;
@@ -634,6 +674,7 @@ int sched_decide(const sched_cluster *c, const sched_config *cfg, const sched_in
 {
     out->n = out->n_gpus = 0;
     sched_state *st = sched_state_new(c, cfg);
+    for (size_t i = 0; i < in->n_finished; i++) sched_state_add_finished(st, &in->finished[i]);
     for (size_t i = 0; i < in->n_running; i++)
         if (sched_state_add_running(st, &in->running[i], err, errsz) < 0) {
             sched_state_free(st);

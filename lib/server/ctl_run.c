@@ -1034,6 +1034,12 @@ void ctl_attempt_ended(ctl *c, ctl_job *j, const ctl_end *e, double now)
     if (ok) {
         double ended = e->st.ended_at > 0 ? e->st.ended_at : now;
         if (!e->not_started) j->prior_run += ended - j->run_started;
+        /* what the scheduler learns from a finished job: how much of its maxDuration it
+         * used, when maxDuration was all it was told (the learn-limit rule) */
+        if (go == GO_SUCCEEDED && c->sched && j->team_index >= 0 && !(j->shape.est_duration > 0) &&
+            j->shape.max_duration > 0)
+            sched_state_add_finished(c->sched,
+                                     &(sched_finished){j->team_index, j->shape.max_duration, j->prior_run});
         if (go == GO_RETRY || (go == GO_FAILED && e->st.retryable)) j->failures++;
         exec_release(j->h);
         j->h = NULL;

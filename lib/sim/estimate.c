@@ -26,6 +26,7 @@ void sim_trace_set_estimates(sim_trace *t, sim_est_mode mode, double sigma, uint
     for (size_t i = 0; i < t->n; i++) {
         sim_job *j = &t->jobs[i];
         double z = sim_rng_normal(&r); /* drawn for every job, so one job's draw never depends on the mode */
+        j->estimate_is_limit = mode == SIM_EST_LIMIT;
         if (mode == SIM_EST_EXACT)
             j->estimate = 0;
         else if (mode == SIM_EST_NOISE)

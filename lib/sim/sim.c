@@ -149,6 +149,10 @@ size_t sim_bind(const sim_trace *t, sched_cluster *c, sim_bound *out, diag_list 
         s->submit_time = j->submit;
         /* a zero-second job is told 1 s: an estimate of 0 means "unknown" to the scheduler */
         s->est_duration = j->estimate > 0 ? j->estimate : j->duration > 0 ? j->duration : 1;
+        if (j->estimate_is_limit && j->estimate > 0) { /* only a limit, as users write maxDuration */
+            s->max_duration = j->estimate;
+            s->est_duration = 0;
+        }
         s->checkpoint_interval = j->checkpoint;
         out->duration[i] = j->duration;
         out->checkpoint[i] = j->checkpoint;
@@ -306,7 +310,11 @@ static void hold(sim *s, size_t i, double units, double price, int sign)
 static void finish(sim *s, size_t i)
 {
     jstate *j = &s->js[i];
-    sched_state_remove_running(s->st, s->b->jobs[i].id);
+    const sched_job *sj = &s->b->jobs[i];
+    sched_state_remove_running(s->st, sj->id);
+    /* what a real scheduler learns once a job has ended: how long it ran */
+    sched_state_add_finished(s->st, &(sched_finished){sj->team, sj->est_duration > 0 ? 0 : sj->max_duration,
+                                                      s->b->duration[i]});
     hold(s, i, j->units, j->price, -1);
     j->status = J_DONE;
     j->finish = s->now;

@@ -42,6 +42,8 @@ typedef struct sim_job {
     double submit;       /* submit_time_s */
     double duration;     /* duration_s: seconds of work */
     double estimate;     /* estimate_s; 0 = the duration (a perfect estimate) */
+    bool estimate_is_limit; /* the estimate is a time limit (SIM_EST_LIMIT): the scheduler is
+                               told it as max_duration, with no est_duration */
     int gpus;            /* num_gpus */
     double fraction;     /* gpu_fraction, (0, 1]; below 1 only with num_gpus 1 */
     double checkpoint;   /* checkpoint_interval_s; 0 = none */

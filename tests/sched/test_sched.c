@@ -69,7 +69,7 @@ static void decide_cfg(run *x, const sched_cluster *c, const sched_config *cfg, 
                        size_t np, const sched_job *runs, size_t nr, double now, const double *usage,
                        const double *spent)
 {
-    sched_input in = {pend, np, runs, nr, usage, spent, now};
+    sched_input in = {pend, np, runs, nr, usage, spent, now, NULL, 0};
     char err[256];
     sched_result_init(&x->r);
     x->c = c;
@@ -803,6 +803,137 @@ static void test_overrun(void **state)
     sched_cluster_free(c);
 }
 
+/* The learn-limit rule: a job that gives only a time limit (max_duration)
+ * is predicted to run its limit x the largest actual / limit among the last
+ * SCHED_LEARN_WINDOW jobs that finished (its team's from SCHED_LEARN_MIN on,
+ * else all teams'), for order and reservations; past the prediction, the
+ * overrun rule, never past the limit. */
+static sched_job limited(sched_job j, double limit)
+{
+    j.est_duration = 0;
+    j.max_duration = limit;
+    return j;
+}
+
+static void decide_learn(run *x, const sched_cluster *c, const sched_config *cfg, const sched_job *pend,
+                         size_t np, const sched_job *runs, size_t nr, double now,
+                         const sched_finished *fin, size_t nf)
+{
+    sched_input in = {pend, np, runs, nr, NULL, NULL, now, fin, nf};
+    char err[256];
+    sched_result_init(&x->r);
+    x->c = c;
+    x->now = now;
+    assert_int_equal(sched_decide(c, cfg, &in, &x->r, err, sizeof err), 0);
+}
+
+static void test_learn_limit(void **state)
+{
+    (void)state;
+    sched_cluster *c = make_cluster(1, 8, 0, 0);
+    assert_int_equal(sched_cluster_add_team(c, "b"), 1);
+    sched_config lathe, easy, off;
+    sched_config_default(&off, SCHED_LATHE); /* off by default */
+    assert_false(off.rules & SCHED_RULE_LEARN_LIMIT);
+    lathe = off;
+    lathe.rules |= SCHED_RULE_LEARN_LIMIT;
+    sched_config_default(&easy, SCHED_EASY);
+    easy.rules |= SCHED_RULE_LEARN_LIMIT; /* a lathe rule: the baselines keep the limit */
+    int held[4] = {0, 1, 2, 3};
+    /* ten finished jobs of team 0 that ran an eighth of their limits */
+    sched_finished fin[40];
+    for (int i = 0; i < 10; i++) fin[i] = (sched_finished){0, 1000, 125};
+    run x;
+
+    /* 1. A candidate with only a limit backfills when its prediction ends before the
+     * head's start. The running job gives an estimate (5000 s): its end is kept. The head
+     * needs all 8 GPUs; job 2 (4 GPUs, limit 16000 s) is predicted 2000 s: ends at 3000. */
+    sched_job r1[1] = {running(9, 0, 4, held, 0, 5000)};
+    sched_job p[2] = {limited(job(1, 0, 1, 8, 0, 0), 1000), limited(job(2, 0, 1, 4, 100, 0), 16000)};
+    p[0].priority = 5;
+    decide_learn(&x, c, &lathe, p, 2, r1, 1, 1000, fin, 10);
+    assert_true(x.r.head == 1 && x.r.head_start == 5000);
+    expect(&x, 2, SCHED_START, SCHED_WHY_BACKFILL, NULL);
+    done(&x);
+    /* no history, the rule off, or easy: the limit, which ends at 17000 > 5000 */
+    decide_learn(&x, c, &lathe, p, 2, r1, 1, 1000, NULL, 0);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    done(&x);
+    decide_learn(&x, c, &off, p, 2, r1, 1, 1000, fin, 10);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    done(&x);
+    decide_learn(&x, c, &easy, p, 2, r1, 1, 1000, fin, 10);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    done(&x);
+
+    /* 2. A running job with only a limit (40000 s) is predicted to end at 5000 */
+    sched_job r2[1] = {limited(running(9, 0, 4, held, 0, 0), 40000)};
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 1000, fin, 10);
+    assert_true(x.r.head == 1 && x.r.head_start == 5000);
+    done(&x);
+    decide_learn(&x, c, &off, p, 1, r2, 1, 1000, fin, 10);
+    assert_true(x.r.head == 1 && x.r.head_start == 40000);
+    done(&x);
+    /* past its prediction: as long again as it ran (overrun), at most its limit */
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 6000, fin, 10);
+    assert_true(x.r.head_start == 12000);
+    done(&x);
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 30000, fin, 10);
+    assert_true(x.r.head_start == 40000);
+    done(&x);
+
+    /* 3. Its team's jobs once it has SCHED_LEARN_MIN of them, else all teams'. Team 1 ran
+     * half its limits; the largest ratio of all is a half. */
+    sched_finished mix[SCHED_LEARN_MIN * 2];
+    for (int i = 0; i < SCHED_LEARN_MIN; i++) {
+        mix[2 * i] = (sched_finished){1, 1000, 500};
+        mix[2 * i + 1] = (sched_finished){0, 1000, 125};
+    }
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 1000, mix, SCHED_LEARN_MIN * 2);
+    assert_true(x.r.head_start == 5000); /* team 0's own: an eighth */
+    done(&x);
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 1000, mix, SCHED_LEARN_MIN * 2 - 1);
+    assert_true(x.r.head_start == 20000); /* 7 of its own: all teams', a half */
+    done(&x);
+
+    /* 4. The window: a ratio of a half is forgotten after SCHED_LEARN_WINDOW newer jobs */
+    assert_true(SCHED_LEARN_WINDOW + 1 <= 40);
+    fin[0] = (sched_finished){0, 1000, 500};
+    for (int i = 1; i <= SCHED_LEARN_WINDOW; i++) fin[i] = (sched_finished){0, 1000, 125};
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 1000, fin, SCHED_LEARN_WINDOW);
+    assert_true(x.r.head_start == 20000);
+    done(&x);
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 1000, fin, SCHED_LEARN_WINDOW + 1);
+    assert_true(x.r.head_start == 5000);
+    done(&x);
+
+    /* 5. What is not a finished limit is ignored; a job that ran past its limit counts 1 */
+    sched_finished bad[4] = {{0, 0, 100}, {0, 1000, NAN}, {0, 1000, -5}, {0, INFINITY, 10}};
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 1000, bad, 4);
+    assert_true(x.r.head_start == 40000);
+    done(&x);
+    sched_finished over[1] = {{0, 1000, 3000}};
+    decide_learn(&x, c, &lathe, p, 1, r2, 1, 1000, over, 1);
+    assert_true(x.r.head_start == 40000);
+    done(&x);
+
+    /* 6. The incremental state learns the same (sched_state_add_finished) */
+    sched_state *st = sched_state_new(c, &lathe);
+    for (int i = 0; i < 10; i++) sched_state_add_finished(st, &(sched_finished){0, 1000, 125});
+    char err[128];
+    assert_int_equal(sched_state_add_running(st, &r1[0], err, sizeof err), 0);
+    for (int i = 0; i < 2; i++) assert_int_equal(sched_state_add_pending(st, &p[i]), 0);
+    sched_result_init(&x.r);
+    x.c = c;
+    x.now = 1000;
+    sched_state_pass(st, 1000, NULL, NULL, &x.r);
+    assert_true(x.r.head == 1 && x.r.head_start == 5000);
+    expect(&x, 2, SCHED_START, SCHED_WHY_BACKFILL, NULL);
+    done(&x);
+    sched_state_free(st);
+    sched_cluster_free(c);
+}
+
 /* The starvation guard: a job whose order key is starve_after (48 h) in the
  * past goes ahead of fair share, may borrow beyond the idle pool, and holds
  * its team's quota when its own borrowing limit blocks it. */
@@ -1205,6 +1336,7 @@ int main(void)
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_order_short_first_but_bounded),
         cmocka_unit_test(test_overrun),
+        cmocka_unit_test(test_learn_limit),
         cmocka_unit_test(test_due_jobs),
         cmocka_unit_test(test_oldest_head),
         cmocka_unit_test(test_pool_head),

@@ -54,6 +54,15 @@ for f in idle_reserved idle_shared idle_fragmented idle_other; do
 done
 "$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --without end-pack,fast 2>/dev/null; rc=$?
 [ $rc -eq 1 ]; check "unknown rule: exit 1 (got $rc)" $?
+# --with turns on a rule that is off by default (learn-limit); the baselines are as they were
+wl=$("$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --estimate limit --with learn-limit -o json); rc=$?
+check "simulate --with learn-limit exits 0" $rc
+nl=$("$LATHE" simulate --cluster "$tmp/c.yaml" --trace "$tmp/a.csv" --estimate limit -o json)
+easy_jct() { python3 -c 'import json,sys; print([p["jct_avg_s"] for p in json.load(sys.stdin)["policies"] if p["policy"] == "easy"])'; }
+[ "$(easy_jct <<<"$wl")" = "$(easy_jct <<<"$nl")" ] && [ -n "$(easy_jct <<<"$nl")" ]
+check "--with learn-limit leaves easy as it was" $?
+err=$("$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --with fast 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] && grep -qF -- "--with: 'fast' is not a rule" <<<"$err"; check "unknown rule for --with: exit 1 naming it (got $rc: $err)" $?
 "$LATHE" simulate --nodes 2x8 --trace "$tmp/a.csv" --long-gpus x 2>/dev/null; rc=$?
 [ $rc -eq 1 ]; check "bad --long-gpus: exit 1 (got $rc)" $?
 
