@@ -70,7 +70,6 @@ export function mount(root, params, ctx) {
       }
       renderHead(el.head, job, ctx, cancel);
       renderNotice(el.notice, job);
-      renderStats(el.stats, job, pace);
       const p = job.progress;
       const step = p ? p.step : null;
       if (step !== lastStep || (FINAL.includes(job.state) && lastPoints === 0)) {
@@ -82,6 +81,8 @@ export function mount(root, params, ctx) {
         lossChart.set([xs, pr.items.map((x) => x.loss), pr.items.map((x) => x.eval_loss)]);
         tpsChart.set([xs, pr.items.map((x) => x.tokens_per_second)]);
       }
+      // after the progress: the time left at the recent pace needs it
+      renderStats(el.stats, job, pace);
       if (job.gpu) {
         if (!gpuShown) {
           el.charts.appendChild(gpuChart.el);
