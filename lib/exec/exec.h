@@ -671,6 +671,26 @@ bool exec_slurm_render(const exec_request *req, const spec_slurm *s, const char 
                        exec_slurm_submit *out, char *err, size_t errsz);
 void exec_slurm_submit_free(exec_slurm_submit *s);
 
+/* One job array for several attempts of an experiment (Slurm decides):
+ * the attempts' own submissions (exec_slurm_render) become its tasks, in
+ * order. argv is subs[0]'s with --job-name, --comment, --output, --error
+ * and --chdir of the array and --array=0-(n-1)%max, then the script and
+ * the mapping file; map_json is the mapping file (task id -> step file).
+ * dir: the folder of the mapping file and of the task-N links to the
+ * attempts' folders (--output=dir/task-%a/output.log). */
+typedef struct exec_slurm_array {
+    char **argv;
+    size_t argc;
+    char *name, *comment, *script, *map_json, *map_path, *dir;
+} exec_slurm_array;
+/* True when two submissions may be tasks of one array: the same argv but
+ * for the names, comment, output, chdir, the script and the step file. */
+bool exec_slurm_array_compatible(const exec_slurm_submit *a, const exec_slurm_submit *b);
+void exec_slurm_array_render(const exec_slurm_submit *subs, size_t n, int max, const char *team,
+                             const char *experiment, const char *dir, const char *lathe,
+                             exec_slurm_array *out);
+void exec_slurm_array_free(exec_slurm_array *a);
+
 /* A node as `scontrol show nodes` reports it. */
 typedef struct exec_slurm_node {
     char *name;

@@ -689,8 +689,8 @@ static void start_array(slurm_be *b, const exec_request *const *reqs, exec_slurm
     exec_rc rc = EXEC_OK;
     /* the array's folder: in its first attempt's; task-N links to attempt N's */
     char *dir = xasprintf("%s/attempt-%d/slurm-array", reqs[0]->job_dir, reqs[0]->attempt);
-    slurm_array_submit a;
-    slurm_array_render(subs, n, k->array_max, k->team, k->experiment, dir, b->lathe, &a);
+    exec_slurm_array a;
+    exec_slurm_array_render(subs, n, k->array_max, k->team, k->experiment, dir, b->lathe, &a);
     int e = exec_mkdirs(dir, 0755);
     for (size_t i = 0; !e && i < n; i++) {
         char *work = xasprintf("%s/attempt-%d", reqs[i]->job_dir, reqs[i]->attempt);
@@ -741,7 +741,7 @@ static void start_array(slurm_be *b, const exec_request *const *reqs, exec_slurm
         slurm_job *pj = prior ? slurm_find_task(b->jobs, b->n_jobs, id, (int)i) : NULL;
         res[i]->h = &handle_for(b, reqs[i], id, (int)i, a.name, a.comment, pj ? pj->restarts : 0)->h;
     }
-    slurm_array_submit_free(&a);
+    exec_slurm_array_free(&a);
     free(dir);
 }
 
@@ -775,7 +775,7 @@ static void sl_start_many(exec_backend *be, const exec_request *const *reqs, siz
                 strcmp(reqs[k]->cluster.team ? reqs[k]->cluster.team : "",
                        reqs[i]->cluster.team ? reqs[i]->cluster.team : "") != 0 ||
                 reqs[k]->cluster.array_max != reqs[i]->cluster.array_max ||
-                !slurm_array_compatible(&subs[i], &subs[k]))
+                !exec_slurm_array_compatible(&subs[i], &subs[k]))
                 continue;
             gq[m] = reqs[k];
             gs[m] = subs[k];

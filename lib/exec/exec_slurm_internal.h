@@ -110,24 +110,5 @@ bool slurm_array_range_has(const char *range, int task);
  * the array's pending tasks whose range holds it; NULL when none. */
 slurm_job *slurm_find_task(slurm_job *jobs, size_t n, uint64_t array_id, int task);
 
-/* One job array for several attempts of an experiment (Slurm decides):
- * the attempts' own submissions (exec_slurm_render) become its tasks, in
- * order. argv is subs[0]'s with --job-name, --comment, --output, --error
- * and --chdir of the array and --array=0-(n-1)%max, then the script and
- * the mapping file; map_json is the mapping file (task id -> step file).
- * dir: the folder of the mapping file and of the task-N links to the
- * attempts' folders (--output=dir/task-%a/output.log). */
-typedef struct slurm_array_submit {
-    char **argv;
-    size_t argc;
-    char *name, *comment, *script, *map_json, *map_path, *dir;
-} slurm_array_submit;
-/* True when two submissions may be tasks of one array: the same argv but
- * for the names, comment, output, chdir, the script and the step file. */
-bool slurm_array_compatible(const exec_slurm_submit *a, const exec_slurm_submit *b);
-void slurm_array_render(const exec_slurm_submit *subs, size_t n, int max, const char *team,
-                        const char *experiment, const char *dir, const char *lathe,
-                        slurm_array_submit *out);
-void slurm_array_submit_free(slurm_array_submit *a);
 
 #endif

@@ -183,7 +183,7 @@ static bool per_task(const char *a)
     return false;
 }
 
-bool slurm_array_compatible(const exec_slurm_submit *a, const exec_slurm_submit *b)
+bool exec_slurm_array_compatible(const exec_slurm_submit *a, const exec_slurm_submit *b)
 {
     if (a->argc < 3 || b->argc < 3) return false;
     size_t i = 0, k = 0, na = a->argc - 2, nb = b->argc - 2;
@@ -197,7 +197,7 @@ bool slurm_array_compatible(const exec_slurm_submit *a, const exec_slurm_submit 
     }
 }
 
-void slurm_array_submit_free(slurm_array_submit *a)
+void exec_slurm_array_free(exec_slurm_array *a)
 {
     if (!a) return;
     str_list_free(a->argv, a->argc);
@@ -210,9 +210,9 @@ void slurm_array_submit_free(slurm_array_submit *a)
     memset(a, 0, sizeof *a);
 }
 
-void slurm_array_render(const exec_slurm_submit *subs, size_t n, int max, const char *team,
-                        const char *experiment, const char *dir, const char *lathe,
-                        slurm_array_submit *out)
+void exec_slurm_array_render(const exec_slurm_submit *subs, size_t n, int max, const char *team,
+                             const char *experiment, const char *dir, const char *lathe,
+                        exec_slurm_array *out)
 {
     memset(out, 0, sizeof *out);
     /* the key: the tasks' own comments (job, attempt, folder), so that the

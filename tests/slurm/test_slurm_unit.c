@@ -476,10 +476,10 @@ static void test_array(void **state)
         q.cluster.job_id = i + 1;
         assert_true(exec_slurm_render(&q, &cfg, "/usr/bin/lathe", &subs[i], err, sizeof err));
     }
-    assert_true(slurm_array_compatible(&subs[0], &subs[1]));
-    assert_true(slurm_array_compatible(&subs[0], &subs[2]));
-    slurm_array_submit a;
-    slurm_array_render(subs, 3, 2, "team-a", "e", "/data/jobs/1/attempt-1/slurm-array",
+    assert_true(exec_slurm_array_compatible(&subs[0], &subs[1]));
+    assert_true(exec_slurm_array_compatible(&subs[0], &subs[2]));
+    exec_slurm_array a;
+    exec_slurm_array_render(subs, 3, 2, "team-a", "e", "/data/jobs/1/attempt-1/slurm-array",
                        "/usr/bin/lathe", &a);
     bool saw_array = false, saw_output = false, saw_gres = false;
     for (size_t i = 0; i < a.argc; i++) {
@@ -505,14 +505,14 @@ static void test_array(void **state)
     assert_string_equal(json_string_value(json_array_get(steps, 1)), "/data/jobs/2/attempt-1/slurm-step.json");
     json_decref(m);
     /* the same attempts make the same array (the dedupe); others another */
-    slurm_array_submit b2;
-    slurm_array_render(subs, 3, 2, "team-a", "e", "/x", "/usr/bin/lathe", &b2);
+    exec_slurm_array b2;
+    exec_slurm_array_render(subs, 3, 2, "team-a", "e", "/x", "/usr/bin/lathe", &b2);
     assert_string_equal(a.comment, b2.comment);
-    slurm_array_submit_free(&b2);
-    slurm_array_render(subs, 2, 2, "team-a", "e", "/x", "/usr/bin/lathe", &b2);
+    exec_slurm_array_free(&b2);
+    exec_slurm_array_render(subs, 2, 2, "team-a", "e", "/x", "/usr/bin/lathe", &b2);
     assert_string_not_equal(a.comment, b2.comment);
-    slurm_array_submit_free(&b2);
-    slurm_array_submit_free(&a);
+    exec_slurm_array_free(&b2);
+    exec_slurm_array_free(&a);
     /* another shape is not a task of the same array */
     exec_request q;
     memset(&q, 0, sizeof q);
@@ -525,7 +525,7 @@ static void test_array(void **state)
     q.cluster.gpus_per_node = 2;
     exec_slurm_submit big;
     assert_true(exec_slurm_render(&q, &cfg, "/usr/bin/lathe", &big, err, sizeof err));
-    assert_false(slurm_array_compatible(&subs[0], &big));
+    assert_false(exec_slurm_array_compatible(&subs[0], &big));
     exec_slurm_submit_free(&big);
     for (int i = 0; i < 3; i++) exec_slurm_submit_free(&subs[i]);
     spec_slurm_free(&cfg);
