@@ -4,6 +4,9 @@
 # go in as ONE sbatch --array=0-2%2 (one array job id, throttle 2); at
 # most 2 tasks run at once (sampled from squeue); each task is one lathe
 # attempt (its handle names the array task) and all 3 succeed.
+# Then an array with %1: its pending tasks (one collapsed squeue record)
+# wait on JobArrayTaskLimit; cancelling one pending task (scancel ID_TASK)
+# ends that job only, the running task goes on.
 . "$(dirname "$0")/harness/lib.sh"
 slurm_setup
 write_server "    decide: slurm
@@ -74,4 +77,22 @@ aid=$(cut -d'|' -f1 "$T/sacct.txt" | cut -d_ -f1 | head -1)
 grep -q "ArrayTaskThrottle=2" "$T/array.txt"; check "--array=0-2%2: its throttle is 2" $?
 n=$(grep -l "\"slurm_job_id\":${aid:-0}," "$T/data"/jobs/*/attempt-1/handle.json 2>/dev/null | xargs -r grep -l '"array_task"' | wc -l)
 [ "$n" -eq 3 ]; check "each attempt's handle names the array and its task ($n)" $?
+
+# %1: one runs, the pending two wait on the array's throttle; cancel one of them
+sed -e 's/name: arr$/name: arc/' -e 's/maxConcurrent: 2/maxConcurrent: 1/' -e 's/maxSteps: 40/maxSteps: 100000/' \
+    "$T/exp.yaml" > "$T/exp2.yaml"
+submit "$T/exp2.yaml"; check "submit the second experiment" $?
+running() { squeue -h -t R -o '%K %o' 2>/dev/null | awk -v t="$T" 'index($2, t) == 1 && $1 != "N/A"' | wc -l; }
+wait_for 90 sh -c "[ \$(squeue -h -t R -o '%K %o' | awk -v t='$T' 'index(\$2, t) == 1' | wc -l) -eq 1 ]"
+check "one task of the %1 array runs" $?
+wait_for 60 sh -c "'$LATHE' describe job arc-r16 2>/dev/null | grep -q 'JobArrayTaskLimit'"
+check "a pending task's wait reason is the array's throttle (JobArrayTaskLimit)" $?
+"$LATHE" cancel arc-r16 > /dev/null 2>&1; check "cancel the pending task's job" $?
+wait_state arc-r16 cancelled 60; check "it is cancelled" $?
+sleep 2
+[ "$(running)" -eq 1 ] && [ "$(job_field arc-r4 state)" = running ]; check "the running task goes on" $?
+s=$(job_field arc-r8 state); [ "$s" = running ] || [ "$s" = queued ]; check "the other pending task still waits ($s)" $?
+for n in arc-r4 arc-r8; do "$LATHE" cancel $n > /dev/null 2>&1; done
+wait_state arc-r4 cancelled 90; check "cancel the running task's job" $?
+wait_state arc-r8 cancelled 60; check "and the last one" $?
 finish
