@@ -6,7 +6,9 @@
 # attempt (its handle names the array task) and all 3 succeed.
 # Then an array with %1: its pending tasks (one collapsed squeue record)
 # wait on JobArrayTaskLimit; cancelling one pending task (scancel ID_TASK)
-# ends that job only, the running task goes on.
+# ends that job only, the running task goes on. Last, the server is
+# killed with SIGKILL at random instants while it submits an array: every
+# job succeeds and no attempt goes to Slurm twice (Slurm tasks <= attempts).
 . "$(dirname "$0")/harness/lib.sh"
 slurm_setup
 write_server "    decide: slurm
@@ -95,4 +97,21 @@ s=$(job_field arc-r8 state); [ "$s" = running ] || [ "$s" = queued ]; check "the
 for n in arc-r4 arc-r8; do "$LATHE" cancel $n > /dev/null 2>&1; done
 wait_state arc-r4 cancelled 90; check "cancel the running task's job" $?
 wait_state arc-r8 cancelled 60; check "and the last one" $?
+
+# SIGKILL during the array's submission: re-attached, never twice
+sed -e 's/name: arr$/name: ark/' -e 's/maxSteps: 40/maxSteps: 20/' "$T/exp.yaml" > "$T/exp3.yaml"
+submit "$T/exp3.yaml"; check "submit the third experiment" $?
+seed=${SLURM_RESTART_SEED:-$RANDOM}
+echo "kill instants from seed $seed"
+RANDOM=$seed
+for round in 1 2 3; do
+    sleep "0.$((RANDOM % 9 + 1))"
+    srv_kill
+    srv_start
+done
+for n in ark-r4 ark-r8 ark-r16; do wait_state $n succeeded 240; check "$n succeeded" $?; done
+att=0; for n in ark-r4 ark-r8 ark-r16; do att=$((att + $(job_field $n attempt))); done
+tasks=$(sacct -n -X -P -o JobID,JobName,WorkDir%300 -S now-1hour 2>/dev/null |
+    awk -F'|' -v t="$T" '$2 == "lathe-team-a-ark-array" && index($3, t) == 1' | grep -c '_')
+[ "$tasks" -ge 3 ] && [ "$tasks" -le "$att" ]; check "no attempt went to Slurm twice ($tasks array tasks for $att attempts)" $?
 finish
