@@ -456,6 +456,7 @@ static void test_array(void **state)
     /* the array of three attempts */
     spec_slurm cfg;
     spec_slurm_defaults(&cfg);
+    free(cfg.decide);
     cfg.decide = xstrdup("slurm");
     char *argv[] = {"python3", "train.py", "$(touch /tmp/pwned)", NULL};
     exec_slurm_submit subs[3];
