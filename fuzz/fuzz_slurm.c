@@ -3,7 +3,7 @@
  * not ours (another version, a site's wrapper, a truncated pipe). The
  * input goes whole through the squeue --json and sacct --json readers and
  * the `scontrol -o show nodes` line parser, and each line through the host
- * list reader and the comment reader. Each must return cleanly: counts
+ * list reader, the comment reader and the job array task range reader. Each must return cleanly: counts
  * that match, states in range, exit codes and signals in range, strings
  * terminated, a first host that is a prefix-shaped name. */
 #include "base/base.h"
@@ -25,6 +25,10 @@ static void check_jobs(slurm_job *jobs, size_t n)
         slurm_map_status(&jobs[i], i & 1, i & 2, i & 4, i & 8, NULL, 0, &st);
         if (strlen(st.reason) >= sizeof st.reason || strlen(st.waiting) >= sizeof st.waiting) abort();
         (void)slurm_signalled_by_limit(&jobs[i], 20);
+        if (jobs[i].array_task < -1 || (jobs[i].array_tasks && jobs[i].array_task != -1)) abort();
+        if (jobs[i].array_id && slurm_find_task(jobs, n, jobs[i].array_id, jobs[i].array_task < 0 ? 0 : jobs[i].array_task) == NULL &&
+            jobs[i].array_task >= 0)
+            abort();
     }
     slurm_jobs_free(jobs, n);
 }
@@ -65,6 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (a < 0) abort();
         char t[48];
         slurm_format_time(atof(line), t, sizeof t);
+        (void)slurm_array_range_has(line, (int)(size % 64));
     }
     free(copy);
     return 0;

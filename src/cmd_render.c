@@ -611,7 +611,7 @@ static json_t *job_objects(const render_ctx *c, const spec_job *job, const spec_
  * object appended to items. The job's folder is the server's dataDir (of
  * --config) + /jobs/TEAM/NAME here; the server names it by the job's id. */
 static void slurm_item(const render_ctx *c, const spec_job *job, const spec_job *resolved,
-                       const plan_result *plan, json_t *items)
+                       const plan_result *plan, json_t *items, exec_slurm_submit *keep)
 {
     exec_job_req req;
     build_request(c, job, resolved, plan, &req);
@@ -636,6 +636,7 @@ static void slurm_item(const render_ctx *c, const spec_job *job, const spec_job 
     req.q.contract.checkpoint_dir = ckpt;
     req.q.contract.spec_path = spec_path;
     req.q.cluster.team = team;
+    req.q.attempt = c->a->attempt > 0 ? c->a->attempt : 1;
     exec_slurm_submit sub;
     char err[300];
     if (exec_slurm_render(&req.q, sl, lathe, &sub, err, sizeof err)) {
@@ -646,7 +647,8 @@ static void slurm_item(const render_ctx *c, const spec_job *job, const spec_job 
                                                "sbatch", argv, "script_path", sub.script_path,
                                                "script", sub.script, "step", step ? step : json_null(),
                                                "step_path", sub.step_path));
-        exec_slurm_submit_free(&sub);
+        if (keep) *keep = sub; /* a task of the experiment's job array */
+        else exec_slurm_submit_free(&sub);
     } else {
         fprintf(stderr, "lathe render: job %s: %s\n", job->name, err);
     }
@@ -656,8 +658,40 @@ static void slurm_item(const render_ctx *c, const spec_job *job, const spec_job 
     exec_job_req_free(&req);
 }
 
+/* --target slurm of an experiment when Slurm decides and arrayMax is set
+ * (docs/slurm.md, "Experiments as job arrays"): the one sbatch of its job
+ * array, whose tasks are the jobs above (when they have the same shape). */
+static void slurm_array_item(const render_ctx *c, const spec_experiment *e,
+                             const exec_slurm_submit *subs, json_t *items)
+{
+    const spec_slurm *sl = &c->server->slurm;
+    if (e->n_jobs < 2 || sl->array_max <= 0 || !sl->decide || strcmp(sl->decide, "slurm") != 0) return;
+    for (size_t k = 0; k < e->n_jobs; k++)
+        if (!subs[k].argv || !exec_slurm_array_compatible(&subs[0], &subs[k])) return;
+    const char *team = e->jobs[0]->team ? e->jobs[0]->team : "default";
+    char *dir = xasprintf("%.*s/slurm-array", (int)(strrchr(subs[0].step_path, '/') - subs[0].step_path),
+                          subs[0].step_path);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    const char *lathe = sl->lathe_path ? sl->lathe_path : n > 0 ? self : "/usr/local/bin/lathe";
+    exec_slurm_array a;
+    exec_slurm_array_render(subs, e->n_jobs, e->max_concurrent > 0 ? e->max_concurrent : sl->array_max,
+                       team, e->name, dir, lathe, &a);
+    json_t *argv = json_array();
+    for (size_t i = 0; i < a.argc; i++) json_array_append_new(argv, json_string(a.argv[i]));
+    json_t *map = json_loads(a.map_json, 0, NULL);
+    json_array_append_new(items, json_pack("{s:s, s:s, s:o, s:s, s:s, s:o, s:s}", "job", a.name,
+                                           "array", e->name, "sbatch", argv, "script_path",
+                                           a.argv[a.argc - 2], "script", a.script, "step",
+                                           map ? map : json_null(), "step_path", a.map_path));
+    exec_slurm_array_free(&a);
+    free(dir);
+}
+
 /* Plans one job and appends its objects to items; returns its exit code. */
-static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
+static int render_job(const render_ctx *c, const spec_job *job, json_t *items,
+                      exec_slurm_submit *keep)
 {
     plan_result r;
     int rc = plan_one(c, job, &r);
@@ -668,7 +702,7 @@ static int render_job(const render_ctx *c, const spec_job *job, json_t *items)
     if (rc == LT_EXIT_OK) {
         spec_job *resolved = plan_resolved_job(&r, job);
         if (c->a->slurm) {
-            slurm_item(c, job, resolved, &r, items);
+            slurm_item(c, job, resolved, &r, items, keep);
         } else {
             json_t *objs = job_objects(c, job, resolved, &r);
             json_array_extend(items, objs);
@@ -688,12 +722,17 @@ static int render_file(const render_ctx *c, const spec_file *f, json_t *items)
         const spec_doc *doc = &f->docs[i];
         int rc = LT_EXIT_OK;
         if (doc->kind == SPEC_KIND_JOB) {
-            rc = render_job(c, doc->job, items);
+            rc = render_job(c, doc->job, items, NULL);
         } else if (doc->kind == SPEC_KIND_EXPERIMENT) {
-            for (size_t k = 0; k < doc->experiment->n_jobs; k++) {
-                int r = render_job(c, doc->experiment->jobs[k], items);
+            const spec_experiment *e = doc->experiment;
+            exec_slurm_submit *subs = xcalloc(e->n_jobs + 1, sizeof *subs);
+            for (size_t k = 0; k < e->n_jobs; k++) {
+                int r = render_job(c, e->jobs[k], items, c->a->slurm ? &subs[k] : NULL);
                 if (r > rc) rc = r;
             }
+            if (c->a->slurm && rc == LT_EXIT_OK) slurm_array_item(c, e, subs, items);
+            for (size_t k = 0; k < e->n_jobs; k++) exec_slurm_submit_free(&subs[k]);
+            free(subs);
         } else if (c->a->slurm) {
             fprintf(stderr, "lathe render: %s: a Cluster has no Slurm rendering (--target slurm "
                             "takes jobs and experiments)\n", c->a->file);
@@ -1072,6 +1111,10 @@ static void print_slurm(json_t *items, bool as_json)
     size_t i;
     json_t *it;
     json_array_foreach(items, i, it) {
+        const char *arr = json_string_value(json_object_get(it, "array"));
+        if (arr)
+            printf("# experiment %s as ONE job array (slurm.decide: slurm, arrayMax): its sbatch "
+                   "instead of the jobs' own above; each task runs its job's step file\n", arr);
         printf("# job %s: the sbatch argv (one argument a line; lathe runs it without a shell)\n",
                json_string_value(json_object_get(it, "job")));
         size_t k;
@@ -1080,7 +1123,8 @@ static void print_slurm(json_t *items, bool as_json)
         printf("# the batch script, %s\n%s", json_string_value(json_object_get(it, "script_path")),
                json_string_value(json_object_get(it, "script")));
         char *step = json_dumps(json_object_get(it, "step"), JSON_INDENT(1));
-        printf("# the step file, %s\n%s\n", json_string_value(json_object_get(it, "step_path")), step);
+        printf("# the %s, %s\n%s\n", arr ? "mapping file (task id -> step file)" : "step file",
+               json_string_value(json_object_get(it, "step_path")), step);
         free(step);
     }
 }

@@ -56,6 +56,22 @@ exec_rc exec_start(exec_backend *be, const exec_request *req, exec_handle **out,
     return be->start(be, req, out, err, errsz);
 }
 
+void exec_start_many(exec_backend *be, const exec_request *const *reqs, size_t n,
+                     exec_start_result *res)
+{
+    for (size_t i = 0; i < n; i++) {
+        res[i].h = NULL;
+        res[i].rc = EXEC_OK;
+        res[i].err[0] = '\0';
+    }
+    if (be->start_many && n > 1) {
+        be->start_many(be, reqs, n, res);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        res[i].rc = be->start(be, reqs[i], &res[i].h, res[i].err, sizeof res[i].err);
+}
+
 exec_rc exec_attach(exec_backend *be, const char *handle_json, exec_handle **out, char *err,
                     size_t errsz)
 {

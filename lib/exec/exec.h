@@ -151,6 +151,11 @@ typedef struct exec_cluster_req {
     /* Slurm: the team's account and user from the policy (slurmAccount,
      * slurmUser); NULL = the settings' accounts mapping, the server's user. */
     const char *slurm_account, *slurm_user;
+    /* Slurm, when Slurm decides: > 0 = this attempt may go in with other
+     * attempts of its experiment that start in the same turn as one job
+     * array whose tasks run at most array_max at once (--array=0-N%M,
+     * through start_many); 0 = its own sbatch. */
+    int array_max;
 } exec_cluster_req;
 
 /* ---- the sandbox of a local trainer (exec_sandbox.c, docs/security.md) ----
@@ -471,6 +476,13 @@ typedef struct exec_gpu_sample {
 size_t exec_nvml_sample(const exec_nvml *a, exec_gpu_sample *out, size_t max);
 
 /* ---- handles and backends ---- */
+/* One request's outcome of exec_start_many. */
+typedef struct exec_start_result {
+    struct exec_handle *h; /* set when rc is EXEC_OK */
+    int rc;                /* an exec_rc */
+    char err[512];
+} exec_start_result;
+
 typedef struct exec_backend exec_backend;
 
 /* One started attempt. Backends extend it (their own struct starts with
@@ -499,6 +511,11 @@ struct exec_backend {
     bool (*ready)(exec_backend *be, char *why, size_t whysz);
     exec_rc (*start)(exec_backend *be, const exec_request *req, exec_handle **out, char *err,
                      size_t errsz);
+    /* optional (NULL = start one by one): start several attempts at once
+     * (Slurm: the attempts of one experiment as one job array); each
+     * result is what start would have returned for its request */
+    void (*start_many)(exec_backend *be, const exec_request *const *reqs, size_t n,
+                       struct exec_start_result *res);
     exec_rc (*attach)(exec_backend *be, const char *handle_json, exec_handle **out, char *err,
                       size_t errsz);
     exec_rc (*find)(exec_backend *be, const char *job_dir, exec_handle **out, char *err,
@@ -513,6 +530,10 @@ struct exec_backend {
 
 /* Calls through the backend (the same as be->start(...) and so on). */
 
+/* Starts the n requests at once where the backend can (start_many), else
+ * one by one; res[i] is request i's outcome. */
+void exec_start_many(exec_backend *be, const exec_request *const *reqs, size_t n,
+                     exec_start_result *res);
 /* Starts attempt req->attempt of a job. EXEC_E_BUSY when an attempt of the
  * same job_dir still runs (even one started by another server process);
  * EXEC_E_INVALID for an empty argv or a command that cannot be run (not
@@ -649,6 +670,26 @@ typedef struct exec_slurm_submit {
 bool exec_slurm_render(const exec_request *req, const spec_slurm *s, const char *lathe,
                        exec_slurm_submit *out, char *err, size_t errsz);
 void exec_slurm_submit_free(exec_slurm_submit *s);
+
+/* One job array for several attempts of an experiment (Slurm decides):
+ * the attempts' own submissions (exec_slurm_render) become its tasks, in
+ * order. argv is subs[0]'s with --job-name, --comment, --output, --error
+ * and --chdir of the array and --array=0-(n-1)%max, then the script and
+ * the mapping file; map_json is the mapping file (task id -> step file).
+ * dir: the folder of the mapping file and of the task-N links to the
+ * attempts' folders (--output=dir/task-%a/output.log). */
+typedef struct exec_slurm_array {
+    char **argv;
+    size_t argc;
+    char *name, *comment, *script, *map_json, *map_path, *dir;
+} exec_slurm_array;
+/* True when two submissions may be tasks of one array: the same argv but
+ * for the names, comment, output, chdir, the script and the step file. */
+bool exec_slurm_array_compatible(const exec_slurm_submit *a, const exec_slurm_submit *b);
+void exec_slurm_array_render(const exec_slurm_submit *subs, size_t n, int max, const char *team,
+                             const char *experiment, const char *dir, const char *lathe,
+                             exec_slurm_array *out);
+void exec_slurm_array_free(exec_slurm_array *a);
 
 /* A node as `scontrol show nodes` reports it. */
 typedef struct exec_slurm_node {

@@ -39,6 +39,8 @@ extern char **environ;
 #define POLL_READ_MAX (4u << 20)
 /* seconds a job may be missing from squeue and sacct before it is lost */
 #define SLURM_GONE_AFTER 120.0
+/* JOB_DIR/slurm-array.json: which task of which job array an attempt is */
+#define ARRAY_MARK_FILE "slurm-array.json"
 
 typedef struct slurm_handle slurm_handle;
 
@@ -60,7 +62,8 @@ typedef struct slurm_be {
 struct slurm_handle {
     exec_handle h;
     slurm_handle *next, *prev;
-    uint64_t id;
+    uint64_t id;            /* the Slurm job id; of the array when task >= 0 */
+    int task;               /* the task of a job array; -1 = a job of its own */
     char *name, *comment, *checkpoint_dir;
     int *no_retry;
     size_t n_no_retry;
@@ -210,15 +213,23 @@ static slurm_job *cache_find_name(slurm_be *b, const char *name, const char *com
     return best;
 }
 
+/* The record of a handle's job: its own, or its array task's. */
+static slurm_job *find_job(slurm_be *b, const struct slurm_handle *h);
+
+/* "ID" or, for an array's task, "ID_TASK" (what scancel and sacct take). */
+static void job_ref(const struct slurm_handle *h, char *out, size_t outsz);
+
 /* Jobs of live handles that squeue no longer shows: one sacct for all. */
 static void sacct_missing(slurm_be *b)
 {
     sb ids;
     sb_init(&ids);
     for (slurm_handle *h = b->handles; h; h = h->next)
-        if (!h->ended && !h->have_gone && !cache_find(b, h->id) && h->submitted_at < wall() - 5) {
+        if (!h->ended && !h->have_gone && !find_job(b, h) && h->submitted_at < wall() - 5) {
+            char ref[48];
+            job_ref(h, ref, sizeof ref);
             if (ids.len) sb_putc(&ids, ',');
-            sb_printf(&ids, "%llu", (unsigned long long)h->id);
+            sb_puts(&ids, ref);
         }
     if (!ids.len) {
         sb_free(&ids);
@@ -235,14 +246,17 @@ static void sacct_missing(slurm_be *b)
     size_t n = 0;
     if (rc == 0 && slurm_parse_sacct_json(sb_str(&out), out.len, &jobs, &n, err, sizeof err)) {
         for (slurm_handle *h = b->handles; h; h = h->next) {
-            if (h->ended || h->have_gone || cache_find(b, h->id)) continue;
+            if (h->ended || h->have_gone || find_job(b, h)) continue;
             for (size_t i = 0; i < n; i++) {
-                if (jobs[i].id != h->id || !slurm_state_final(jobs[i].state)) continue;
+                bool mine = h->task < 0 ? jobs[i].id == h->id && !jobs[i].array_id
+                                        : jobs[i].array_id == h->id && jobs[i].array_task == h->task;
+                if (!mine || !slurm_state_final(jobs[i].state)) continue;
                 h->gone = jobs[i];
                 h->gone.name = jobs[i].name ? xstrdup(jobs[i].name) : NULL;
                 h->gone.comment = NULL;
                 h->gone.reason = jobs[i].reason ? xstrdup(jobs[i].reason) : NULL;
                 h->gone.nodes = jobs[i].nodes ? xstrdup(jobs[i].nodes) : NULL;
+                h->gone.array_tasks = NULL;
                 h->have_gone = true;
             }
         }
@@ -307,6 +321,17 @@ static bool sl_ready(exec_backend *be, char *why, size_t whysz)
 }
 
 /* ---- handles ---- */
+static slurm_job *find_job(slurm_be *b, const slurm_handle *h)
+{
+    return h->task < 0 ? cache_find(b, h->id) : slurm_find_task(b->jobs, b->n_jobs, h->id, h->task);
+}
+
+static void job_ref(const slurm_handle *h, char *out, size_t outsz)
+{
+    if (h->task < 0) snprintf(out, outsz, "%llu", (unsigned long long)h->id);
+    else snprintf(out, outsz, "%llu_%d", (unsigned long long)h->id, h->task);
+}
+
 static void link_handle(slurm_be *b, slurm_handle *h)
 {
     h->next = b->handles;
@@ -328,6 +353,7 @@ static char *handle_text(const slurm_handle *h)
                           "no_retry", nr, "restarts", h->restarts, "term_at", h->term_at, "kill_at",
                           h->kill_at, "term_sent", h->term_sent, "kill_sent", h->kill_sent, "grace", h->grace);
     if (h->checkpoint_dir) json_object_set_new(o, "checkpoint_dir", json_string(h->checkpoint_dir));
+    if (h->task >= 0) json_object_set_new(o, "array_task", json_integer(h->task));
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return s;
@@ -344,6 +370,7 @@ static slurm_handle *new_handle(slurm_be *b, const char *job_dir, int attempt)
     h->h.backend = &b->be;
     h->h.job_dir = xstrdup(job_dir);
     h->h.attempt = attempt;
+    h->task = -1;
     h->h.work_dir = xasprintf("%s/attempt-%d", job_dir, attempt);
     h->h.log_path = xasprintf("%s/%s", h->h.work_dir, EXEC_LOG_FILE);
     exec_tally_init(&h->tally);
@@ -422,6 +449,9 @@ static exec_rc sl_attach(exec_backend *be, const char *text, exec_handle **out, 
     h->kill_at = exec_json_num(o, "kill_at", 0);
     h->term_sent = json_is_true(json_object_get(o, "term_sent"));
     h->kill_sent = json_is_true(json_object_get(o, "kill_sent"));
+    json_t *at = json_object_get(o, "array_task");
+    if (json_is_integer(at) && json_integer_value(at) >= 0 && json_integer_value(at) < INT32_MAX)
+        h->task = (int)json_integer_value(at);
     json_t *nr = json_object_get(o, "no_retry");
     size_t n = json_array_size(nr);
     h->no_retry = xcalloc(n ? n : 1, sizeof *h->no_retry);
@@ -461,6 +491,37 @@ static exec_rc sl_find(exec_backend *be, const char *job_dir, exec_handle **out,
             best_attempt = a;
         }
     }
+    /* a task of a job array (its marker is written before the sbatch) */
+    char *mp = path_join(job_dir, ARRAY_MARK_FILE);
+    char *mt = file_read_all(mp, 1 << 16, &len, e2, sizeof e2);
+    free(mp);
+    json_t *m = mt ? json_loads(mt, 0, NULL) : NULL;
+    free(mt);
+    int ma = m ? (int)exec_json_num(m, "attempt", 0) : 0, task = m ? (int)exec_json_num(m, "task", -1) : -1;
+    const char *mname = m ? exec_json_str(m, "name") : NULL, *mcomment = m ? exec_json_str(m, "comment") : NULL;
+    slurm_job *arr = mname && mcomment && task >= 0 && ma > best_attempt ? cache_find_name(b, mname, mcomment) : NULL;
+    if (arr) {
+        uint64_t aid = arr->array_id ? arr->array_id : arr->id;
+        slurm_job *tj = slurm_find_task(b->jobs, b->n_jobs, aid, task);
+        if (*out) sl_release(*out);
+        *out = NULL;
+        slurm_handle *h = new_handle(b, job_dir, ma);
+        h->id = aid;
+        h->task = task;
+        h->name = xstrdup(mname);
+        h->comment = xstrdup(mcomment);
+        h->submitted_at = tj && tj->start > 0 ? tj->start : wall();
+        h->h.started_at = h->submitted_at;
+        h->restarts = tj ? tj->restarts : 0;
+        h->checkpoint_dir = path_join(job_dir, "checkpoints");
+        h->no_retry = xcalloc(1, sizeof *h->no_retry);
+        link_handle(b, h);
+        save_handle(h);
+        json_decref(m);
+        *out = &h->h;
+        return EXEC_OK;
+    }
+    json_decref(m);
     if (!best) {
         if (rc != EXEC_OK) snprintf(err, errsz, "no attempt was started in %s", job_dir);
         return rc;
@@ -485,6 +546,77 @@ static exec_rc sl_find(exec_backend *be, const char *job_dir, exec_handle **out,
 }
 
 /* ---- start ---- */
+/* Runs sbatch --parsable; the job id into *id. */
+static exec_rc run_sbatch(slurm_be *b, char **argv, uint64_t *id, char *err, size_t errsz)
+{
+    char e3[256];
+    sb o, eo;
+    sb_init(&o);
+    sb_init(&eo);
+    b->counts.sbatch++;
+    int x = run_tool(b, argv, &o, &eo, e3, sizeof e3);
+    char *end = NULL;
+    unsigned long long v = x == 0 ? strtoull(sb_str(&o), &end, 10) : 0;
+    exec_rc rc = EXEC_OK;
+    if (x < 0) {
+        snprintf(err, errsz, "sbatch: %s", e3);
+        rc = EXEC_E_UNAVAILABLE;
+    } else if (x != 0 || v == 0 || !end || (*end && *end != ';' && *end != '\n')) {
+        char line[220];
+        first_line(eo.len ? &eo : &o, line, sizeof line);
+        snprintf(err, errsz, "sbatch refused the job (exit %d): %s", x, line);
+        rc = strstr(line, "Unable to contact") || strstr(line, "Socket timed out") ? EXEC_E_UNAVAILABLE
+                                                                                   : EXEC_E_INVALID;
+    } else {
+        *id = v;
+    }
+    sb_free(&o);
+    sb_free(&eo);
+    return rc;
+}
+/* A started attempt's handle, linked and saved. */
+static slurm_handle *handle_for(slurm_be *b, const exec_request *req, uint64_t id, int task,
+                                const char *name, const char *comment, int restarts)
+{
+    slurm_handle *h = new_handle(b, req->job_dir, req->attempt);
+    h->id = id;
+    h->task = task;
+    h->name = xstrdup(name);
+    h->comment = xstrdup(comment);
+    h->checkpoint_dir = req->contract.checkpoint_dir ? xstrdup(req->contract.checkpoint_dir) : NULL;
+    h->submitted_at = wall();
+    h->h.started_at = h->submitted_at;
+    h->restarts = restarts;
+    h->grace = req->cluster.grace;
+    h->no_retry = xcalloc(req->n_no_retry_codes ? req->n_no_retry_codes : 1, sizeof *h->no_retry);
+    for (size_t i = 0; i < req->n_no_retry_codes; i++) h->no_retry[i] = req->no_retry_codes[i];
+    h->n_no_retry = req->n_no_retry_codes;
+    link_handle(b, h);
+    save_handle(h);
+    return h;
+}
+
+/* A job just submitted, seen as pending until the next squeue (tasks: an
+ * array's range; NULL = a job of its own). */
+static void pending_record(slurm_be *b, uint64_t id, const char *name, const char *comment,
+                           const char *tasks)
+{
+    b->jobs = xrealloc(b->jobs, (b->n_jobs + 1) * sizeof *b->jobs);
+    slurm_job *j = &b->jobs[b->n_jobs++];
+    memset(j, 0, sizeof *j);
+    j->id = id;
+    j->name = xstrdup(name);
+    j->comment = xstrdup(comment);
+    j->state = SLURM_ST_PENDING;
+    snprintf(j->state_name, sizeof j->state_name, "PENDING");
+    j->exit_code = -1;
+    j->array_task = -1;
+    if (tasks) {
+        j->array_id = id;
+        j->array_tasks = xstrdup(tasks);
+    }
+}
+
 static exec_rc sl_start(exec_backend *be, const exec_request *req, exec_handle **out, char *err,
                         size_t errsz)
 {
@@ -512,7 +644,6 @@ static exec_rc sl_start(exec_backend *be, const exec_request *req, exec_handle *
     }
     /* never twice: a job of this name and comment that Slurm knows is this
      * attempt (a server killed after its sbatch) */
-    char e3[256];
     refresh_if_stale(b, 0); /* this turn's squeue: it shows what an earlier server submitted */
     if (!b->cache_ok) {
         snprintf(err, errsz, "Slurm cannot be reached: %s", b->cache_err);
@@ -531,28 +662,7 @@ static exec_rc sl_start(exec_backend *be, const exec_request *req, exec_handle *
             rc = EXEC_E_SYSTEM;
         } else {
             chmod(sub.script_path, 0755);
-            sb o, eo;
-            sb_init(&o);
-            sb_init(&eo);
-            b->counts.sbatch++;
-            int x = run_tool(b, sub.argv, &o, &eo, e3, sizeof e3);
-            char *end = NULL;
-            unsigned long long v = x == 0 ? strtoull(sb_str(&o), &end, 10) : 0;
-            if (x < 0) {
-                snprintf(err, errsz, "sbatch: %s", e3);
-                rc = EXEC_E_UNAVAILABLE;
-            } else if (x != 0 || v == 0 || !end || (*end && *end != ';' && *end != '\n')) {
-                char line[220];
-                first_line(eo.len ? &eo : &o, line, sizeof line);
-                snprintf(err, errsz, "sbatch refused the job (exit %d): %s", x, line);
-                rc = strstr(line, "Unable to contact") || strstr(line, "Socket timed out")
-                         ? EXEC_E_UNAVAILABLE
-                         : EXEC_E_INVALID;
-            } else {
-                id = v;
-            }
-            sb_free(&o);
-            sb_free(&eo);
+            rc = run_sbatch(b, sub.argv, &id, err, errsz);
         }
     }
     if (rc != EXEC_OK) {
@@ -560,42 +670,140 @@ static exec_rc sl_start(exec_backend *be, const exec_request *req, exec_handle *
         exec_slurm_submit_free(&sub);
         return rc;
     }
-    slurm_handle *h = new_handle(b, req->job_dir, req->attempt);
-    h->id = id;
-    h->name = xstrdup(sub.name);
-    h->comment = xstrdup(sub.comment);
-    h->checkpoint_dir = req->contract.checkpoint_dir ? xstrdup(req->contract.checkpoint_dir) : NULL;
-    h->submitted_at = wall();
-    h->h.started_at = h->submitted_at;
-    h->restarts = restarts;
-    h->grace = req->cluster.grace;
-    h->no_retry = xcalloc(req->n_no_retry_codes ? req->n_no_retry_codes : 1, sizeof *h->no_retry);
-    for (size_t i = 0; i < req->n_no_retry_codes; i++) h->no_retry[i] = req->no_retry_codes[i];
-    h->n_no_retry = req->n_no_retry_codes;
-    if (!prior) { /* seen as pending until the next squeue */
-        b->jobs = xrealloc(b->jobs, (b->n_jobs + 1) * sizeof *b->jobs);
-        slurm_job *j = &b->jobs[b->n_jobs++];
-        memset(j, 0, sizeof *j);
-        j->id = id;
-        j->name = xstrdup(sub.name);
-        j->comment = xstrdup(sub.comment);
-        j->state = SLURM_ST_PENDING;
-        snprintf(j->state_name, sizeof j->state_name, "PENDING");
-        j->exit_code = -1;
-    }
-    link_handle(b, h);
-    save_handle(h);
+    slurm_handle *h = handle_for(b, req, id, -1, sub.name, sub.comment, restarts);
+    if (!prior) pending_record(b, id, sub.name, sub.comment, NULL);
     free(work);
     exec_slurm_submit_free(&sub);
     *out = &h->h;
     return EXEC_OK;
 }
 
-/* ---- signals ---- */
-static int scancel(slurm_be *b, uint64_t id, const char *signame, char *err, size_t errsz)
+/* ---- job arrays ---- */
+
+/* Submits subs (rendered, of reqs) as one job array; the handles into res. */
+static void start_array(slurm_be *b, const exec_request *const *reqs, exec_slurm_submit *subs,
+                        exec_start_result **res, size_t n)
 {
-    char ids[32], sig[48];
-    snprintf(ids, sizeof ids, "%llu", (unsigned long long)id);
+    const exec_cluster_req *k = &reqs[0]->cluster;
+    char err[512] = "";
+    exec_rc rc = EXEC_OK;
+    /* the array's folder: in its first attempt's; task-N links to attempt N's */
+    char *dir = xasprintf("%s/attempt-%d/slurm-array", reqs[0]->job_dir, reqs[0]->attempt);
+    exec_slurm_array a;
+    exec_slurm_array_render(subs, n, k->array_max, k->team, k->experiment, dir, b->lathe, &a);
+    int e = exec_mkdirs(dir, 0755);
+    for (size_t i = 0; !e && i < n; i++) {
+        char *work = xasprintf("%s/attempt-%d", reqs[i]->job_dir, reqs[i]->attempt);
+        char *link = xasprintf("%s/task-%zu", dir, i);
+        e = exec_mkdirs(work, 0755);
+        if (!e && reqs[i]->contract.checkpoint_dir) e = exec_mkdirs(reqs[i]->contract.checkpoint_dir, 0755);
+        if (!e) e = file_write_atomic(subs[i].step_path, subs[i].step_json, strlen(subs[i].step_json));
+        if (!e) {
+            unlink(link);
+            if (symlink(work, link) != 0) e = errno;
+        }
+        /* which task this attempt is, for exec_find after a restart */
+        json_t *m = json_pack("{s:i, s:i, s:s, s:s, s:i}", "version", 1, "attempt", reqs[i]->attempt,
+                              "name", a.name, "comment", a.comment, "task", (int)i);
+        char *mt = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+        char *mp = path_join(reqs[i]->job_dir, ARRAY_MARK_FILE);
+        if (!e) e = file_write_atomic(mp, mt, strlen(mt));
+        free(mp);
+        free(mt);
+        json_decref(m);
+        free(work);
+        free(link);
+    }
+    const char *script_path = a.argv[a.argc - 2];
+    if (!e) e = file_write_atomic(a.map_path, a.map_json, strlen(a.map_json));
+    if (!e) e = file_write_atomic(script_path, a.script, strlen(a.script));
+    if (e) {
+        snprintf(err, sizeof err, "%s: %s", dir, strerror(e));
+        rc = EXEC_E_SYSTEM;
+    } else {
+        chmod(script_path, 0755);
+    }
+    /* never twice: an array of this name and comment (the same attempts) */
+    slurm_job *prior = rc == EXEC_OK ? cache_find_name(b, a.name, a.comment) : NULL;
+    uint64_t id = prior ? (prior->array_id ? prior->array_id : prior->id) : 0;
+    if (rc == EXEC_OK && !id) rc = run_sbatch(b, a.argv, &id, err, sizeof err);
+    if (rc == EXEC_OK && !prior) {
+        char range[48];
+        snprintf(range, sizeof range, "0-%zu", n - 1);
+        pending_record(b, id, a.name, a.comment, range);
+    }
+    for (size_t i = 0; i < n; i++) {
+        res[i]->rc = rc;
+        if (rc != EXEC_OK) {
+            snprintf(res[i]->err, sizeof res[i]->err, "%s", err);
+            continue;
+        }
+        slurm_job *pj = prior ? slurm_find_task(b->jobs, b->n_jobs, id, (int)i) : NULL;
+        res[i]->h = &handle_for(b, reqs[i], id, (int)i, a.name, a.comment, pj ? pj->restarts : 0)->h;
+    }
+    exec_slurm_array_free(&a);
+    free(dir);
+}
+
+/* The attempts of one experiment that start in one turn: one job array
+ * for those of the same resources, each other one its own sbatch. */
+static void sl_start_many(exec_backend *be, const exec_request *const *reqs, size_t n,
+                          exec_start_result *res)
+{
+    slurm_be *b = (slurm_be *)be;
+    exec_slurm_submit *subs = xcalloc(n, sizeof *subs);
+    bool *ok = xcalloc(n, sizeof *ok), *done = xcalloc(n, sizeof *done);
+    bool slurm_decides = b->cfg->decide && strcmp(b->cfg->decide, "slurm") == 0;
+    refresh_if_stale(b, 0);
+    for (size_t i = 0; i < n; i++) {
+        const exec_request *q = reqs[i];
+        ok[i] = slurm_decides && b->cache_ok && q->cluster.array_max > 0 && q->job_dir &&
+                q->attempt > 0 && q->cluster.experiment &&
+                (!q->sandbox || !q->sandbox->n_checks ||
+                 exec_sandbox_recheck(q->sandbox, q->job_dir, res[i].err, sizeof res[i].err)) &&
+                exec_slurm_render(q, b->cfg, b->lathe, &subs[i], res[i].err, sizeof res[i].err);
+        res[i].err[0] = '\0';
+    }
+    const exec_request **gq = xcalloc(n, sizeof *gq);
+    exec_slurm_submit *gs = xcalloc(n, sizeof *gs);
+    exec_start_result **gr = xcalloc(n, sizeof *gr);
+    for (size_t i = 0; i < n; i++) {
+        if (done[i]) continue;
+        size_t m = 0;
+        for (size_t k = i; ok[i] && k < n; k++) {
+            if (done[k] || !ok[k] || strcmp(reqs[k]->cluster.experiment, reqs[i]->cluster.experiment) != 0 ||
+                strcmp(reqs[k]->cluster.team ? reqs[k]->cluster.team : "",
+                       reqs[i]->cluster.team ? reqs[i]->cluster.team : "") != 0 ||
+                reqs[k]->cluster.array_max != reqs[i]->cluster.array_max ||
+                !exec_slurm_array_compatible(&subs[i], &subs[k]))
+                continue;
+            gq[m] = reqs[k];
+            gs[m] = subs[k];
+            gr[m++] = &res[k];
+            done[k] = true;
+        }
+        if (m >= 2) {
+            start_array(b, gq, gs, gr, m);
+            continue;
+        }
+        /* alone: its own sbatch (start renders it again and reports errors) */
+        done[i] = true;
+        res[i].rc = sl_start(be, reqs[i], &res[i].h, res[i].err, sizeof res[i].err);
+    }
+    for (size_t i = 0; i < n; i++) exec_slurm_submit_free(&subs[i]);
+    free(subs);
+    free(ok);
+    free(done);
+    free(gq);
+    free(gs);
+    free(gr);
+}
+
+/* ---- signals ---- */
+static int scancel(slurm_be *b, const slurm_handle *h, const char *signame, char *err, size_t errsz)
+{
+    char ids[48], sig[48];
+    job_ref(h, ids, sizeof ids);
     char *argv[6];
     int n = 0;
     argv[n++] = "scancel";
@@ -648,7 +856,7 @@ static exec_rc sl_signal(exec_handle *eh, int sig, char *err, size_t errsz)
         snprintf(err, errsz, "signal %d is not one lathe sends", sig);
         return EXEC_E_INVALID;
     }
-    int x = scancel(b, h->id, sig == SIGKILL ? NULL : name, err, errsz);
+    int x = scancel(b, h, sig == SIGKILL ? NULL : name, err, errsz);
     return x == 0 ? EXEC_OK : x < 0 ? EXEC_E_UNAVAILABLE : EXEC_E_GONE;
 }
 
@@ -658,19 +866,19 @@ static exec_rc sl_cancel(exec_handle *eh, double now, double grace, char *err, s
     slurm_be *b = (slurm_be *)eh->backend;
     if (h->ended) return EXEC_OK;
     if (h->term_at > 0) return EXEC_OK; /* the first deadline stays */
-    slurm_job *j = cache_find(b, h->id);
+    slurm_job *j = find_job(b, h);
     bool pending = j && j->state == SLURM_ST_PENDING;
     h->term_at = now;
     h->kill_at = now + (grace > 0 ? grace : 0);
     h->term_sent = true;
     int x;
     if (pending) { /* nothing runs yet: no checkpoint to wait for */
-        x = scancel(b, h->id, NULL, err, errsz);
+        x = scancel(b, h, NULL, err, errsz);
         h->kill_sent = true;
     } else {
-        x = scancel(b, h->id, "TERM", err, errsz);
+        x = scancel(b, h, "TERM", err, errsz);
         if (x > 0) { /* "Job is pending execution" between two squeues */
-            x = scancel(b, h->id, NULL, err, errsz);
+            x = scancel(b, h, NULL, err, errsz);
             h->kill_sent = true;
         }
     }
@@ -700,15 +908,27 @@ static void sl_poll(exec_handle *eh, double now, exec_status *st, exec_update *u
     refresh_if_stale(b, now);
     if (h->kill_at > 0 && now >= h->kill_at && !h->kill_sent) {
         char err[256];
-        scancel(b, h->id, NULL, err, sizeof err);
+        scancel(b, h, NULL, err, sizeof err);
         h->kill_sent = true;
         save_handle(h);
     }
-    slurm_job *j = cache_find(b, h->id);
+    slurm_job *j = find_job(b, h);
     if (!j && h->have_gone) j = &h->gone;
     exec_log_read(&h->log, POLL_READ_MAX, tally_line, h);
     if (j) h->missing_since = 0;
     if (!j && b->cache_ok && h->missing_since == 0 && now > h->submitted_at + 5) h->missing_since = now;
+    slurm_job cancelled;
+    if (!j && h->task >= 0 && h->kill_sent && h->missing_since > 0 && now - h->missing_since >= 5) {
+        /* a pending array task that lathe cancelled leaves no record in
+         * squeue or sacct: it ended as cancelled */
+        memset(&cancelled, 0, sizeof cancelled);
+        cancelled.id = h->id;
+        cancelled.state = SLURM_ST_CANCELLED;
+        snprintf(cancelled.state_name, sizeof cancelled.state_name, "CANCELLED");
+        cancelled.exit_code = -1;
+        cancelled.restarts = h->restarts;
+        j = &cancelled;
+    }
     if (!j && h->missing_since > 0 && now - h->missing_since >= SLURM_GONE_AFTER) {
         /* neither squeue nor sacct (accounting off, or the job purged)
          * knows it: how it ended cannot be known */
@@ -756,7 +976,7 @@ static void sl_poll(exec_handle *eh, double now, exec_status *st, exec_update *u
             /* Slurm would run it again where lathe did not place it: lathe
              * retries it as a new attempt instead */
             char err[256];
-            scancel(b, h->id, NULL, err, sizeof err);
+            scancel(b, h, NULL, err, sizeof err);
         }
         exec_log_read(&h->log, SIZE_MAX, tally_line, h);
         if (st->end == EXEC_END_FAILED && h->tally.oom_line) /* the log's words came late */
@@ -793,7 +1013,9 @@ bool exec_slurm_nodes(exec_backend *be, exec_slurm_node **out, size_t *n, char *
     for (size_t i = 0; ok && i < b->n_jobs; i++) {
         const slurm_job *j = &b->jobs[i];
         if (j->state != SLURM_ST_RUNNING || j->gpus_per_node <= 0 || !j->nodes) continue;
-        if (j->comment && strncmp(j->comment, "lathe job=", 10) == 0) continue;
+        if (j->comment && (strncmp(j->comment, "lathe job=", 10) == 0 ||
+                           strncmp(j->comment, "lathe array=", 12) == 0))
+            continue;
         char **hosts;
         size_t nh;
         if (!slurm_hosts(j->nodes, 4096, &hosts, &nh)) continue;
@@ -826,6 +1048,7 @@ exec_backend *exec_slurm_new(const spec_slurm *settings, char *err, size_t errsz
     b->be.name = "slurm";
     b->be.ready = sl_ready;
     b->be.start = sl_start;
+    b->be.start_many = sl_start_many;
     b->be.attach = sl_attach;
     b->be.find = sl_find;
     b->be.poll = sl_poll;

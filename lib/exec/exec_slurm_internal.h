@@ -46,6 +46,9 @@ typedef struct slurm_job {
     double start, end; /* seconds since the epoch; 0 = not yet */
     double time_limit; /* seconds (--time); 0 = none or unknown */
     int gpus_per_node; /* from tres_per_node; 0 = none */
+    uint64_t array_id; /* a job array's task: the array's job id; 0 = not one */
+    int array_task;    /* its task id; -1 = none, or the record of pending tasks: */
+    char *array_tasks; /* their range ("2-3%2", "4,6-9%2"); NULL = none */
 } slurm_job;
 
 void slurm_jobs_free(slurm_job *jobs, size_t n);
@@ -98,5 +101,14 @@ int slurm_comment_attempt(const char *comment, uint32_t key);
 /* True for a string Slurm takes as a name: letters, digits, . _ - + and
  * at most 200 characters. */
 bool slurm_name_ok(const char *s);
+
+/* ---- job arrays (docs/slurm.md, "Experiments as job arrays") ---- */
+/* True when task is in a range as squeue shows an array's pending tasks
+ * ("2-3%2", "1,4-7:3%2", "5"); false for anything else. */
+bool slurm_array_range_has(const char *range, int task);
+/* The record of task `task` of array array_id: its own, or the record of
+ * the array's pending tasks whose range holds it; NULL when none. */
+slurm_job *slurm_find_task(slurm_job *jobs, size_t n, uint64_t array_id, int task);
+
 
 #endif

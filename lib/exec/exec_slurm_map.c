@@ -5,6 +5,7 @@
 #include "exec_slurm_internal.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -60,6 +61,7 @@ void slurm_jobs_free(slurm_job *jobs, size_t n)
         free(jobs[i].comment);
         free(jobs[i].reason);
         free(jobs[i].nodes);
+        free(jobs[i].array_tasks);
     }
     free(jobs);
 }
@@ -151,6 +153,16 @@ bool slurm_parse_squeue_json(const char *text, size_t len, slurm_job **jobs, siz
         j->end = num_of(o, "end_time");
         j->time_limit = num_of(o, "time_limit") * 60; /* minutes; null when none */
         j->gpus_per_node = slurm_tres_gpus(json_string_value(json_object_get(o, "tres_per_node")));
+        /* a task of a job array: its own record (array_task_id), or the
+         * array's pending tasks in one record (array_task_string "2-3%2") */
+        json_t *aj = json_object_get(o, "array_job_id"), *at = json_object_get(o, "array_task_id");
+        j->array_id = json_is_integer(aj) && json_integer_value(aj) > 0 ? (uint64_t)json_integer_value(aj) : 0;
+        j->array_task = json_is_integer(at) && json_integer_value(at) >= 0 &&
+                                json_integer_value(at) < INT32_MAX
+                            ? (int)json_integer_value(at)
+                            : -1;
+        const char *ats = json_string_value(json_object_get(o, "array_task_string"));
+        j->array_tasks = j->array_id && j->array_task < 0 && ats && *ats ? xstrdup(ats) : NULL;
     }
     json_decref(root);
     *jobs = out;
@@ -199,6 +211,14 @@ bool slurm_parse_sacct_json(const char *text, size_t len, slurm_job **jobs, size
             j->end = num_of(tm, "end");
             j->time_limit = num_of(tm, "limit") * 60;
         }
+        json_t *ar = json_object_get(o, "array"); /* a task of a job array */
+        json_t *aj = json_is_object(ar) ? json_object_get(ar, "job_id") : NULL;
+        json_t *at = json_is_object(ar) ? json_object_get(ar, "task_id") : NULL;
+        j->array_id = json_is_integer(aj) && json_integer_value(aj) > 0 ? (uint64_t)json_integer_value(aj) : 0;
+        j->array_task = j->array_id && json_is_integer(at) && json_integer_value(at) >= 0 &&
+                                json_integer_value(at) < INT32_MAX
+                            ? (int)json_integer_value(at)
+                            : -1;
         json_t *rq = json_object_get(o, "requeue"); /* not in 22.05's sacct; kept if present */
         j->restarts = json_is_integer(rq) ? (int)json_integer_value(rq) : 0;
     }
@@ -618,4 +638,49 @@ bool slurm_hosts(const char *list, size_t max, char ***out, size_t *n)
     *out = hosts;
     *n = cnt;
     return true;
+}
+
+/* ---- job arrays ---- */
+bool slurm_array_range_has(const char *s, int task)
+{
+    if (!s || task < 0) return false;
+    const char *p = s;
+    while (*p && *p != '%') {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10);
+        if (end == p || errno || a < 0) return false;
+        long b = a;
+        p = end;
+        if (*p == '-') {
+            p++;
+            b = strtol(p, &end, 10);
+            if (end == p || errno || b < a) return false;
+            p = end;
+        }
+        if (*p == ':') { /* a step ("0-10:2") */
+            p++;
+            long step = strtol(p, &end, 10);
+            if (end == p || errno || step <= 0) return false;
+            p = end;
+            if (task >= a && task <= b && (task - a) % step == 0) return true;
+        } else if (task >= a && task <= b) {
+            return true;
+        }
+        if (*p == ',') p++;
+        else if (*p && *p != '%') return false;
+    }
+    return false;
+}
+
+slurm_job *slurm_find_task(slurm_job *jobs, size_t n, uint64_t array_id, int task)
+{
+    slurm_job *range = NULL;
+    for (size_t i = 0; i < n; i++) {
+        slurm_job *j = &jobs[i];
+        if (j->array_id != array_id) continue;
+        if (j->array_task == task) return j;
+        if (j->array_task < 0 && slurm_array_range_has(j->array_tasks, task)) range = j;
+    }
+    return range;
 }

@@ -170,3 +170,103 @@ bool exec_slurm_render(const exec_request *req, const spec_slurm *s, const char 
     free(work);
     return true;
 }
+
+/* ---- job arrays ---- */
+/* The arguments that differ between the tasks of one array (the array
+ * gives its own), and the script and step file at the end. */
+static bool per_task(const char *a)
+{
+    static const char *const keys[] = {"--job-name=", "--comment=", "--output=", "--error=",
+                                       "--chdir="};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (strncmp(a, keys[i], strlen(keys[i])) == 0) return true;
+    return false;
+}
+
+bool exec_slurm_array_compatible(const exec_slurm_submit *a, const exec_slurm_submit *b)
+{
+    if (a->argc < 3 || b->argc < 3) return false;
+    size_t i = 0, k = 0, na = a->argc - 2, nb = b->argc - 2;
+    for (;;) {
+        while (i < na && per_task(a->argv[i])) i++;
+        while (k < nb && per_task(b->argv[k])) k++;
+        if (i == na || k == nb) return i == na && k == nb;
+        if (strcmp(a->argv[i], b->argv[k]) != 0) return false;
+        i++;
+        k++;
+    }
+}
+
+void exec_slurm_array_free(exec_slurm_array *a)
+{
+    if (!a) return;
+    str_list_free(a->argv, a->argc);
+    free(a->name);
+    free(a->comment);
+    free(a->script);
+    free(a->map_json);
+    free(a->map_path);
+    free(a->dir);
+    memset(a, 0, sizeof *a);
+}
+
+void exec_slurm_array_render(const exec_slurm_submit *subs, size_t n, int max, const char *team,
+                             const char *experiment, const char *dir, const char *lathe,
+                        exec_slurm_array *out)
+{
+    memset(out, 0, sizeof *out);
+    /* the key: the tasks' own comments (job, attempt, folder), so that the
+     * same attempts make the same array name and comment (the dedupe) */
+    sb all;
+    sb_init(&all);
+    for (size_t i = 0; i < n; i++) {
+        sb_puts(&all, subs[i].comment);
+        sb_putc(&all, '\n');
+    }
+    uint32_t key = slurm_dir_key(sb_str(&all));
+    sb_free(&all);
+    out->name = xasprintf("lathe-%s-%s-array", team ? team : "default", experiment ? experiment : "exp");
+    if (!slurm_name_ok(out->name)) {
+        free(out->name);
+        out->name = xstrdup("lathe-array");
+    }
+    out->comment = xasprintf("lathe array=%s/%s tasks=%zu key=%08x", team ? team : "default",
+                             experiment ? experiment : "", n, key);
+    out->dir = xstrdup(dir);
+    out->map_path = xasprintf("%s/slurm-array.json", dir);
+    char *script_path = xasprintf("%s/slurm-batch.sh", dir);
+    out->script = xasprintf("#!/bin/sh\n"
+                            "# lathe's batch script of a job array (docs/slurm.md): the file given\n"
+                            "# as the one argument maps SLURM_ARRAY_TASK_ID to the task's step file\n"
+                            "exec %s slurm-step --array \"$1\"\n",
+                            lathe);
+    json_t *steps = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(steps, json_string(subs[i].step_path));
+    json_t *map = json_pack("{s:i, s:s, s:o}", "version", 1, "comment", out->comment, "steps", steps);
+    out->map_json = json_dumps(map, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    json_decref(map);
+
+    exec_slurm_submit tmp;
+    memset(&tmp, 0, sizeof tmp);
+    size_t cap = 0;
+    const exec_slurm_submit *s0 = &subs[0];
+    for (size_t i = 0; i + 2 < s0->argc; i++) {
+        if (per_task(s0->argv[i])) continue;
+        push(&tmp, &cap, xstrdup(s0->argv[i]));
+        if (i == 1) { /* after --parsable */
+            push(&tmp, &cap, xasprintf("--job-name=%s", out->name));
+            push(&tmp, &cap, xasprintf("--comment=%s", out->comment));
+            push(&tmp, &cap, max > 0 ? xasprintf("--array=0-%zu%%%d", n - 1, max)
+                                     : xasprintf("--array=0-%zu", n - 1));
+            /* task-N is a link to task N's attempt folder: Slurm writes
+             * each task's output into that attempt's output.log */
+            push(&tmp, &cap, xasprintf("--output=%s/task-%%a/output.log", dir));
+            push(&tmp, &cap, xasprintf("--error=%s/task-%%a/output.log", dir));
+            push(&tmp, &cap, xasprintf("--chdir=%s", dir));
+        }
+    }
+    push(&tmp, &cap, script_path);
+    push(&tmp, &cap, xstrdup(out->map_path));
+    out->argv = tmp.argv;
+    out->argc = tmp.argc;
+}

@@ -97,9 +97,36 @@ static double group_rss(pid_t pgid)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: lathe slurm-step [--task] FILE\n"
+    fprintf(stderr, "usage: lathe slurm-step [--task | --array] FILE\n"
                     "(internal: what lathe's Slurm batch script runs; docs/slurm.md)\n");
     return 1;
+}
+
+/* The step file of task SLURM_ARRAY_TASK_ID in a job array's mapping
+ * file ({"version": 1, "steps": [FILE, ...]}, written by the server). */
+static char *array_step(const char *map, const char *task, char *err, size_t errsz)
+{
+    char *end = NULL;
+    long t = task ? strtol(task, &end, 10) : -1;
+    if (!task || !*task || *end || t < 0) {
+        snprintf(err, errsz, "%s: SLURM_ARRAY_TASK_ID is not set to a task number (a job array's task?)", map);
+        return NULL;
+    }
+    size_t len;
+    char *text = file_read_all(map, 16u << 20, &len, err, errsz);
+    if (!text) return NULL;
+    json_error_t je;
+    json_t *o = json_loadb(text, len, 0, &je);
+    free(text);
+    json_t *steps = o ? json_object_get(o, "steps") : NULL;
+    const char *f = json_string_value(json_array_get(steps, (size_t)t));
+    char *out = f && *f == '/' ? xstrdup(f) : NULL;
+    if (!out)
+        snprintf(err, errsz, "%s: %s", map,
+                 !o ? je.text : !json_is_array(steps) ? "not a job array's mapping (steps)"
+                                                     : "no step file for this task");
+    json_decref(o);
+    return out;
 }
 
 int exec_slurm_step_main(int argc, char **argv)
@@ -110,10 +137,30 @@ int exec_slurm_step_main(int argc, char **argv)
         task = true;
         i++;
     }
+    bool array = false;
+    if (!task && i < argc && strcmp(argv[i], "--array") == 0) {
+        array = true;
+        i++;
+    }
     if (i + 1 != argc) return usage();
     const char *file = argv[i];
     char err[512];
     size_t len;
+    static char *picked; /* lives as long as the step (file points at it) */
+    if (array) { /* a job array's task: its step file from the mapping */
+        picked = array_step(file, getenv("SLURM_ARRAY_TASK_ID"), err, sizeof err);
+        if (!picked) {
+            fprintf(stderr, "lathe slurm-step: %s\n", err);
+            return 4;
+        }
+        file = picked;
+        char *slash = strrchr(picked, '/');
+        if (slash && slash != picked) { /* the attempt's folder, as --chdir is for one job */
+            *slash = '\0';
+            if (chdir(picked) != 0) fprintf(stderr, "lathe slurm-step: chdir %s: %s\n", picked, strerror(errno));
+            *slash = '/';
+        }
+    }
     char *text = file_read_all(file, 16u << 20, &len, err, sizeof err);
     if (!text) {
         fprintf(stderr, "lathe slurm-step: %s\n", err);

@@ -520,9 +520,14 @@ void ctl_wake(ctl *c)
 
 void ctl_job_changed(ctl *c, int64_t id)
 {
+    ctl_jobs_changed(c, &id, 1);
+}
+
+void ctl_jobs_changed(ctl *c, const int64_t *ids, size_t n)
+{
     if (!c) return;
     pthread_mutex_lock(&c->mu);
-    ctl_ids_push(&c->changed, &c->n_changed, &c->cap_changed, id);
+    for (size_t i = 0; i < n; i++) ctl_ids_push(&c->changed, &c->n_changed, &c->cap_changed, ids[i]);
     c->wake = true;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);

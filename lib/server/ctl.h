@@ -127,6 +127,10 @@ void ctl_wake(ctl *c);
  * controller reads it again at its next turn, which starts now. Call it
  * after the change committed. Any thread. */
 void ctl_job_changed(ctl *c, int64_t id);
+/* The same for several jobs at once (a batch, an experiment): the
+ * controller's next turn reads all of them, never only some (so an
+ * experiment's jobs are admitted in one pass: Slurm job arrays). */
+void ctl_jobs_changed(ctl *c, const int64_t *ids, size_t n);
 /* Stops the loop and releases every handle (trainers keep running). */
 void ctl_stop(ctl *c);
 void ctl_free(ctl *c);

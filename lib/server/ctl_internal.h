@@ -164,6 +164,11 @@ struct ctl {
     uint64_t nodes_version;
     int *node_down;
     double slurm_nodes_at; /* monotonic time of the last `scontrol show nodes` */
+
+    /* starts held until the end of the pass (ctl_flush_starts): attempts
+     * that may go in with others of their experiment (Slurm job arrays) */
+    struct ctl_deferred *deferred;
+    size_t n_deferred;
 };
 
 /* ---- ctl.c ---- */
@@ -228,6 +233,14 @@ double ctl_job_gpus_held(const ctl_job *j);
 /* ---- ctl_run.c ---- */
 /* Starts an attempt on the given GPUs (n = 0: a CPU slot). */
 void ctl_start_job(ctl *c, ctl_job *j, const int *gpus, int n, int share, const char *why);
+/* Starts the attempts ctl_start_job held back this pass, those of one
+ * experiment together (exec_start_many), and records each. */
+void ctl_flush_starts(ctl *c, double now);
+/* The experiment limit lathe applies to job j: its exp_max, or 0 where
+ * Slurm applies it (job arrays with %maxConcurrent, docs/slurm.md). */
+int ctl_exp_limit(const ctl *c, const ctl_job *j);
+/* The %M of job j's job array when its attempts go in as one; 0 = none. */
+int ctl_array_max(const ctl *c, const ctl_job *j);
 /* Brings the scheduler's GPUs in step with a cluster engine's nodes: a
  * node that is NotReady, cordoned or gone has all its GPUs down; GPUs that
  * other pods hold are down too (ctl_sched.c). */

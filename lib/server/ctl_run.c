@@ -280,6 +280,7 @@ static void fill_request(ctl *c, ctl_job *j, int attempt, bool placed, launch *l
     }
     k->master_port = 29500 + (int)(j->id % 20000);
     fill_owner(c, j->id, &l->owner, &q->cluster);
+    q->cluster.array_max = ctl_array_max(c, j);
     if (placed) {
         fill_placement(c, j, l, &q->cluster);
         if (cluster_engine(c)) {
@@ -438,22 +439,31 @@ static void start_failed(ctl *c, ctl_job *j, exec_rc rc, const char *err, double
     ctl_attempt_ended(c, j, &e, now);
 }
 
+struct ctl_deferred {
+    int64_t id;
+    int attempt;
+    launch *l;
+};
+typedef struct ctl_deferred ctl_deferred;
+
+static void launch_done(ctl *c, ctl_job *j, launch *l, exec_rc rc, const char *err, double now);
+
 static void launch_attempt(ctl *c, ctl_job *j, double now)
 {
-    launch l;
-    memset(&l, 0, sizeof l);
+    launch *l = xcalloc(1, sizeof *l); /* heap: a held start outlives this call */
     char err[512] = "";
-    bool ok = launch_paths(c, j, j->attempt, &l, err, sizeof err);
+    bool ok = launch_paths(c, j, j->attempt, l, err, sizeof err);
     if (ok) {
-        fill_request(c, j, j->attempt, true, &l);
-        fill_sandbox(c, j, &l);
+        fill_request(c, j, j->attempt, true, l);
+        fill_sandbox(c, j, l);
     }
-    if (!ok || !write_spec(&l, err, sizeof err)) {
+    if (!ok || !write_spec(l, err, sizeof err)) {
         start_failed(c, j, EXEC_E_SYSTEM, err, now);
-        launch_free(&l);
+        launch_free(l);
+        free(l);
         return;
     }
-    if (l.r.q.sandbox && l.box.required && !c->s->cfg.sandbox_ok) {
+    if (l->r.q.sandbox && l->box.required && !c->s->cfg.sandbox_ok) {
         snprintf(err, sizeof err,
                  "the trainer must run in the sandbox (%s), and this machine cannot make one "
                  "(%s); see docs/security.md",
@@ -461,10 +471,27 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
                                                           : "policy.sandbox.mode: required",
                  c->s->cfg.sandbox_why);
         start_failed(c, j, EXEC_E_INVALID, err, now);
-        launch_free(&l);
+        launch_free(l);
+        free(l);
         return;
     }
-    exec_rc rc = exec_start(c->be, &l.r.q, &j->h, err, sizeof err);
+    if (l->r.q.cluster.array_max > 0 && c->be->start_many) {
+        /* it may go in with others of its experiment: at the end of the pass */
+        c->deferred = xrealloc(c->deferred, (c->n_deferred + 1) * sizeof *c->deferred);
+        c->deferred[c->n_deferred].id = j->id;
+        c->deferred[c->n_deferred].attempt = j->attempt;
+        c->deferred[c->n_deferred++].l = l;
+        return;
+    }
+    exec_rc rc = exec_start(c->be, &l->r.q, &j->h, err, sizeof err);
+    launch_done(c, j, l, rc, err, now);
+    launch_free(l);
+    free(l);
+}
+
+/* What follows a start: the handle recorded, or the start's failure. */
+static void launch_done(ctl *c, ctl_job *j, launch *l, exec_rc rc, const char *err, double now)
+{
     c->placed_stale = true;
     if (rc == EXEC_OK) {
         j->run_started = j->h->started_at > 0 ? j->h->started_at : now;
@@ -472,12 +499,70 @@ static void launch_attempt(ctl *c, ctl_job *j, double now)
         sandbox_note(j->h, note, sizeof note);
         ctl_record_start(c, j, note);
         ctl_log(c, "job %s/%s: attempt %d started on %s", j->team, j->name, j->attempt,
-                j->n_gpus ? l.gpus : "a CPU slot");
+                j->n_gpus ? l->gpus : "a CPU slot");
     } else {
         j->h = NULL;
         start_failed(c, j, rc, err, now);
     }
-    launch_free(&l);
+}
+
+int ctl_array_max(const ctl *c, const ctl_job *j)
+{
+    const spec_slurm *s = &c->s->cfg.spec->slurm;
+    if (!j->experiment || strcmp(c->be->name, "slurm") != 0 || s->array_max <= 0 || !s->decide ||
+        strcmp(s->decide, "slurm") != 0)
+        return 0;
+    return j->exp_max > 0 ? j->exp_max : s->array_max;
+}
+
+int ctl_exp_limit(const ctl *c, const ctl_job *j)
+{
+    return ctl_array_max(c, j) > 0 ? 0 : j->exp_max;
+}
+
+void ctl_flush_starts(ctl *c, double now)
+{
+    size_t n = c->n_deferred;
+    ctl_deferred *d = c->deferred;
+    c->deferred = NULL;
+    c->n_deferred = 0;
+    bool *done = xcalloc(n ? n : 1, sizeof *done);
+    const exec_request **reqs = xcalloc(n ? n : 1, sizeof *reqs);
+    size_t *idx = xcalloc(n ? n : 1, sizeof *idx);
+    exec_start_result *res = xcalloc(n ? n : 1, sizeof *res);
+    for (size_t i = 0; i < n; i++) {
+        if (done[i]) continue;
+        const exec_cluster_req *ki = &d[i].l->r.q.cluster;
+        size_t m = 0;
+        for (size_t k = i; k < n; k++) { /* the attempts of i's experiment */
+            const exec_cluster_req *kk = &d[k].l->r.q.cluster;
+            if (done[k] || strcmp(kk->team, ki->team) != 0 || strcmp(kk->experiment, ki->experiment) != 0)
+                continue;
+            done[k] = true;
+            idx[m] = k;
+            reqs[m++] = &d[k].l->r.q;
+        }
+        exec_start_many(c->be, reqs, m, res);
+        for (size_t r = 0; r < m; r++) {
+            ctl_deferred *x = &d[idx[r]];
+            ctl_job *j = ctl_find(c, x->id);
+            if (!j || j->attempt != x->attempt || j->h) { /* gone meanwhile: keep it running */
+                if (res[r].h) exec_release(res[r].h);
+                continue;
+            }
+            j->h = res[r].h;
+            launch_done(c, j, x->l, (exec_rc)res[r].rc, res[r].err, now);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        launch_free(d[i].l);
+        free(d[i].l);
+    }
+    free(d);
+    free(done);
+    free(reqs);
+    free(idx);
+    free(res);
 }
 
 /* What the engine makes for a queued job's next attempt before it is

@@ -139,8 +139,8 @@ static bool eligible(ctl *c, ctl_job *j, exp_counts *ec, double now, bool *held)
         ctl_set_reason(c, j, "backoff", msg, now, NULL);
         return false;
     }
-    exp_count *x = j->experiment && j->exp_max > 0 ? exp_slot(ec, j->team, j->experiment, false) : NULL;
-    if (x && x->n >= j->exp_max) {
+    exp_count *x = j->experiment && ctl_exp_limit(c, j) > 0 ? exp_slot(ec, j->team, j->experiment, false) : NULL;
+    if (x && x->n >= ctl_exp_limit(c, j)) {
         snprintf(msg, sizeof msg, "experiment %s runs its maximum of %d jobs at once", j->experiment,
                  j->exp_max);
         ctl_set_reason(c, j, "experiment", msg, now, NULL);
@@ -339,8 +339,8 @@ static void apply_starts(ctl *c, const sched_result *res, exp_counts *ec, double
                                                "checkpoint and stop", now, NULL);
             continue;
         }
-        exp_count *x = j->experiment && j->exp_max > 0 ? exp_slot(ec, j->team, j->experiment, true) : NULL;
-        if (x && x->n >= j->exp_max) continue; /* the pass started its last slot already */
+        exp_count *x = j->experiment && ctl_exp_limit(c, j) > 0 ? exp_slot(ec, j->team, j->experiment, true) : NULL;
+        if (x && x->n >= ctl_exp_limit(c, j)) continue; /* the pass started its last slot already */
         sb why;
         sb_init(&why);
         sched_reason_format(sc, &d->why, now, &why);
@@ -424,9 +424,9 @@ static void cpu_pass(ctl *c, double now)
     bool *waits = xcalloc(nq + 1, sizeof *waits);
     for (size_t i = 0; i < nq; i++) {
         ctl_job *j = queue[i];
-        exp_count *x = j->experiment && j->exp_max > 0 ? exp_slot(&ec, j->team, j->experiment, true) : NULL;
+        exp_count *x = j->experiment && ctl_exp_limit(c, j) > 0 ? exp_slot(&ec, j->team, j->experiment, true) : NULL;
         waits[i] = true;
-        if (used >= slots || (x && x->n >= j->exp_max)) continue;
+        if (used >= slots || (x && x->n >= ctl_exp_limit(c, j))) continue;
         ctl_start_job(c, j, NULL, 0, SCHED_SHARE_WHOLE, "a CPU slot is free");
         if (!ctl_job_holds(j)) continue;
         waits[i] = false;
@@ -453,6 +453,7 @@ void ctl_pass(ctl *c, double now)
     c->backoff_at = 0; /* eligible() finds the first backoff to end again */
     if (c->s->cluster.cpu_mode) cpu_pass(c, now);
     else gpu_pass(c, now);
+    ctl_flush_starts(c, now); /* those of one experiment together (Slurm job arrays) */
 }
 
 /* ---- a cluster engine's nodes ---- */

@@ -346,7 +346,7 @@ static store_rc store_submission(submission *m, int64_t *ids, size_t *bad)
     free(ev);
     free(q);
     if (rc == STORE_OK && m->s->ctl) /* none yet while the operator rebuilds the store */
-        for (size_t i = 0; i < m->n; i++) ctl_job_changed(m->s->ctl, ids[i]);
+        ctl_jobs_changed(m->s->ctl, ids, m->n);
     return rc;
 }
 

@@ -50,6 +50,28 @@ grep -q '"\$(touch' "$T/out"; check "the user's argument is in the step file, as
 "$LATHE" render "$T/job.yaml" --target slurm --config "$T/server.yaml" -o json > "$T/json" 2>/dev/null
 /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); i=d[0]; sys.exit(0 if i["sbatch"][0]=="sbatch" and i["step"]["argv"][0]=="python3" else 1)' "$T/json"
 check "-o json: sbatch argv and step file" $?
+# an experiment when Slurm decides with arrayMax: its jobs, then ONE job array
+sed -i 's/^    lathePath:/    decide: slurm\n    arrayMax: 8\n    lathePath:/' "$T/server.yaml"
+cat > "$T/exp.yaml" <<EOF2
+apiVersion: lathe/v1
+kind: LoRAExperiment
+metadata: {name: sw}
+spec:
+  maxConcurrent: 2
+  template:
+    team: team-a
+    baseModel: {name: Qwen2.5-0.5B}
+    trainingData: {datasetPath: /data/x.jsonl}
+  matrix:
+    lora.rank: [4, 8, 16]
+EOF2
+"$LATHE" render "$T/exp.yaml" --target slurm --config "$T/server.yaml" > "$T/exp.out" 2> "$T/exp.err"
+check "render of an experiment exits 0 ($(head -c 200 "$T/exp.err"))" $?
+for want in "^--array=0-2%2$" "^--job-name=lathe-team-a-sw-array$" "^exec /opt/lathe/bin/lathe slurm-step --array \"\\\$1\"$" \
+            "^--output=$T/data/jobs/team-a/sw-r4/attempt-1/slurm-array/task-%a/output.log$"; do
+    grep -Eq -- "$want" "$T/exp.out"; check "the experiment's array: $want" $?
+done
+n=$(grep -c "slurm-step.json" <(sed -n '/mapping file/,$p' "$T/exp.out")); [ "$n" -eq 3 ]; check "its mapping names 3 step files ($n)" $?
 printf 'apiVersion: lathe/v1\nkind: Cluster\nmetadata: {name: c}\nspec: {}\n' > "$T/c.yaml"
 "$LATHE" render "$T/c.yaml" --target slurm > /dev/null 2>&1; [ $? -ne 0 ]; check "a Cluster is refused" $?
 echo "$fails failed"

@@ -390,12 +390,154 @@ static void test_render(void **state)
     spec_slurm_free(&cfg);
 }
 
+/* Job arrays: squeue's records of an array (its tasks' own, and its
+ * pending tasks collapsed into one with a range), sacct's "array", the
+ * task ranges, and the array's sbatch argv and mapping file. */
+static void test_array(void **state)
+{
+    (void)state;
+    /* ranges as squeue prints an array's pending tasks */
+    assert_true(slurm_array_range_has("2-3%2", 2));
+    assert_true(slurm_array_range_has("2-3%2", 3));
+    assert_false(slurm_array_range_has("2-3%2", 1));
+    assert_false(slurm_array_range_has("2-3%2", 4));
+    assert_true(slurm_array_range_has("1,4-7:3%2", 7));
+    assert_false(slurm_array_range_has("1,4-7:3%2", 5));
+    assert_true(slurm_array_range_has("1,4-7:3%2", 1));
+    assert_true(slurm_array_range_has("5", 5));
+    assert_false(slurm_array_range_has("", 0));
+    assert_false(slurm_array_range_has(NULL, 0));
+    assert_false(slurm_array_range_has("x-3", 1));
+    assert_false(slurm_array_range_has("3-1", 2));
+    assert_false(slurm_array_range_has("0-2", -1));
+
+    const char *sq =
+        "{\"jobs\": ["
+        "{\"job_id\": 12, \"array_job_id\": 10, \"array_task_id\": 0, \"array_task_string\": \"\","
+        " \"job_state\": \"RUNNING\", \"state_reason\": \"None\", \"name\": \"lathe-team-a-e-array\","
+        " \"comment\": \"lathe array=team-a/e tasks=4 key=0000abcd\", \"restart_cnt\": 0},"
+        "{\"job_id\": 10, \"array_job_id\": 10, \"array_task_id\": null, \"array_task_string\": \"2-3%2\","
+        " \"job_state\": \"PENDING\", \"state_reason\": \"JobArrayTaskLimit\", \"name\": \"lathe-team-a-e-array\"},"
+        "{\"job_id\": 13, \"array_job_id\": 0, \"array_task_id\": null, \"job_state\": \"RUNNING\","
+        " \"name\": \"other\"}],"
+        " \"errors\": []}";
+    slurm_job *jobs;
+    size_t n;
+    char err[256];
+    assert_true(slurm_parse_squeue_json(sq, strlen(sq), &jobs, &n, err, sizeof err));
+    assert_int_equal(n, 3);
+    assert_int_equal(jobs[0].array_id, 10);
+    assert_int_equal(jobs[0].array_task, 0);
+    assert_null(jobs[0].array_tasks);
+    assert_int_equal(jobs[1].array_task, -1);
+    assert_string_equal(jobs[1].array_tasks, "2-3%2");
+    assert_int_equal(jobs[2].array_id, 0);
+    assert_int_equal(jobs[2].array_task, -1);
+    assert_ptr_equal(slurm_find_task(jobs, n, 10, 0), &jobs[0]);
+    assert_ptr_equal(slurm_find_task(jobs, n, 10, 3), &jobs[1]); /* pending, collapsed */
+    assert_string_equal(slurm_find_task(jobs, n, 10, 2)->reason, "JobArrayTaskLimit");
+    assert_null(slurm_find_task(jobs, n, 10, 1)); /* ended: sacct's */
+    assert_null(slurm_find_task(jobs, n, 13, 0));
+    slurm_jobs_free(jobs, n);
+
+    const char *sa = "{\"jobs\": [{\"job_id\": 11, \"name\": \"x\", \"array\": {\"job_id\": 10,"
+                     " \"task_id\": 1}, \"state\": {\"current\": \"COMPLETED\", \"reason\": \"None\"},"
+                     " \"exit_code\": {\"status\": \"SUCCESS\", \"return_code\": 0}},"
+                     " {\"job_id\": 14, \"name\": \"y\", \"array\": {\"job_id\": 0, \"task_id\": null},"
+                     " \"state\": {\"current\": \"FAILED\"}}]}";
+    assert_true(slurm_parse_sacct_json(sa, strlen(sa), &jobs, &n, err, sizeof err));
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[0].array_id, 10);
+    assert_int_equal(jobs[0].array_task, 1);
+    assert_int_equal(jobs[1].array_id, 0);
+    assert_int_equal(jobs[1].array_task, -1);
+    slurm_jobs_free(jobs, n);
+
+    /* the array of three attempts */
+    spec_slurm cfg;
+    spec_slurm_defaults(&cfg);
+    free(cfg.decide);
+    cfg.decide = xstrdup("slurm");
+    char *argv[] = {"python3", "train.py", "$(touch /tmp/pwned)", NULL};
+    exec_slurm_submit subs[3];
+    const char *dirs[] = {"/data/jobs/1", "/data/jobs/2", "/data/jobs/3"};
+    const char *names[] = {"e-r4", "e-r8", "e-r16"};
+    for (int i = 0; i < 3; i++) {
+        exec_request q;
+        memset(&q, 0, sizeof q);
+        q.argv = argv;
+        q.argc = 3;
+        q.job_dir = dirs[i];
+        q.attempt = 1;
+        q.cluster.team = "team-a";
+        q.cluster.name = names[i];
+        q.cluster.experiment = "e";
+        q.cluster.gpus_per_node = 1;
+        q.cluster.array_max = 2;
+        q.cluster.job_id = i + 1;
+        assert_true(exec_slurm_render(&q, &cfg, "/usr/bin/lathe", &subs[i], err, sizeof err));
+    }
+    assert_true(exec_slurm_array_compatible(&subs[0], &subs[1]));
+    assert_true(exec_slurm_array_compatible(&subs[0], &subs[2]));
+    exec_slurm_array a;
+    exec_slurm_array_render(subs, 3, 2, "team-a", "e", "/data/jobs/1/attempt-1/slurm-array",
+                       "/usr/bin/lathe", &a);
+    bool saw_array = false, saw_output = false, saw_gres = false;
+    for (size_t i = 0; i < a.argc; i++) {
+        if (strcmp(a.argv[i], "--array=0-2%2") == 0) saw_array = true;
+        if (strcmp(a.argv[i], "--output=/data/jobs/1/attempt-1/slurm-array/task-%a/output.log") == 0)
+            saw_output = true;
+        if (strcmp(a.argv[i], "--gres=gpu:1") == 0) saw_gres = true;
+        assert_null(strstr(a.argv[i], "e-r8")); /* no task's own name or comment */
+    }
+    assert_true(saw_array && saw_output && saw_gres);
+    assert_string_equal(a.argv[0], "sbatch");
+    assert_string_equal(a.argv[a.argc - 1], "/data/jobs/1/attempt-1/slurm-array/slurm-array.json");
+    assert_string_equal(a.name, "lathe-team-a-e-array");
+    assert_true(strncmp(a.comment, "lathe array=team-a/e tasks=3 key=", 33) == 0);
+    /* the script: only `exec LATHE slurm-step --array FILE`, no user string */
+    assert_non_null(strstr(a.script, "exec /usr/bin/lathe slurm-step --array \"$1\"\n"));
+    assert_null(strstr(a.script, "pwned"));
+    /* the mapping: task id -> the attempt's step file */
+    json_t *m = json_loads(a.map_json, 0, NULL);
+    assert_non_null(m);
+    json_t *steps = json_object_get(m, "steps");
+    assert_int_equal(json_array_size(steps), 3);
+    assert_string_equal(json_string_value(json_array_get(steps, 1)), "/data/jobs/2/attempt-1/slurm-step.json");
+    json_decref(m);
+    /* the same attempts make the same array (the dedupe); others another */
+    exec_slurm_array b2;
+    exec_slurm_array_render(subs, 3, 2, "team-a", "e", "/x", "/usr/bin/lathe", &b2);
+    assert_string_equal(a.comment, b2.comment);
+    exec_slurm_array_free(&b2);
+    exec_slurm_array_render(subs, 2, 2, "team-a", "e", "/x", "/usr/bin/lathe", &b2);
+    assert_string_not_equal(a.comment, b2.comment);
+    exec_slurm_array_free(&b2);
+    exec_slurm_array_free(&a);
+    /* another shape is not a task of the same array */
+    exec_request q;
+    memset(&q, 0, sizeof q);
+    q.argv = argv;
+    q.argc = 3;
+    q.job_dir = "/data/jobs/4";
+    q.attempt = 1;
+    q.cluster.team = "team-a";
+    q.cluster.name = "e-big";
+    q.cluster.gpus_per_node = 2;
+    exec_slurm_submit big;
+    assert_true(exec_slurm_render(&q, &cfg, "/usr/bin/lathe", &big, err, sizeof err));
+    assert_false(exec_slurm_array_compatible(&subs[0], &big));
+    exec_slurm_submit_free(&big);
+    for (int i = 0; i < 3; i++) exec_slurm_submit_free(&subs[i]);
+    spec_slurm_free(&cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_states), cmocka_unit_test(test_squeue), cmocka_unit_test(test_sacct),
         cmocka_unit_test(test_map),    cmocka_unit_test(test_nodes),  cmocka_unit_test(test_small),
-        cmocka_unit_test(test_render),
+        cmocka_unit_test(test_render), cmocka_unit_test(test_array),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
