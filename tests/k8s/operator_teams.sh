@@ -37,7 +37,9 @@ check "the PriorityClass objects are lathe's priority classes" $?
 # long enough that none ends before the urgent job comes (a preemption is what is tested)
 for n in a1 a2 a3; do CKPT_EVERY=3 cr_job $n team-a 300; kc apply -f "$T/cr-$n.yaml" > /dev/null 2>&1; done
 for n in a1 a2 a3; do wait_phase team-a $n Running 120; check "$n runs" $?; done
-EXTRA="  priorityClassName: urgent" cr_job urgent team-b 40
+# as long as team-a's: on an idle machine 40 steps ended within the 3 s
+# the user's Job is watched below, and the check saw the quota free
+EXTRA="  priorityClassName: urgent" cr_job urgent team-b 300
 kc apply -f "$T/cr-urgent.yaml" > /dev/null 2>&1
 EXTRA="  resources:
     gpu:
