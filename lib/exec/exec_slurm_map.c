@@ -122,12 +122,15 @@ static void wait_status(long long w, int *code, int *sig)
     }
 }
 
-bool slurm_parse_squeue_json(const char *text, size_t len, slurm_job **jobs, size_t *n, char *err,
-                             size_t errsz)
+/* The records of squeue's or sacct's --json (`what`) with a job id, each
+ * filled by fill from its object. */
+static bool parse_jobs(const char *text, size_t len, const char *what,
+                       void (*fill)(slurm_job *j, json_t *o), slurm_job **jobs, size_t *n,
+                       char *err, size_t errsz)
 {
     *jobs = NULL;
     *n = 0;
-    json_t *root = load_jobs(text, len, "squeue", err, errsz);
+    json_t *root = load_jobs(text, len, what, err, errsz);
     if (!root) return false;
     json_t *arr = json_object_get(root, "jobs");
     size_t cnt = json_array_size(arr);
@@ -139,30 +142,7 @@ bool slurm_parse_squeue_json(const char *text, size_t len, slurm_job **jobs, siz
         if (!json_is_object(o) || !json_is_integer(id) || json_integer_value(id) <= 0) continue;
         slurm_job *j = &out[k++];
         j->id = (uint64_t)json_integer_value(id);
-        j->name = str_of(o, "name");
-        j->comment = str_of(o, "comment");
-        j->reason = str_of(o, "state_reason");
-        j->nodes = str_of(o, "nodes");
-        const char *st = json_string_value(json_object_get(o, "job_state"));
-        snprintf(j->state_name, sizeof j->state_name, "%s", st ? st : "");
-        j->state = slurm_state_parse(st);
-        json_t *ec = json_object_get(o, "exit_code");
-        wait_status(json_is_integer(ec) ? json_integer_value(ec) : -1, &j->exit_code, &j->signal);
-        j->restarts = (int)num_of(o, "restart_cnt");
-        j->start = num_of(o, "start_time");
-        j->end = num_of(o, "end_time");
-        j->time_limit = num_of(o, "time_limit") * 60; /* minutes; null when none */
-        j->gpus_per_node = slurm_tres_gpus(json_string_value(json_object_get(o, "tres_per_node")));
-        /* a task of a job array: its own record (array_task_id), or the
-         * array's pending tasks in one record (array_task_string "2-3%2") */
-        json_t *aj = json_object_get(o, "array_job_id"), *at = json_object_get(o, "array_task_id");
-        j->array_id = json_is_integer(aj) && json_integer_value(aj) > 0 ? (uint64_t)json_integer_value(aj) : 0;
-        j->array_task = json_is_integer(at) && json_integer_value(at) >= 0 &&
-                                json_integer_value(at) < INT32_MAX
-                            ? (int)json_integer_value(at)
-                            : -1;
-        const char *ats = json_string_value(json_object_get(o, "array_task_string"));
-        j->array_tasks = j->array_id && j->array_task < 0 && ats && *ats ? xstrdup(ats) : NULL;
+        fill(j, o);
     }
     json_decref(root);
     *jobs = out;
@@ -170,62 +150,84 @@ bool slurm_parse_squeue_json(const char *text, size_t len, slurm_job **jobs, siz
     return true;
 }
 
+/* one record of squeue --json */
+static void squeue_fill(slurm_job *j, json_t *o)
+{
+    j->name = str_of(o, "name");
+    j->comment = str_of(o, "comment");
+    j->reason = str_of(o, "state_reason");
+    j->nodes = str_of(o, "nodes");
+    const char *st = json_string_value(json_object_get(o, "job_state"));
+    snprintf(j->state_name, sizeof j->state_name, "%s", st ? st : "");
+    j->state = slurm_state_parse(st);
+    json_t *ec = json_object_get(o, "exit_code");
+    wait_status(json_is_integer(ec) ? json_integer_value(ec) : -1, &j->exit_code, &j->signal);
+    j->restarts = (int)num_of(o, "restart_cnt");
+    j->start = num_of(o, "start_time");
+    j->end = num_of(o, "end_time");
+    j->time_limit = num_of(o, "time_limit") * 60; /* minutes; null when none */
+    j->gpus_per_node = slurm_tres_gpus(json_string_value(json_object_get(o, "tres_per_node")));
+    /* a task of a job array: its own record (array_task_id), or the
+     * array's pending tasks in one record (array_task_string "2-3%2") */
+    json_t *aj = json_object_get(o, "array_job_id"), *at = json_object_get(o, "array_task_id");
+    j->array_id = json_is_integer(aj) && json_integer_value(aj) > 0 ? (uint64_t)json_integer_value(aj) : 0;
+    j->array_task = json_is_integer(at) && json_integer_value(at) >= 0 &&
+                            json_integer_value(at) < INT32_MAX
+                        ? (int)json_integer_value(at)
+                        : -1;
+    const char *ats = json_string_value(json_object_get(o, "array_task_string"));
+    j->array_tasks = j->array_id && j->array_task < 0 && ats && *ats ? xstrdup(ats) : NULL;
+}
+
+bool slurm_parse_squeue_json(const char *text, size_t len, slurm_job **jobs, size_t *n, char *err,
+                             size_t errsz)
+{
+    return parse_jobs(text, len, "squeue", squeue_fill, jobs, n, err, errsz);
+}
+
+/* one record of sacct --json */
+static void sacct_fill(slurm_job *j, json_t *o)
+{
+    j->name = str_of(o, "name");
+    j->nodes = str_of(o, "nodes");
+    json_t *st = json_object_get(o, "state");
+    const char *cur = json_is_object(st) ? json_string_value(json_object_get(st, "current")) : NULL;
+    snprintf(j->state_name, sizeof j->state_name, "%s", cur ? cur : "");
+    j->state = slurm_state_parse(cur);
+    j->reason = json_is_object(st) ? str_of(st, "reason") : NULL;
+    json_t *ec = json_object_get(o, "exit_code");
+    j->exit_code = -1;
+    if (json_is_object(ec)) {
+        json_t *rc = json_object_get(ec, "return_code");
+        json_t *sig = json_object_get(ec, "signal");
+        json_t *sid = json_is_object(sig) ? json_object_get(sig, "signal_id") : NULL;
+        if (json_is_integer(sid) && json_integer_value(sid) > 0 && json_integer_value(sid) < 65)
+            j->signal = (int)json_integer_value(sid);
+        else if (json_is_integer(rc) && json_integer_value(rc) >= 0 && json_integer_value(rc) < 256)
+            j->exit_code = (int)json_integer_value(rc);
+    }
+    json_t *tm = json_object_get(o, "time");
+    if (json_is_object(tm)) {
+        j->start = num_of(tm, "start");
+        j->end = num_of(tm, "end");
+        j->time_limit = num_of(tm, "limit") * 60;
+    }
+    json_t *ar = json_object_get(o, "array"); /* a task of a job array */
+    json_t *aj = json_is_object(ar) ? json_object_get(ar, "job_id") : NULL;
+    json_t *at = json_is_object(ar) ? json_object_get(ar, "task_id") : NULL;
+    j->array_id = json_is_integer(aj) && json_integer_value(aj) > 0 ? (uint64_t)json_integer_value(aj) : 0;
+    j->array_task = j->array_id && json_is_integer(at) && json_integer_value(at) >= 0 &&
+                            json_integer_value(at) < INT32_MAX
+                        ? (int)json_integer_value(at)
+                        : -1;
+    json_t *rq = json_object_get(o, "requeue"); /* not in 22.05's sacct; kept if present */
+    j->restarts = json_is_integer(rq) ? (int)json_integer_value(rq) : 0;
+}
+
 bool slurm_parse_sacct_json(const char *text, size_t len, slurm_job **jobs, size_t *n, char *err,
                             size_t errsz)
 {
-    *jobs = NULL;
-    *n = 0;
-    json_t *root = load_jobs(text, len, "sacct", err, errsz);
-    if (!root) return false;
-    json_t *arr = json_object_get(root, "jobs");
-    size_t cnt = json_array_size(arr);
-    slurm_job *out = xcalloc(cnt ? cnt : 1, sizeof *out);
-    size_t k = 0;
-    for (size_t i = 0; i < cnt; i++) {
-        json_t *o = json_array_get(arr, i);
-        json_t *id = json_object_get(o, "job_id");
-        if (!json_is_object(o) || !json_is_integer(id) || json_integer_value(id) <= 0) continue;
-        slurm_job *j = &out[k++];
-        j->id = (uint64_t)json_integer_value(id);
-        j->name = str_of(o, "name");
-        j->nodes = str_of(o, "nodes");
-        json_t *st = json_object_get(o, "state");
-        const char *cur = json_is_object(st) ? json_string_value(json_object_get(st, "current")) : NULL;
-        snprintf(j->state_name, sizeof j->state_name, "%s", cur ? cur : "");
-        j->state = slurm_state_parse(cur);
-        j->reason = json_is_object(st) ? str_of(st, "reason") : NULL;
-        json_t *ec = json_object_get(o, "exit_code");
-        j->exit_code = -1;
-        if (json_is_object(ec)) {
-            json_t *rc = json_object_get(ec, "return_code");
-            json_t *sig = json_object_get(ec, "signal");
-            json_t *sid = json_is_object(sig) ? json_object_get(sig, "signal_id") : NULL;
-            if (json_is_integer(sid) && json_integer_value(sid) > 0 && json_integer_value(sid) < 65)
-                j->signal = (int)json_integer_value(sid);
-            else if (json_is_integer(rc) && json_integer_value(rc) >= 0 && json_integer_value(rc) < 256)
-                j->exit_code = (int)json_integer_value(rc);
-        }
-        json_t *tm = json_object_get(o, "time");
-        if (json_is_object(tm)) {
-            j->start = num_of(tm, "start");
-            j->end = num_of(tm, "end");
-            j->time_limit = num_of(tm, "limit") * 60;
-        }
-        json_t *ar = json_object_get(o, "array"); /* a task of a job array */
-        json_t *aj = json_is_object(ar) ? json_object_get(ar, "job_id") : NULL;
-        json_t *at = json_is_object(ar) ? json_object_get(ar, "task_id") : NULL;
-        j->array_id = json_is_integer(aj) && json_integer_value(aj) > 0 ? (uint64_t)json_integer_value(aj) : 0;
-        j->array_task = j->array_id && json_is_integer(at) && json_integer_value(at) >= 0 &&
-                                json_integer_value(at) < INT32_MAX
-                            ? (int)json_integer_value(at)
-                            : -1;
-        json_t *rq = json_object_get(o, "requeue"); /* not in 22.05's sacct; kept if present */
-        j->restarts = json_is_integer(rq) ? (int)json_integer_value(rq) : 0;
-    }
-    json_decref(root);
-    *jobs = out;
-    *n = k;
-    return true;
+    return parse_jobs(text, len, "sacct", sacct_fill, jobs, n, err, errsz);
 }
 
 /* ---- the mapping ---- */
