@@ -21,6 +21,8 @@
 #include "base/base.h"
 #include "exec/exec.h"
 
+#include "../common/bench_clock.h"
+
 #include <fcntl.h>
 #include <getopt.h>
 #include <spawn.h>
@@ -33,20 +35,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* CPU seconds of this process and its waited-for children. */
 static double my_cpu(void)
@@ -139,14 +127,14 @@ static void before(turn_stats *s, int ctld, double *t0, double *c0, double *k0, 
 {
     (void)s;
     sdiag_counts(r0, j0);
-    *t0 = mono();
+    *t0 = now_s();
     *c0 = my_cpu();
     *k0 = proc_cpu(ctld);
 }
 
 static void after(turn_stats *s, int ctld, double t0, double c0, double k0, long long r0, long long j0)
 {
-    s->secs += mono() - t0;
+    s->secs += now_s() - t0;
     s->cpu += my_cpu() - c0;
     s->ctld_cpu += proc_cpu(ctld) - k0;
     long long r1, j1;
@@ -198,7 +186,7 @@ int main(int argc, char **argv)
     exec_handle **hs = xcalloc((size_t)jobs, sizeof *hs);
     char **ids = xcalloc((size_t)jobs, sizeof *ids);
     fprintf(stderr, "bench_slurm: submitting %d jobs ...\n", jobs);
-    double t0 = mono(), c0 = my_cpu();
+    double t0 = now_s(), c0 = my_cpu();
     long long r0, j0, r1, j1;
     sdiag_counts(&r0, &j0);
     for (int i = 0; i < jobs; i++) {
@@ -226,7 +214,7 @@ int main(int argc, char **argv)
         ids[i] = xasprintf("%lld", p ? atoll(p + 15) : 0LL);
         free(hj);
     }
-    double sub_secs = mono() - t0, sub_cpu = my_cpu() - c0;
+    double sub_secs = now_s() - t0, sub_cpu = my_cpu() - c0;
     sdiag_counts(&r1, &j1);
     exec_slurm_counts cnt;
     exec_slurm_counts_get(be, &cnt);
@@ -243,7 +231,7 @@ int main(int argc, char **argv)
         long long r, j;
         sleep(1); /* the server's turns are pollInterval (2 s) apart */
         before(&L, ctld, &a, &b, &k, &r, &j);
-        double now = wall();
+        double now = wall_s();
         for (int i = 0; i < jobs; i++) {
             exec_poll(hs[i], now, &st, &up);
             running += st.phase == EXEC_RUNNING;
