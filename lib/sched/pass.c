@@ -61,6 +61,8 @@ typedef struct pass {
     /* the head job and its reservation */
     bool head_set;
     int head_slot;
+    const pclass *head_pc;
+    uint64_t head_types; /* the types its shadow schedule may use */
     double S;
     int *resv;
     int nresv;
@@ -294,7 +296,7 @@ static void record_start(pass *p, const pclass *pc, int slot, int type, int unit
     reason_init(&d->why, code);
     d->why.team = pc->team;
     d->why.type = type;
-    if (code == SCHED_WHY_BACKFILL) {
+    if (code == SCHED_WHY_BACKFILL || code == SCHED_WHY_TAIL) {
         d->why.other = job_at(p, p->head_slot)->id;
         d->why.other_name = job_at(p, p->head_slot)->name;
         d->why.when = p->S;
@@ -878,11 +880,14 @@ static double shadow(pass *p, const pclass *pc, uint64_t admitted)
     return idle;
 }
 
-/* Makes a job the head, holding the GPUs shadow() found. */
-static void set_head(pass *p, int slot)
+/* Makes a job the head, holding the GPUs shadow() found for the types
+ * `types`. */
+static void set_head(pass *p, const pclass *pc, int slot, uint64_t types)
 {
     p->head_set = true;
     p->head_slot = slot;
+    p->head_pc = pc;
+    p->head_types = types;
     for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], true);
 }
 
@@ -906,7 +911,7 @@ static bool pool_head(pass *p, const pclass *pc, int slot)
         p->nresv = 0;
         return false;
     }
-    set_head(p, slot);
+    set_head(p, pc, slot, pc->types);
     return true;
 }
 
@@ -997,6 +1002,67 @@ static bool try_types(pass *p, const pclass *pc, int slot, tried *tr)
     return false;
 }
 
+/* The reserve-tail rule (lathe): a job that would end after every running
+ * job, every job started in this pass and the head (estimated ends) sets
+ * the end of the busy period: each second it waits moves that end, while
+ * the head, which ends before it whenever both start, loses only the
+ * seconds its reserved start moves. Such a job may take the head's
+ * reserved GPUs when the head still fits beside it (its new reserved start
+ * comes before the job's end, found by the shadow schedule with the job
+ * running); otherwise the reservation stays as it was. A head is passed
+ * this way once, so its wait stays bounded as without the rule. True when
+ * the job started. */
+static bool try_tail(pass *p, const pclass *pc, int slot, const tried *tr)
+{
+    if (!p->lathe || !(p->cfg->rules & SCHED_RULE_RESERVE_TAIL) || !p->head_set || !tr->fits_all)
+        return false;
+    sched_state *st = p->st;
+    pjob *head = &st->pj[p->head_slot];
+    const pjob *pj = &st->pj[slot];
+    if (head->tail_passed || slot == p->head_slot) return false;
+    double end = p->now + pj->est, horizon = p->S + head->est;
+    for (int s = 0; s < st->nrj; s++)
+        if (st->rj[s].alive && st->rj[s].end > horizon) horizon = st->rj[s].end;
+    for (int i = 0; i < p->nops; i++)
+        if (p->ops[i].kind == OP_START && p->ops[i].end > horizon) horizon = p->ops[i].end;
+    if (!(end > horizon)) return false;
+
+    int type = tr->type, units = tr->units, n = units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r;
+    bool excl = units >= SCHED_SHARE_WHOLE;
+    bool ok = excl ? cap_place_whole(p->k, CAP_ALL, type, pc->g, pc->r, true, p->buf)
+                   : cap_place_share(p->k, CAP_ALL, type, units, p->buf);
+    if (!ok) return false;
+    int *mine = xmalloc((size_t)n * sizeof *mine), *old = xmalloc((size_t)(p->nresv + 1) * sizeof *old);
+    memcpy(mine, p->buf, (size_t)n * sizeof *mine);
+    int nold = p->nresv;
+    double S0 = p->S;
+    memcpy(old, p->resv, (size_t)nold * sizeof *old);
+    for (int i = 0; i < nold; i++) cap_set_reserved(p->k, old[i], false);
+    /* the job's GPUs are taken but not yet an op: the shadow schedule never
+     * releases them, so the head must fit beside the job */
+    shadow(p, p->head_pc, p->head_types);
+    bool fits = isfinite(p->S) && p->S < end;
+    if (fits) {
+        memcpy(p->buf, mine, (size_t)n * sizeof *mine);
+        if (excl)
+            for (int x = 0; x < n; x++) cap_set_end(p->k, mine[x], end);
+        record_start(p, pc, slot, type, units, SCHED_WHY_TAIL); /* names the new reserved start */
+        head->tail_passed = true;
+        set_head(p, p->head_pc, p->head_slot, p->head_types);
+    } else {
+        for (int x = 0; x < n; x++) cap_give(p->k, mine[x], units, excl);
+        free(p->resv);
+        p->resv = old;
+        old = NULL;
+        p->nresv = nold;
+        p->S = S0;
+        for (int i = 0; i < nold; i++) cap_set_reserved(p->k, p->resv[i], true);
+    }
+    free(mine);
+    free(old);
+    return fits;
+}
+
 /* Strict FIFO: the team's queue stops behind this job. */
 static int fifo_block(pass *p, const pclass *pc, const pjob *pj, const sched_reason *base)
 {
@@ -1040,6 +1106,7 @@ static int try_job(pass *p, pclass *pc, int slot)
     }
     no_fit_reason(p, pc, tr.type, tr.units, &pc->why);
     if (fifo) return fifo_block(p, pc, pj, &pc->why);
+    if (try_tail(p, pc, slot, &tr)) return R_STARTED;
     if (tr.fits_all) return skip(p, pc); /* too long for the reserved GPUs; a shorter job may go */
     if (p->lathe && try_preempt(p, pc, slot, 0)) return R_STARTED;
     if (!p->backfill || p->head_set) return R_CLASS_BLOCKED;
@@ -1055,7 +1122,7 @@ static int try_job(pass *p, pclass *pc, int slot)
         p->S = INFINITY;
         return R_STARTED;
     }
-    set_head(p, slot);
+    set_head(p, pc, slot, tr.admitted);
     return R_CLASS_BLOCKED;
 }
 

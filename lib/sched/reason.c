@@ -211,6 +211,13 @@ void sched_reason_format(const sched_cluster *c, const sched_reason *r, double n
         in_time(r->when, now, out);
         sb_puts(out, ")");
         break;
+    case SCHED_WHY_TAIL:
+        sb_puts(out, "would end after every other job, so it starts now on GPUs reserved for ");
+        other_job(r, out);
+        sb_puts(out, ", which still fits beside it (reserved start now ");
+        in_time(r->when, now, out);
+        sb_puts(out, ")");
+        break;
     case SCHED_WHY_AFTER_PREEMPT: sb_puts(out, "starts on GPUs freed by preemption"); break;
     case SCHED_WHY_QUOTA: fmt_quota(c, r, out); break;
     case SCHED_WHY_POOL: fmt_pool(c, r, out); break;

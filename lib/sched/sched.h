@@ -264,17 +264,22 @@ typedef enum {
                                           users' limits overstate runs, and finished jobs tell
                                           by how much. For order and reservations only, never
                                           to stop a job (sched_state_add_finished) */
+    SCHED_RULE_RESERVE_TAIL = 1u << 11, /* a job that would end after every running job
+                                          and after the head (estimates), so that each
+                                          second it waits moves the end of the busy period,
+                                          may start on the head's reserved GPUs when the
+                                          head still fits beside it; once per head job */
 } sched_rule;
-#define SCHED_RULES_ALL 0x7ffu
+#define SCHED_RULES_ALL 0xfffu
 /* The rules on by default: all but learn-limit, which is measured but left
  * off (docs/scheduler.md, "Learning from time limits"). */
 #define SCHED_RULES_DEFAULT (SCHED_RULES_ALL & ~SCHED_RULE_LEARN_LIMIT)
-#define SCHED_N_RULES 11
+#define SCHED_N_RULES 12
 #define SCHED_LEARN_WINDOW 32 /* learn-limit: finished jobs remembered per team and overall */
 #define SCHED_LEARN_MIN 8     /* learn-limit: a team's own jobs are used from this many on */
 
 /* "end-pack", "idle-reserve", "oldest-head", "pool-head", "reclaim-borrowed",
- * "reclaim-small", "reclaim-backoff", "overrun", "reclaim-cheap", "reclaim-tail", "learn-limit" for one rule bit; NULL for anything
+ * "reclaim-small", "reclaim-backoff", "overrun", "reclaim-cheap", "reclaim-tail", "learn-limit", "reserve-tail" for one rule bit; NULL for anything
  * else. */
 const char *sched_rule_name(unsigned rule);
 /* Parses a rule name; false for an unknown one. */
@@ -348,7 +353,9 @@ typedef enum {
     SCHED_WHY_BAD_JOB,       /* REJECT: a field out of range (team, replicas, share) */
     SCHED_WHY_PREEMPT_PRIORITY, /* PREEMPT: for `other`, of higher priority */
     SCHED_WHY_PREEMPT_RECLAIM,  /* PREEMPT: `other`'s team reclaims quota lent to this team */
-    SCHED_WHY_PREEMPT_DUE       /* PREEMPT: for `other`, which waited long; cheaper than draining */
+    SCHED_WHY_PREEMPT_DUE,      /* PREEMPT: for `other`, which waited long; cheaper than draining */
+    SCHED_WHY_TAIL              /* START: ahead of the head `other`, whose reserved start moves
+                                   to `when`: it would end after every other job (reserve-tail) */
 } sched_why;
 
 /* The facts behind a decision; sched_reason_format() turns them into a

@@ -153,6 +153,7 @@ typedef struct pjob {
     double age;      /* its age key: when it is due (starve_after) */
     double est;      /* remaining estimated run time */
     uint32_t start_gen; /* started in pass number start_gen */
+    bool tail_passed;   /* as the head, a job started ahead of it (reserve-tail) */
 } pjob;
 
 /* Jobs of one band (priority value), team and shape, in order. */

@@ -1108,11 +1108,63 @@ static void test_idle_reserve(void **state)
     expect_start(&x, 2, (int[]){0, 1, 2, 3}, 4);
     assert_int_equal(x.r.resv_free_gpus, 0);
     done(&x);
-    sched_config cfg = lathe_without(SCHED_RULE_IDLE_RESERVE);
+    /* (without reserve-tail, which would let the long job pass once: it ends last) */
+    sched_config cfg = lathe_without(SCHED_RULE_IDLE_RESERVE | SCHED_RULE_RESERVE_TAIL);
     decide_cfg(&x, c, &cfg, p, 2, r, 2, 10, NULL, NULL);
     /* best fit reserves nodes 0 and 1: node 0 idles 90 s x 4 and the long job waits */
     expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
     assert_int_equal(x.r.resv_free_gpus, 4);
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* reserve-tail: a job that would end after every other job (estimates)
+ * may take the head's reserved GPUs once, when the head still fits beside
+ * it; the head's reserved start moves to when it does. */
+static void test_reserve_tail(void **state)
+{
+    (void)state;
+    /* 4 nodes of 4: nodes 0 and 3 free, node 1 busy until 100, node 2 until
+     * 200. The head (3 x 4) is reserved nodes 0, 1 and 3 from 100. */
+    sched_cluster *c = make_cluster(4, 4, 0, 0);
+    int h1[4] = {4, 5, 6, 7}, h2[4] = {8, 9, 10, 11};
+    sched_job r[2] = {running(8, 0, 4, h1, 0, 100), running(9, 0, 4, h2, 0, 200)};
+    sched_job p[4] = {job(1, 0, 3, 4, 0, 50), job(2, 0, 1, 4, 5, 1000), job(3, 0, 1, 4, 6, 2000),
+                      job(4, 0, 1, 4, 7, 150)};
+    p[0].priority = 5; /* the head */
+    run x;
+    decide(&x, c, SCHED_LATHE, p, 4, r, 2, 10, NULL, NULL);
+    assert_int_equal(x.r.head, 1);
+    /* job 2 ends at 1010, after everything else (node 2 at 200, the head at
+     * 150 or 250): it takes a reserved node, and the head now fits at 200 on
+     * nodes 1, 2 and the other free one */
+    expect(&x, 2, SCHED_START, SCHED_WHY_TAIL, "would end after every other job");
+    expect(&x, 2, SCHED_START, SCHED_WHY_TAIL, "reserved start now in 3m10s");
+    assert_true(x.r.head_start == 200);
+    /* job 3 would end later still, but the head was passed once already */
+    expect(&x, 3, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    /* job 4 (ends at 160) is no tail job: node 2 frees later; it was looked
+     * at first (shorter), while it would have delayed the start at 100 */
+    expect(&x, 4, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    done(&x);
+
+    /* without the rule the reservation holds: nothing long starts */
+    sched_config cfg = lathe_without(SCHED_RULE_RESERVE_TAIL);
+    decide_cfg(&x, c, &cfg, p, 4, r, 2, 10, NULL, NULL);
+    assert_true(x.r.head_start == 100);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    expect(&x, 3, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    done(&x);
+
+    /* a head of all 4 nodes cannot fit beside any job: the tail job waits
+     * and the reservation is as it was */
+    p[0].replicas = 4;
+    decide(&x, c, SCHED_LATHE, p, 4, r, 2, 10, NULL, NULL);
+    assert_int_equal(x.r.head, 1);
+    assert_true(x.r.head_start == 200);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    expect(&x, 4, SCHED_START, SCHED_WHY_BACKFILL, NULL); /* ends at 160, before 200 */
+    assert_int_equal(x.r.resv_free_gpus, 4); /* one free node idles for the head */
     done(&x);
     sched_cluster_free(c);
 }
@@ -1332,6 +1384,7 @@ int main(void)
         cmocka_unit_test(test_reclaim),
         cmocka_unit_test(test_reclaim_small_and_backoff),
         cmocka_unit_test(test_reclaim_tail),
+        cmocka_unit_test(test_reserve_tail),
         cmocka_unit_test(test_sharing),
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_order_short_first_but_bounded),
