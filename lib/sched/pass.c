@@ -63,6 +63,7 @@ typedef struct pass {
     int head_slot;
     const pclass *head_pc;
     uint64_t head_types; /* the types its shadow schedule may use */
+    double drain;        /* backlog_drain(); < 0 until computed */
     double S;
     int *resv;
     int nresv;
@@ -1002,16 +1003,45 @@ static bool try_types(pass *p, const pclass *pc, int slot, tried *tr)
     return false;
 }
 
+/* The GPU-seconds of known work per GPU: what the running jobs have left
+ * and the pending jobs need (estimates), over the ready GPUs. The busy
+ * period cannot end before now plus this, however jobs are ordered.
+ * Computed once per pass. */
+static double backlog_drain(pass *p)
+{
+    if (p->drain >= 0) return p->drain;
+    const sched_state *st = p->st;
+    double work = 0;
+    for (int s = 0; s < st->nrj; s++) {
+        const rjob *r = &st->rj[s];
+        if (r->alive && r->end > p->now)
+            work += (r->end - p->now) * r->n_gpus * (double)r->units / SCHED_SHARE_WHOLE;
+    }
+    for (int s = 0; s < st->npj; s++) {
+        const pjob *pj = &st->pj[s];
+        if (!pj->alive || pj->rejected || pj->cls < 0) continue;
+        double g = (double)pj->j.replicas * pj->j.gpus_per_replica;
+        if (pj->j.share > 0 && pj->j.share < SCHED_SHARE_WHOLE) g = pj->j.share / (double)SCHED_SHARE_WHOLE;
+        work += pj->est * g;
+    }
+    int gpus = sched_cluster_ready_gpus(p->c);
+    p->drain = gpus > 0 ? work / gpus : 0;
+    return p->drain;
+}
+
 /* The reserve-tail rule (lathe): a job that would end after every running
- * job, every job started in this pass and the head (estimated ends) sets
- * the end of the busy period: each second it waits moves that end, while
- * the head, which ends before it whenever both start, loses only the
- * seconds its reserved start moves. Such a job may take the head's
- * reserved GPUs when the head still fits beside it (its new reserved start
- * comes before the job's end, found by the shadow schedule with the job
- * running); otherwise the reservation stays as it was. A head is passed
- * this way once, so its wait stays bounded as without the rule. True when
- * the job started. */
+ * job, every job started in this pass, the head, and the time all known
+ * work needs (estimates) sets the end of the busy period: each second it
+ * waits moves that end, while the head, which ends before it whenever
+ * both start, loses only the seconds its reserved start moves. Such a job
+ * may take the head's reserved GPUs when the head still fits beside it
+ * (the shadow schedule with the job running finds a new reserved start
+ * S1 before the job's end) and the exchange lowers the two jobs' summed
+ * completion times: the head's delay S1 - S is less than the wait the job
+ * is spared, S + the head's run - now (it could start at the earliest when
+ * the head ends). Otherwise the reservation stays as it was. A head is
+ * passed this way once, so its wait stays bounded as without the rule.
+ * True when the job started. */
 static bool try_tail(pass *p, const pclass *pc, int slot, const tried *tr)
 {
     if (!p->lathe || !(p->cfg->rules & SCHED_RULE_RESERVE_TAIL) || !p->head_set || !tr->fits_all)
@@ -1025,7 +1055,7 @@ static bool try_tail(pass *p, const pclass *pc, int slot, const tried *tr)
         if (st->rj[s].alive && st->rj[s].end > horizon) horizon = st->rj[s].end;
     for (int i = 0; i < p->nops; i++)
         if (p->ops[i].kind == OP_START && p->ops[i].end > horizon) horizon = p->ops[i].end;
-    if (!(end > horizon)) return false;
+    if (!(end > horizon) || !(end > p->now + backlog_drain(p))) return false;
 
     int type = tr->type, units = tr->units, n = units < SCHED_SHARE_WHOLE ? 1 : pc->g * pc->r;
     bool excl = units >= SCHED_SHARE_WHOLE;
@@ -1041,7 +1071,7 @@ static bool try_tail(pass *p, const pclass *pc, int slot, const tried *tr)
     /* the job's GPUs are taken but not yet an op: the shadow schedule never
      * releases them, so the head must fit beside the job */
     shadow(p, p->head_pc, p->head_types);
-    bool fits = isfinite(p->S) && p->S < end;
+    bool fits = isfinite(p->S) && p->S < end && p->S - S0 < S0 + head->est - p->now;
     if (fits) {
         memcpy(p->buf, mine, (size_t)n * sizeof *mine);
         if (excl)
@@ -1431,6 +1461,7 @@ static void pass_setup(pass *p, sched_state *st, double now, const double *usage
     }
     p->reclaim_possible = limited && borrowed;
     p->min_running_prio = INT64_MAX;
+    p->drain = -1;
     if (p->lathe)
         for (int s = 0; s < st->nrj; s++)
             if (st->rj[s].alive && !st->rj[s].j.no_preempt && st->rj[s].j.priority < p->min_running_prio)

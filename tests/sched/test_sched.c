@@ -1156,6 +1156,25 @@ static void test_reserve_tail(void **state)
     expect(&x, 3, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
     done(&x);
 
+    /* known work that needs longer than job 2 runs (job 5: 4 GPUs x 5000 s,
+     * 2145 s of work per GPU in all): job 2 does not end the busy period,
+     * job 5 does and passes instead */
+    sched_job p5[5] = {p[0], p[1], p[2], p[3], job(5, 0, 1, 4, 8, 5000)};
+    decide(&x, c, SCHED_LATHE, p5, 5, r, 2, 10, NULL, NULL);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    expect(&x, 5, SCHED_START, SCHED_WHY_TAIL, NULL);
+    done(&x);
+
+    /* the exchange must pay: with node 2 busy until 1000 the head would
+     * wait 900 s more, more than the 140 s job 2 is spared (it could start
+     * when the head ends, at 150) */
+    sched_job r2[2] = {r[0], running(9, 0, 4, h2, 0, 1000)};
+    sched_job p2[2] = {p[0], job(2, 0, 1, 4, 5, 3000)};
+    decide(&x, c, SCHED_LATHE, p2, 2, r2, 2, 10, NULL, NULL);
+    assert_true(x.r.head_start == 100);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    done(&x);
+
     /* a head of all 4 nodes cannot fit beside any job: the tail job waits
      * and the reservation is as it was */
     p[0].replicas = 4;
