@@ -393,7 +393,8 @@ static void explain(sim *s, const sched_result *res)
     sb_printf(&o, "at %.0f s (%.2f days): %s is ", s->now, s->now / 86400, s->b->jobs[x->job].name);
     for (size_t k = 0; k < res->n; k++)
         if (res->d[k].job == s->b->jobs[x->job].id) {
-            sb_printf(&o, "%s: ", res->d[k].action == SCHED_WAIT ? "waiting" : sched_action_name(res->d[k].action));
+            static const char *const doing[] = {"starting", "preempted", "waiting", "rejected"};
+            sb_printf(&o, "%s: ", doing[res->d[k].action]);
             sched_reason_format(s->c, &res->d[k].why, s->now, &o);
             break;
         }
