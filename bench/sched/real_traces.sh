@@ -99,44 +99,50 @@ for r in runs:
                 h(e.get("wait_max_s", 0)), h(t["wait_max_s"])))
 PY
 
-# SWEEP=1: the Lingjun trace on cluster sizes around the issue's 1,024 GPUs
-# (832 to 1,152, nodes of 8), every estimate mode, lathe with and without
+# SWEEP=1: the real traces on other cluster sizes (nodes of 8): Lingjun
+# on 832 to 1,152 GPUs around the issue's 1,024, openb on 24 to 56 between
+# the table's 16, 32 and 64; every estimate mode, lathe with and without
 # the reserve-tail rule: how much the rows hang on the size.
 [ "${SWEEP:-0}" = 1 ] || exit 0
-for n in 104 112 120 128 136 144; do
+sweep="lingjun.csv:104 lingjun.csv:112 lingjun.csv:120 lingjun.csv:128 lingjun.csv:136 lingjun.csv:144 openb.csv:3 openb.csv:5 openb.csv:6 openb.csv:7"
+for tn in $sweep; do
+    t=${tn%%:*} n=${tn##*:}
     for m in $modes; do
         for v in default notail; do
             opt=""; [ $v = notail ] && opt="--without reserve-tail"
             # shellcheck disable=SC2086
-            (cd "$w" && "$L" simulate --nodes ${n}x8 --trace lingjun.csv --estimate $m $opt -o json > "sweep-$n-$m-$v.json" 2>/dev/null) &
+            (cd "$w" && "$L" simulate --nodes "${n}x8" --trace "$t" --estimate "$m" $opt -o json > "sweep-${t%.csv}-$n-$m-$v.json" 2>/dev/null) &
             while [ "$(jobs -r | wc -l)" -ge 2 ]; do sleep 0.2; done
         done
     done
 done
 wait
-python3 - "$w" <<'PY'
+python3 - "$w" $sweep <<'PY'
 import json, sys
-w = sys.argv[1]
-print("\n## Lingjun on other cluster sizes (SWEEP=1)\n")
-print("| GPUs | estimates | lathe / easy | lathe / greedy | allocation lathe (best baseline) | wins | without reserve-tail: lathe / easy, lathe / greedy, allocation | wins |")
-print("|---|---|---|---|---|---|---|---|")
-tot = {"default": 0, "notail": 0}
-n_rows = 0
-for n in (104, 112, 120, 128, 136, 144):
+w, sweep = sys.argv[1], sys.argv[2:]
+print("\n## The real traces on other cluster sizes (SWEEP=1)\n")
+print("| trace | GPUs | estimates | lathe / easy | lathe / greedy | allocation lathe (best baseline) | wins | without reserve-tail: lathe / easy, lathe / greedy, allocation | wins |")
+print("|---|---|---|---|---|---|---|---|---|")
+tot = {}
+for tn in sweep:
+    t, n = tn.split(":")
+    t = t[:-4]
     for m in ("exact", "noise", "limit"):
         cells = []
         for v in ("default", "notail"):
-            d = json.load(open("%s/sweep-%d-%s-%s.json" % (w, n, m, v)))
+            d = json.load(open("%s/sweep-%s-%s-%s-%s.json" % (w, t, n, m, v)))
             p = {x["policy"]: x for x in d["policies"]}
             j = lambda k: p[k]["jct_avg_s"]
             a = lambda k: p[k]["allocation_rate"]
             bk = max(("fifo", "greedy", "easy"), key=a)
             ok = j("lathe") < j("easy") and j("lathe") < j("greedy") and j("lathe") <= 0.5 * j("fifo") and a("lathe") >= a(bk) - 5e-5
-            tot[v] += ok
+            k = (t, v)
+            tot[k] = (tot.get(k, (0, 0))[0] + ok, tot.get(k, (0, 0))[1] + 1)
             cells.append((j("lathe") / j("easy"), j("lathe") / j("greedy"), 100 * a("lathe"), 100 * a(bk), bk, "yes" if ok else "no"))
-        n_rows += 1
         c, u = cells
-        print("| %d | %s | %.3f | %.3f | %.1f %% (%.1f %s) | %s | %.3f, %.3f, %.1f %% | %s |" % (
-            n * 8, m, c[0], c[1], c[2], c[3], c[4], c[5], u[0], u[1], u[2], u[5]))
-print("\nrows won: %d of %d with reserve-tail, %d without" % (tot["default"], n_rows, tot["notail"]))
+        print("| %s | %d | %s | %.3f | %.3f | %.1f %% (%.1f %s) | %s | %.3f, %.3f, %.1f %% | %s |" % (
+            t, int(n) * 8, m, c[0], c[1], c[2], c[3], c[4], c[5], u[0], u[1], u[2], u[5]))
+print()
+for (t, v), (won, n) in sorted(tot.items()):
+    print("%s, %s: lathe wins %d of %d rows" % (t, "with reserve-tail" if v == "default" else "without reserve-tail", won, n))
 PY
