@@ -199,24 +199,27 @@ static void fmt_preempt(const sched_cluster *c, const sched_reason *r, sb *out)
         sb_puts(out, "; loses no work (it just checkpointed)");
 }
 
+/* "<before><the head><after><when it is reserved to start>)" */
+static void head_start(const sched_reason *r, double now, const char *before, const char *after, sb *out)
+{
+    sb_puts(out, before);
+    other_job(r, out);
+    sb_puts(out, after);
+    in_time(r->when, now, out);
+    sb_puts(out, ")");
+}
+
 void sched_reason_format(const sched_cluster *c, const sched_reason *r, double now, sb *out)
 {
     switch (r->code) {
     case SCHED_WHY_NONE: sb_puts(out, "no reason recorded"); break;
     case SCHED_WHY_FITS: sb_puts(out, "fits now"); break;
     case SCHED_WHY_BACKFILL:
-        sb_puts(out, "starts ahead of ");
-        other_job(r, out);
-        sb_puts(out, " without delaying its reserved start (");
-        in_time(r->when, now, out);
-        sb_puts(out, ")");
+        head_start(r, now, "starts ahead of ", " without delaying its reserved start (", out);
         break;
     case SCHED_WHY_TAIL:
-        sb_puts(out, "would end after every other job, so it starts now on GPUs reserved for ");
-        other_job(r, out);
-        sb_puts(out, ", which still fits beside it (reserved start now ");
-        in_time(r->when, now, out);
-        sb_puts(out, ")");
+        head_start(r, now, "would end after every other job, so it starts now on GPUs reserved for ",
+                   ", which still fits beside it (reserved start now ", out);
         break;
     case SCHED_WHY_AFTER_PREEMPT: sb_puts(out, "starts on GPUs freed by preemption"); break;
     case SCHED_WHY_QUOTA: fmt_quota(c, r, out); break;
