@@ -47,6 +47,9 @@ static const char estimate_help[] =
     "                        to it (cut, default), or left out of the dataset\n"
     "                        (drop: ms-swift's truncation_strategy delete), so\n"
     "                        every batch is shorter than the cap\n"
+    "  --seq-min N           with --seq-mean: the dataset's shortest sample; lengths\n"
+    "                        are then N plus a gamma (an exponential tail) instead\n"
+    "                        of the log-normal (default: log-normal)\n"
     "  --grad-accum N        micro steps per optimizer step (default 1)\n"
     "  --grad-ckpt on|off    gradient checkpointing (default on)\n"
     "  --precision P         bf16 (default), fp16, amp, fp32\n"
@@ -96,7 +99,7 @@ typedef struct est_args {
     const char *job, *model, *method, *bits, *quant, *rank, *targets, *batch, *seq;
     const char *grad_ckpt, *precision, *optimizer, *gpus, *strategy, *flash_attn;
     const char *stack, *compile, *chunked_loss, *fused_optimizer, *kbit_fp32, *gpu_memory;
-    const char *seq_mean, *seq_sd, *truncation, *grad_accum, *alloc_conf, *counter;
+    const char *seq_mean, *seq_sd, *seq_min, *truncation, *grad_accum, *alloc_conf, *counter;
     bool explain;
     cli_output out;
 } est_args;
@@ -118,6 +121,7 @@ static const struct {
     {"--kbit-fp32", offsetof(est_args, kbit_fp32)},
     {"--gpu-memory", offsetof(est_args, gpu_memory)},
     {"--seq-mean", offsetof(est_args, seq_mean)},   {"--seq-sd", offsetof(est_args, seq_sd)},
+    {"--seq-min", offsetof(est_args, seq_min)},
     {"--grad-accum", offsetof(est_args, grad_accum)}, {"--alloc-conf", offsetof(est_args, alloc_conf)},
     {"--counter", offsetof(est_args, counter)},     {"--truncation", offsetof(est_args, truncation)},
 };
@@ -341,6 +345,11 @@ static void apply_flags(const est_args *a, est_input *in, diag_list *d)
     if (a->grad_accum) parse_int("--grad-accum", a->grad_accum, 1, 1 << 20, &in->grad_accum, d);
     if (a->seq_mean) parse_real("--seq-mean", a->seq_mean, 1, 1 << 24, &in->seq_mean, d);
     if (a->seq_sd) parse_real("--seq-sd", a->seq_sd, 0, 1 << 24, &in->seq_sd, d);
+    if (a->seq_min) parse_real("--seq-min", a->seq_min, 0, 1 << 24, &in->seq_min, d);
+    if (a->seq_min && !a->seq_mean) {
+        diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, "--seq-min", "without --seq-mean and --seq-sd");
+        diag_set_suggestion(x, "the shortest sample shapes varying lengths: give --seq-mean and --seq-sd too");
+    }
     if (!a->seq_mean != !a->seq_sd) {
         diag *x = diag_add(d, DIAG_ERROR, NULL, 0, 0, a->seq_mean ? "--seq-sd" : "--seq-mean", "missing");
         diag_set_suggestion(x, "varying sample lengths need both --seq-mean and --seq-sd");

@@ -29,6 +29,8 @@
 typedef struct bench_opts {
     const char *path;
     bool verbose, fit;
+    double seq_min; /* --seq-min N: the shortest sample of every row with varying lengths */
+    unsigned long long seed; /* --replay-seed N: the replays' first seed (0: lathe's default) */
 } bench_opts;
 
 /* What the bench computes once per row. */
@@ -207,13 +209,30 @@ static bool parse_args(int argc, char **argv, bench_opts *o)
 {
     o->path = LATHE_SOURCE_DIR "/share/calibration/memory-calibration.jsonl";
     o->verbose = o->fit = false;
+    o->seq_min = 0;
+    o->seed = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-v") == 0)
             o->verbose = true;
+        else if (strcmp(argv[i], "--replay-seed") == 0 && i + 1 < argc) {
+            char *end;
+            o->seed = strtoull(argv[++i], &end, 0);
+            if (*end || o->seed == 0) {
+                fprintf(stderr, "bench_estimator: --replay-seed takes a positive integer, not '%s'\n", argv[i]);
+                return false;
+            }
+        } else if (strcmp(argv[i], "--seq-min") == 0 && i + 1 < argc) {
+            char *end;
+            o->seq_min = strtod(argv[++i], &end);
+            if (*end || !(o->seq_min > 0)) {
+                fprintf(stderr, "bench_estimator: --seq-min takes a positive number of tokens, not '%s'\n", argv[i]);
+                return false;
+            }
+        }
         else if (strcmp(argv[i], "--fit") == 0)
             o->fit = true;
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: bench_estimator [FILE.jsonl] [-v] [--fit]\n");
+            fprintf(stderr, "usage: bench_estimator [FILE.jsonl] [-v] [--fit] [--seq-min N] [--replay-seed N]\n");
             return false;
         } else
             o->path = argv[i];
@@ -236,6 +255,11 @@ int main(int argc, char **argv)
         return file_exists(o.path) ? LT_EXIT_INVALID : LT_EXIT_IO;
     }
     diag_list_free(&d);
+    /* --seq-min: the rows' varying lengths from the gamma shifted by N (docs/estimator.md) */
+    for (size_t i = 0; o.seq_min > 0 && i < n; i++)
+        if (rows[i].usable && rows[i].in.seq_sd > 0 && !(rows[i].in.seq_min > 0) && o.seq_min < rows[i].in.seq_mean)
+            rows[i].in.seq_min = o.seq_min;
+    for (size_t i = 0; o.seed && i < n; i++) rows[i].in.replay_seed = o.seed;
     bench_row *b = xcalloc(n + 1, sizeof *b);
     size_t nb = 0;
     for (size_t i = 0; i < n; i++) {
@@ -245,6 +269,8 @@ int main(int argc, char **argv)
         b[nb++] = (bench_row){&rows[i], r.peak / GIB, seed_gib(&rows[i]), 0, 0, r.peak_phase};
     }
     printf("bench_estimator: %zu usable rows of %zu in %s\n", nb, n, o.path);
+    if (o.seed) printf("replays from seed %llu (--replay-seed)\n", o.seed);
+    if (o.seq_min > 0) printf("varying lengths: the gamma shifted by the shortest sample, %g tokens (--seq-min)\n", o.seq_min);
     printf("constants: framework_gib %.3f (nothing fitted), CUDA context %.2f GiB, NCCL %.2f GiB\n\n",
            est_calib_default.framework_gib, est_calib_default.cuda_context_gib, est_calib_default.nccl_gib);
     if (o.verbose) {

@@ -177,6 +177,8 @@ static void row_steps(est_row *r, json_t *row)
         r->in.seq_mean = json_number_value(mean);
         r->in.seq_sd = json_number_value(sd);
     }
+    json_t *min = json_object_get(row, "seq_len_min");
+    if (json_is_number(min)) r->in.seq_min = json_number_value(min);
     const char *trunc = jstr(row, "truncation");
     if (trunc && strcmp(trunc, "drop") == 0)
         r->in.drop_long = true;

@@ -254,6 +254,17 @@ bool est_input_resolve(est_input *in, diag_list *d)
         diag_set_found(x, "mean %g, standard deviation %g", in->seq_mean, in->seq_sd);
         diag_set_suggestion(x, "give both --seq-mean and --seq-sd, or neither (every batch --seq tokens long)");
     }
+    if (!(in->seq_min >= 0) || in->seq_min > 1e9 ||
+        (in->seq_min > 0 && !(in->seq_sd > 0 && in->seq_min < in->seq_mean))) {
+        diag *x = bad(d, "--seq-min", "the shortest sample must be below the mean length, with --seq-mean and --seq-sd");
+        diag_set_found(x, "shortest %g, mean %g, standard deviation %g", in->seq_min, in->seq_mean, in->seq_sd);
+        diag_set_suggestion(x, "give the dataset's shortest sample in tokens (below --seq-mean), or leave --seq-min "
+                               "out (log-normal lengths)");
+    } else if (in->seq_min > 0 && in->drop_long && !(in->seq > in->seq_min)) {
+        diag *x = bad(d, "--seq-min", "every sample is longer than --seq, and --truncation drop leaves none");
+        diag_set_found(x, "shortest %g tokens, cap %d", in->seq_min, in->seq);
+        diag_set_suggestion(x, "raise --seq above the shortest sample, or use --truncation cut");
+    }
     if (in->drop_long && !(in->seq_sd > 0)) {
         diag *x = bad(d, "--truncation", "dropping the samples longer than --seq needs their length statistics");
         diag_set_suggestion(x, "give --seq-mean and --seq-sd (the dataset's token statistics before samples were "

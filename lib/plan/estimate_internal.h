@@ -156,7 +156,11 @@ typedef enum {
 void est_replay(const est_ctx *x, const est_calib *c, est_result *r, ca_snapshot *snap);
 /* The padded length of one micro batch when lengths vary: the longest of
  * in->batch samples, each drawn from the log-normal of in->seq_mean and
- * in->seq_sd, cut at in->seq, or (in->drop_long) drawn below in->seq. */
+ * in->seq_sd (or, with in->seq_min > 0, the gamma shifted by it), cut at
+ * in->seq, or (in->drop_long) drawn below in->seq. */
 double est_batch_length(const est_input *in, rng_state *g);
+/* The regularised lower incomplete gamma function P(a, x) = gamma(a, x) /
+ * Gamma(a), a > 0, x >= 0: the share of a Gamma(a, 1) variable below x. */
+double est_gamma_p(double a, double x);
 
 #endif

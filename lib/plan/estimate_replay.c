@@ -48,7 +48,7 @@
 /* Replays averaged when lengths vary: which lengths come first decides
  * which cached blocks a long batch cannot use, so one run is one draw;
  * the estimate is the mean of EST_VARIED_RUNS draws from fixed seeds. */
-#define EST_VARIED_RUNS 12
+#define EST_VARIED_RUNS 96
 #define EST_SEED 0x6c61746865ull
 
 /* One trainable parameter tensor (elements on this GPU). */
@@ -839,8 +839,78 @@ static double normal_below(rng_state *g, double z)
     }
 }
 
+/* The regularised lower incomplete gamma P(a, x), from its two classical
+ * expansions: below x = a + 1 the series
+ *   P = x^a e^-x / Gamma(a + 1) * (1 + x/(a+1) + x^2/((a+1)(a+2)) + ...),
+ * above it the continued fraction of the upper function
+ *   Q = x^a e^-x / Gamma(a) * 1/(x+1-a - 1(1-a)/(x+3-a - 2(2-a)/(x+5-a - ...))),
+ * evaluated by the modified Lentz method (Abramowitz & Stegun 6.5.29 and
+ * 6.5.31; Lentz 1976). */
+double est_gamma_p(double a, double x)
+{
+    if (!(x > 0)) return 0;
+    double front = exp(a * log(x) - x - lgamma(a));
+    if (x < a + 1) {
+        double term = 1.0 / a, sum = term;
+        for (int n = 1; n < 10000; n++) {
+            term *= x / (a + n);
+            sum += term;
+            if (term < sum * 1e-16) break;
+        }
+        double p = front * sum;
+        return p < 1 ? p : 1;
+    }
+    const double tiny = 1e-300;
+    double b = x + 1 - a, c = 1.0 / tiny, d = 1.0 / b, h = d;
+    for (int n = 1; n < 10000; n++) {
+        double an = -n * (n - a);
+        b += 2;
+        d = an * d + b;
+        if (fabs(d) < tiny) d = tiny;
+        c = b + an / c;
+        if (fabs(c) < tiny) c = tiny;
+        d = 1.0 / d;
+        double delta = d * c;
+        h *= delta;
+        if (fabs(delta - 1) < 1e-16) break;
+    }
+    double q = front * h;
+    return q < 1 ? 1 - q : 0;
+}
+
+/* A Gamma(k, 1) variable below gmax (gmax < 0: unbounded) by inversion:
+ * u uniform in (0, P(k, gmax)), then P(k, g) = u solved by bisection. One
+ * uniform per draw, so the draws stay reproducible from the seed. */
+static double gamma_below(rng_state *g, double k, double gmax)
+{
+    double u = ((double)(rng_next(g) >> 11) + 0.5) / 9007199254740992.0;
+    if (gmax >= 0) u *= est_gamma_p(k, gmax);
+    double lo = 0, hi = gmax >= 0 ? gmax : k + 10.0 * sqrt(k) + 10.0;
+    while (gmax < 0 && est_gamma_p(k, hi) < u) hi *= 2;
+    for (int i = 0; i < 64 && hi - lo > 1e-9 * (hi > 1 ? hi : 1); i++) {
+        double mid = (lo + hi) / 2;
+        if (est_gamma_p(k, mid) < u)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return (lo + hi) / 2;
+}
+
+/* One sample's length from the shifted gamma: seq_min + theta * G, G ~
+ * Gamma(k, 1), with k theta = seq_mean - seq_min and k theta^2 = seq_sd^2;
+ * below the cap when longer samples were dropped. */
+static double shifted_gamma_length(const est_input *in, rng_state *g)
+{
+    double m = in->seq_mean - in->seq_min;
+    double k = m * m / (in->seq_sd * in->seq_sd), theta = m / k;
+    double gmax = in->drop_long ? (in->seq - in->seq_min) / theta : -1;
+    return ceil(in->seq_min + theta * gamma_below(g, k, gmax));
+}
+
 /* The padded length of one micro batch: its longest sample, drawn from a
- * log-normal of the input's mean and standard deviation, cut at seq; when
+ * log-normal of the input's mean and standard deviation (or from the gamma
+ * shifted by seq_min, when the input gives the shortest sample), cut at seq; when
  * longer samples were dropped from the dataset (drop_long: ms-swift's
  * truncation_strategy 'delete', whose template returns no sample past
  * max_length and whose dataset_map leaves it out), drawn below seq. */
@@ -852,8 +922,13 @@ double est_batch_length(const est_input *in, rng_state *g)
     if (zcap < -1e6) zcap = -1e6;
     double longest = 1;
     for (int b = 0; b < in->batch; b++) {
-        double z = in->drop_long && zcap < 1e6 ? normal_below(g, zcap) : normal(g);
-        double len = ceil(exp(mu + sigma * z));
+        double len;
+        if (in->seq_min > 0) {
+            len = shifted_gamma_length(in, g);
+        } else {
+            double z = in->drop_long && zcap < 1e6 ? normal_below(g, zcap) : normal(g);
+            len = ceil(exp(mu + sigma * z));
+        }
         if (len > longest) longest = len;
     }
     return longest < in->seq ? longest : in->seq;
@@ -986,14 +1061,15 @@ void est_replay(const est_ctx *x, const est_calib *c, est_result *r, ca_snapshot
     bool varied = x->in->seq_sd > 0 && x->in->seq_mean > 0;
     int runs = varied ? EST_VARIED_RUNS : 1;
     rp_out o[EST_VARIED_RUNS];
-    for (int k = 0; k < runs; k++) replay_once(x, c, r, EST_SEED + (uint64_t)k, -1, NULL, &o[k]);
+    uint64_t seed = x->in->replay_seed ? x->in->replay_seed : EST_SEED;
+    for (int k = 0; k < runs; k++) replay_once(x, c, r, seed + (uint64_t)k, -1, NULL, &o[k]);
     int accum = x->in->grad_accum > 0 ? x->in->grad_accum : 1;
     counters(x, c, o, runs, varied ? EST_VARIED_STEPS : 2 * (accum < 2 ? accum : 2), r);
     if (!snap) return;
     /* the replay is deterministic: the first one again, stopped at its peak */
     memset(snap, 0, sizeof *snap);
     rp_out again;
-    replay_once(x, c, r, EST_SEED, x->in->counter == EST_COUNTER_ALLOCATED ? o[0].alloc_event : o[0].res_event, snap,
+    replay_once(x, c, r, seed, x->in->counter == EST_COUNTER_ALLOCATED ? o[0].alloc_event : o[0].res_event, snap,
                 &again);
 }
 

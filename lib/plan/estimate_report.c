@@ -216,6 +216,7 @@ static json_t *settings_json(const est_input *in)
     if (in->seq_sd > 0) {
         json_object_set_new(s, "seq_mean", json_real(in->seq_mean));
         json_object_set_new(s, "seq_sd", json_real(in->seq_sd));
+        if (in->seq_min > 0) json_object_set_new(s, "seq_min", json_real(in->seq_min));
         json_object_set_new(s, "truncation", json_string(in->drop_long ? "drop" : "cut"));
     }
     sb_free(&targets);

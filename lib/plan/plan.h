@@ -69,6 +69,12 @@ typedef struct est_input {
     bool drop_long;           /* with varying lengths: samples longer than seq are left out of the
                                  dataset (ms-swift's truncation_strategy 'delete'), not cut to seq,
                                  so the lengths are the log-normal below seq */
+    uint64_t replay_seed;     /* with varying lengths: the first replay's seed (0: the fixed default);
+                                 the estimate is the mean of the replays from it on */
+    double seq_min;           /* with varying lengths, > 0: the dataset's shortest sample (tokens);
+                                 the lengths are then seq_min plus a gamma of the remaining mean and
+                                 the same standard deviation (a fixed prompt template plus a text
+                                 whose length has an exponential tail) instead of the log-normal */
     int grad_accum;           /* micro steps per optimizer step: gradients live across them */
     bool grad_ckpt;           /* activation (gradient) checkpointing per decoder layer */
     bool flash_attn;          /* fused attention (FlashAttention-2 / SDPA): no seq x seq scores */

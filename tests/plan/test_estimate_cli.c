@@ -238,6 +238,15 @@ static void test_errors(void **state)
     expect((const char *[]){"estimate", "--model", "Qwen2-1.5B", "--method", "lora", "--seq-mean", "3234",
                             "--seq-sd", "2547", "--truncation", "drop", "--explain", NULL},
            0, "longer ones dropped", NULL);
+    /* the shortest sample shapes varying lengths: it needs them, lies below their mean, and is reported */
+    expect((const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--seq-min", "91", NULL}, 2, NULL,
+           "--seq-mean");
+    expect((const char *[]){"estimate", "--model", "Qwen2-7B", "--method", "lora", "--seq-mean", "3234", "--seq-sd",
+                            "2547", "--seq-min", "5000", NULL},
+           2, NULL, "--seq-min");
+    expect((const char *[]){"estimate", "--model", "Qwen2-1.5B", "--method", "lora", "--seq-mean", "3234",
+                            "--seq-sd", "2547", "--seq-min", "91", "--truncation", "drop", "-o", "json", NULL},
+           0, "\"seq_min\"", NULL);
 }
 
 int main(void)

@@ -269,6 +269,87 @@ static void test_dropped_lengths(void **state)
     assert_true(sum / 10000 > 1346.5 * 1.1 && sum / 10000 < 2048);
 }
 
+/* The gamma shifted by the shortest sample (--seq-min): P(a, x) against its
+ * closed forms, then the draws against the truncated gamma's mean, by hand.
+ * ms-swift's dataset: mean 3234.4, sd 2547.5, shortest 91 tokens, so
+ * k = (3143.4 / 2547.5)^2 = 1.52255 and theta = 3143.4 / k = 2064.57; at a
+ * 2048 cap x = 1957 / theta = 0.94790, P(k, x) = 0.397319 and
+ * P(k + 1, x) = 0.132849 (Simpson's rule on the density, by hand), so
+ *   dropped: E[X | X <= 2048] = 91 + k theta P(k+1, x) / P(k, x) = 1142.0
+ *   cut:     E[min(X, 2048)] = 91 + k theta P(k+1, x) + 1957 (1 - P(k, x))
+ *            = 1688.0, with 60.3 % of the batches at the cap;
+ * at 512, dropped: 339.2. Each draw is rounded up to whole tokens (+0.5). */
+static void near(double got, double want, double tol, const char *what, double a, double x)
+{
+    if (fabs(got - want) > tol) fail_msg("%s: P(%g, %g) = %.15f, closed form %.15f", what, a, x, got, want);
+}
+
+static void test_gamma_lengths(void **state)
+{
+    (void)state;
+    const double xs[] = {0.05, 0.3, 0.9, 1.7, 2.6, 4.0, 9.0, 30.0};
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        double x = xs[i];
+        near(est_gamma_p(1.0, x), 1 - exp(-x), 1e-12, "1 - e^-x", 1.0, x);
+        near(est_gamma_p(2.0, x), 1 - exp(-x) * (1 + x), 1e-12, "1 - e^-x (1 + x)", 2.0, x);
+        near(est_gamma_p(0.5, x), erf(sqrt(x)), 1e-12, "erf(sqrt(x))", 0.5, x);
+    }
+    near(est_gamma_p(3.0, 0), 0, 0, "zero", 3.0, 0);
+    est_input in;
+    memset(&in, 0, sizeof in);
+    in.batch = 1;
+    in.seq_mean = 3234.4;
+    in.seq_sd = 2547.5;
+    in.seq_min = 91;
+    const struct {
+        int cap;
+        bool drop;
+        double mean, at_cap;
+    } cases[] = {{2048, false, 1688.0 + 0.5 * 0.397, 0.6027}, {2048, true, 1142.0 + 0.5, 0}, {512, true, 339.2 + 0.5, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        in.seq = cases[c].cap;
+        in.drop_long = cases[c].drop;
+        rng_state g;
+        rng_seed(&g, 42);
+        const int n = 40000;
+        double sum = 0, at_cap = 0;
+        for (int k = 0; k < n; k++) {
+            double len = est_batch_length(&in, &g);
+            assert_true(len >= 92 && len <= cases[c].cap);
+            sum += len;
+            if (len >= cases[c].cap) at_cap++;
+        }
+        double mean = sum / n;
+        if (fabs(mean - cases[c].mean) > 0.01 * cases[c].mean)
+            fail_msg("cap %d %s: mean length %.1f, by hand %.1f", cases[c].cap, cases[c].drop ? "drop" : "cut", mean,
+                     cases[c].mean);
+        if (fabs(at_cap / n - cases[c].at_cap) > 0.01)
+            fail_msg("cap %d: %.3f of the batches at the cap, by hand %.3f", cases[c].cap, at_cap / n, cases[c].at_cap);
+    }
+    /* the shortest sample must lie below the mean, and dropping needs a cap above it */
+    model_shape m;
+    est_input bad;
+    catalogue_input("Qwen2-1.5B", EST_COUNTER_RESERVED, &m, &bad);
+    bad.seq_mean = 3234.4;
+    bad.seq_sd = 2547.5;
+    const double mins[] = {4000, 91};
+    const bool drops[] = {false, true};
+    for (int t = 0; t < 2; t++) {
+        bad.seq_min = mins[t];
+        bad.drop_long = drops[t];
+        bad.seq = 64;
+        diag_list d;
+        diag_list_init(&d);
+        assert_false(est_input_resolve(&bad, &d));
+        bool named = false;
+        for (size_t i = 0; i < d.len; i++)
+            if (d.items[i].path && strcmp(d.items[i].path, "--seq-min") == 0) named = true;
+        assert_true(named);
+        diag_list_free(&d);
+    }
+    model_shape_free(&m);
+}
+
 /* Dropping needs the statistics; with them the replay runs and no batch is
  * longer than with the same samples cut at the cap. */
 static void test_drop_input(void **state)
@@ -506,7 +587,7 @@ int main(void)
         cmocka_unit_test(test_loss_plans),      cmocka_unit_test(test_loss_shift_copy),      cmocka_unit_test(test_counters),
         cmocka_unit_test(test_varying_lengths), cmocka_unit_test(test_grad_accum),
         cmocka_unit_test(test_alloc_conf),      cmocka_unit_test(test_snapshot_at_peak),
-        cmocka_unit_test(test_offloaded_checkpoints), cmocka_unit_test(test_dropped_lengths),
+        cmocka_unit_test(test_offloaded_checkpoints), cmocka_unit_test(test_dropped_lengths), cmocka_unit_test(test_gamma_lengths),
         cmocka_unit_test(test_drop_input), cmocka_unit_test(test_deepspeed_zero2),
         cmocka_unit_test(test_nf4_whole),
     };
