@@ -91,6 +91,14 @@ static void print_table(const bench_row *b, size_t n, int which)
         metrics_cols(x, m, l, sizeof l);
         metrics_cols(y, m, s, sizeof s);
         printf("  %-8s %5zu | %s | %s\n", k < 4 ? methods[k].name : "all", m, l, s);
+        if (k == 4) { /* the shares as counts, so that rounding cannot hide a row */
+            size_t w10 = 0, w20 = 0;
+            for (size_t i = 0; i < m; i++) {
+                w10 += x[i] <= 10.0;
+                w20 += x[i] <= 20.0;
+            }
+            printf("  lathe: %zu of %zu rows within +-10 %%, %zu within +-20 %%\n", w10, m, w20);
+        }
     }
     free(x);
     free(y);
