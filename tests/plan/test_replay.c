@@ -210,6 +210,41 @@ static void test_varying_lengths(void **state)
     model_shape_free(&m);
 }
 
+/* Draws 40,000 micro-batch lengths per case (cap, dropped or cut) and
+ * checks their mean and the share at the cap against the hand figures;
+ * every length lies in [shortest, cap]. */
+typedef struct len_case {
+    int cap;
+    bool drop;
+    double mean, at_cap;
+} len_case;
+
+static void check_lengths(est_input *in, const len_case *cases, size_t ncases, double shortest)
+{
+    for (size_t c = 0; c < ncases; c++) {
+        in->seq = cases[c].cap;
+        in->drop_long = cases[c].drop;
+        rng_state g;
+        rng_seed(&g, 42);
+        const int n = 40000;
+        double sum = 0, at_cap = 0;
+        for (int k = 0; k < n; k++) {
+            double len = est_batch_length(in, &g);
+            assert_true(len >= shortest && len <= cases[c].cap);
+            sum += len;
+            if (len >= cases[c].cap) at_cap++;
+        }
+        double mean = sum / n;
+        if (fabs(mean - cases[c].mean) > 0.01 * cases[c].mean)
+            fail_msg("cap %d %s: mean length %.1f, by hand %.1f", cases[c].cap, cases[c].drop ? "drop" : "cut", mean,
+                     cases[c].mean);
+        /* a draw in (cap - 1, cap] rounds up to the cap: at most ~0.1 % */
+        if (fabs(at_cap / n - cases[c].at_cap) > 0.01)
+            fail_msg("cap %d: %.3f of the batches at the cap, by hand %.3f", cases[c].cap, at_cap / n,
+                     cases[c].at_cap);
+    }
+}
+
 /* The padded lengths of micro batches of one sample against the
  * log-normal by hand. ms-swift's Benchmark doc: 3234.4 +- 2547.5 tokens,
  * so sigma^2 = ln(1 + (2547.5 / 3234.4)^2) = 0.48264 (sigma 0.69473) and
@@ -229,35 +264,10 @@ static void test_dropped_lengths(void **state)
     in.batch = 1;
     in.seq_mean = 3234.4;
     in.seq_sd = 2547.5;
-    const struct {
-        int cap;
-        bool drop;
-        double mean, at_cap;
-    } cases[] = {{2048, false, 1782.7 + 0.5 * 0.378, 1 - 0.37812},
-                 {2048, true, 1346.5 + 0.5, 0},
-                 {512, true, 412.7 + 0.5, 0}};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        in.seq = cases[c].cap;
-        in.drop_long = cases[c].drop;
-        rng_state g;
-        rng_seed(&g, 42);
-        const int n = 40000;
-        double sum = 0, at_cap = 0;
-        for (int k = 0; k < n; k++) {
-            double len = est_batch_length(&in, &g);
-            assert_true(len >= 1 && len <= cases[c].cap);
-            sum += len;
-            if (len >= cases[c].cap) at_cap++;
-        }
-        double mean = sum / n;
-        if (fabs(mean - cases[c].mean) > 0.01 * cases[c].mean)
-            fail_msg("cap %d %s: mean length %.1f, by hand %.1f", cases[c].cap, cases[c].drop ? "drop" : "cut", mean,
-                     cases[c].mean);
-        /* a draw in (cap - 1, cap] rounds up to the cap: at most ~0.1 % */
-        if (fabs(at_cap / n - cases[c].at_cap) > 0.01)
-            fail_msg("cap %d: %.3f of the batches at the cap, by hand %.3f", cases[c].cap, at_cap / n,
-                     cases[c].at_cap);
-    }
+    const len_case cases[] = {{2048, false, 1782.7 + 0.5 * 0.378, 1 - 0.37812},
+                              {2048, true, 1346.5 + 0.5, 0},
+                              {512, true, 412.7 + 0.5, 0}};
+    check_lengths(&in, cases, sizeof cases / sizeof cases[0], 1);
     /* a batch of 4 is padded to its longest: longer on average, still below the cap */
     in.seq = 2048;
     in.drop_long = true;
@@ -301,31 +311,10 @@ static void test_gamma_lengths(void **state)
     in.seq_mean = 3234.4;
     in.seq_sd = 2547.5;
     in.seq_min = 91;
-    const struct {
-        int cap;
-        bool drop;
-        double mean, at_cap;
-    } cases[] = {{2048, false, 1688.0 + 0.5 * 0.397, 0.6027}, {2048, true, 1142.0 + 0.5, 0}, {512, true, 339.2 + 0.5, 0}};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        in.seq = cases[c].cap;
-        in.drop_long = cases[c].drop;
-        rng_state g;
-        rng_seed(&g, 42);
-        const int n = 40000;
-        double sum = 0, at_cap = 0;
-        for (int k = 0; k < n; k++) {
-            double len = est_batch_length(&in, &g);
-            assert_true(len >= 92 && len <= cases[c].cap);
-            sum += len;
-            if (len >= cases[c].cap) at_cap++;
-        }
-        double mean = sum / n;
-        if (fabs(mean - cases[c].mean) > 0.01 * cases[c].mean)
-            fail_msg("cap %d %s: mean length %.1f, by hand %.1f", cases[c].cap, cases[c].drop ? "drop" : "cut", mean,
-                     cases[c].mean);
-        if (fabs(at_cap / n - cases[c].at_cap) > 0.01)
-            fail_msg("cap %d: %.3f of the batches at the cap, by hand %.3f", cases[c].cap, at_cap / n, cases[c].at_cap);
-    }
+    const len_case cases[] = {{2048, false, 1688.0 + 0.5 * 0.397, 0.6027},
+                              {2048, true, 1142.0 + 0.5, 0},
+                              {512, true, 339.2 + 0.5, 0}};
+    check_lengths(&in, cases, sizeof cases / sizeof cases[0], 92);
     /* the shortest sample must lie below the mean, and dropping needs a cap above it */
     model_shape m;
     est_input bad;
