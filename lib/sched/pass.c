@@ -63,6 +63,7 @@ typedef struct pass {
     int head_slot;
     const pclass *head_pc;
     uint64_t head_types; /* the types its shadow schedule may use */
+    bool head_pool;      /* it waits for the lending pool: its shadow checks admission */
     double drain;        /* backlog_drain(); < 0 until computed */
     double S;
     int *resv;
@@ -883,12 +884,13 @@ static double shadow(pass *p, const pclass *pc, uint64_t admitted)
 
 /* Makes a job the head, holding the GPUs shadow() found for the types
  * `types`. */
-static void set_head(pass *p, const pclass *pc, int slot, uint64_t types)
+static void set_head(pass *p, const pclass *pc, int slot, uint64_t types, bool pool)
 {
     p->head_set = true;
     p->head_slot = slot;
     p->head_pc = pc;
     p->head_types = types;
+    p->head_pool = pool;
     for (int i = 0; i < p->nresv; i++) cap_set_reserved(p->k, p->resv[i], true);
 }
 
@@ -912,7 +914,7 @@ static bool pool_head(pass *p, const pclass *pc, int slot)
         p->nresv = 0;
         return false;
     }
-    set_head(p, pc, slot, pc->types);
+    set_head(p, pc, slot, pc->types, true);
     return true;
 }
 
@@ -1069,8 +1071,11 @@ static bool try_tail(pass *p, const pclass *pc, int slot, const tried *tr)
     memcpy(old, p->resv, (size_t)nold * sizeof *old);
     for (int i = 0; i < nold; i++) cap_set_reserved(p->k, old[i], false);
     /* the job's GPUs are taken but not yet an op: the shadow schedule never
-     * releases them, so the head must fit beside the job */
+     * releases them, so the head must fit beside the job (and, for a head
+     * waiting on the lending pool, be admitted then, as pool_head found it) */
+    if (p->head_pool) p->shadow_pj = head;
     shadow(p, p->head_pc, p->head_types);
+    p->shadow_pj = NULL;
     bool fits = isfinite(p->S) && p->S < end && p->S - S0 < S0 + head->est - p->now;
     if (fits) {
         memcpy(p->buf, mine, (size_t)n * sizeof *mine);
@@ -1078,7 +1083,7 @@ static bool try_tail(pass *p, const pclass *pc, int slot, const tried *tr)
             for (int x = 0; x < n; x++) cap_set_end(p->k, mine[x], end);
         record_start(p, pc, slot, type, units, SCHED_WHY_TAIL); /* names the new reserved start */
         head->tail_passed = true;
-        set_head(p, p->head_pc, p->head_slot, p->head_types);
+        set_head(p, p->head_pc, p->head_slot, p->head_types, p->head_pool);
     } else {
         for (int x = 0; x < n; x++) cap_give(p->k, mine[x], units, excl);
         free(p->resv);
@@ -1152,7 +1157,7 @@ static int try_job(pass *p, pclass *pc, int slot)
         p->S = INFINITY;
         return R_STARTED;
     }
-    set_head(p, pc, slot, tr.admitted);
+    set_head(p, pc, slot, tr.admitted, false);
     return R_CLASS_BLOCKED;
 }
 
