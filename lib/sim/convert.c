@@ -28,15 +28,6 @@ bool sim_format_parse(const char *s, sim_format *out)
     return false;
 }
 
-static void push(sim_trace *t, const sim_job *j)
-{
-    if (t->n == t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 1024;
-        t->jobs = xrealloc(t->jobs, t->cap * sizeof *t->jobs);
-    }
-    t->jobs[t->n++] = *j;
-}
-
 static int cmp_submit(const void *a, const void *b)
 {
     const sim_job *x = a, *y = b;
@@ -207,7 +198,7 @@ static size_t convert_csv(sim_format fmt, cctx *c, const char *text, size_t len,
                 ok = false;
             }
         sim_job j;
-        if (ok && csv_job(c, fmt, &r, ix, &j, st)) push(out, &j);
+        if (ok && csv_job(c, fmt, &r, ix, &j, st)) sim_trace_push(out, &j);
     }
     if (!header) {
         c->errors++;
@@ -298,7 +289,7 @@ static size_t convert_philly(cctx *c, const char *text, size_t len, sim_trace *o
         j.id = xstrdup(id);
         const char *vc = json_string_value(json_object_get(job, "vc"));
         j.team = vc && vc[0] ? xstrdup(vc) : NULL;
-        push(out, &j);
+        sim_trace_push(out, &j);
     }
     json_decref(root);
     return c->errors;

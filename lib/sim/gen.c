@@ -21,6 +21,7 @@
  * emitter.
  */
 #include "sim.h"
+#include "sim_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -135,15 +136,6 @@ static double clip(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-static void push(sim_trace *t, const sim_job *j)
-{
-    if (t->n == t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 1024;
-        t->jobs = xrealloc(t->jobs, t->cap * sizeof *t->jobs);
-    }
-    t->jobs[t->n++] = *j;
-}
-
 /* One burst of similar jobs from one team at time t. */
 static void burst(const sim_gen_opts *o, sim_rng *r, double t, sim_trace *out)
 {
@@ -168,7 +160,7 @@ static void burst(const sim_gen_opts *o, sim_rng *r, double t, sim_trace *out)
             j.estimate = round(clip(j.duration * exp(o->estimate_noise * sim_rng_normal(r)), 1, 4 * MAX_DURATION));
         if (team >= 0) j.team = xasprintf("team-%d", team + 1);
         if (high) j.priority = xstrdup("high");
-        push(out, &j);
+        sim_trace_push(out, &j);
         t += sim_rng_uniform(r) * 60;
     } while (sim_rng_uniform(r) < BURST_CONTINUE);
 }

@@ -314,7 +314,7 @@ static bool job_row(ctx *c, const row *r, const int *index, sim_job *j)
     return true;
 }
 
-static void trace_push(sim_trace *t, const sim_job *j)
+void sim_trace_push(sim_trace *t, const sim_job *j)
 {
     if (t->n == t->cap) {
         t->cap = t->cap ? t->cap * 2 : 1024;
@@ -409,7 +409,7 @@ size_t sim_trace_parse(const char *name, const char *text, size_t len, sim_trace
             break;
         }
         sim_job j;
-        if (job_row(&c, &r, index, &j)) trace_push(t, &j);
+        if (job_row(&c, &r, index, &j)) sim_trace_push(t, &j);
     }
     if (c.errors >= MAX_ERRORS && pos < len)
         diag_add(d, DIAG_NOTE, name, c.line, 0, NULL, "stopped after 50 errors");
