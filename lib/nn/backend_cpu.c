@@ -67,39 +67,40 @@ static void add_bias(float *y, const float *bias, int n, int out)
         for (int o = 0; o < out; o++) y[(size_t)i * out + o] += bias[o];
 }
 
+/* y[n, out] = x[n, in] . w[out, in]^T (+ beta y): sgemm, or lathe's
+ * fixed-order product (nn_sgemm_fixed, beta 0); weights of other dtypes are
+ * converted to F32 tile by tile, which changes no bits */
+static void linear_product(tr_backend *self, float *y, const float *x, const void *w, tr_dtype wt, int n,
+                           int in, int out, float beta, bool fixed)
+{
+    int tr = wt == TR_F32 ? out : tile_rows(in);
+    float *buf = wt == TR_F32 ? NULL : cpu_workspace(self, (size_t)tr * in);
+    for (int r0 = 0; r0 < out; r0 += tr) {
+        int rows = out - r0 < tr ? out - r0 : tr;
+        const float *wr = (const float *)w + (size_t)r0 * in;
+        if (buf) {
+            convert_rows(buf, w, wt, r0, rows, in);
+            wr = buf;
+        }
+        if (fixed)
+            nn_sgemm_fixed(n, rows, in, x, in, wr, 0.0f, y + r0, out);
+        else
+            sgemm_nt(n, rows, in, 1.0f, x, in, wr, in, beta, y + r0, out);
+    }
+}
+
 static void cpu_linear_fwd(tr_backend *self, float *y, const float *x, const void *w,
                            tr_dtype wt, const float *bias, int n, int in, int out, float beta)
 {
-    if (wt == TR_F32) {
-        sgemm_nt(n, out, in, 1.0f, x, in, w, in, beta, y, out);
-    } else {
-        int tr = tile_rows(in);
-        float *buf = cpu_workspace(self, (size_t)tr * in);
-        for (int r0 = 0; r0 < out; r0 += tr) {
-            int rows = out - r0 < tr ? out - r0 : tr;
-            convert_rows(buf, w, wt, r0, rows, in);
-            sgemm_nt(n, rows, in, 1.0f, x, in, buf, in, beta, y + r0, out);
-        }
-    }
+    linear_product(self, y, x, w, wt, n, in, out, beta, false);
     if (bias) add_bias(y, bias, n, out);
 }
 
-/* linear_fwd in a fixed order (nn_sgemm_fixed); weights of other dtypes are
- * converted tile by tile, which changes no bits */
+/* linear_fwd in a fixed order, for batch-invariant serving */
 static void cpu_linear_fwd_fixed(tr_backend *self, float *y, const float *x, const void *w,
                                  tr_dtype wt, const float *bias, int n, int in, int out)
 {
-    if (wt == TR_F32) {
-        nn_sgemm_fixed(n, out, in, x, in, w, 0.0f, y, out);
-    } else {
-        int tr = tile_rows(in);
-        float *buf = cpu_workspace(self, (size_t)tr * in);
-        for (int r0 = 0; r0 < out; r0 += tr) {
-            int rows = out - r0 < tr ? out - r0 : tr;
-            convert_rows(buf, w, wt, r0, rows, in);
-            nn_sgemm_fixed(n, rows, in, x, in, buf, 0.0f, y + r0, out);
-        }
-    }
+    linear_product(self, y, x, w, wt, n, in, out, 0.0f, true);
     if (bias) add_bias(y, bias, n, out);
 }
 
