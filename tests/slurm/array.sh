@@ -70,8 +70,8 @@ s=$(states)
 [ "$seen" -eq 1 ] && [ "$max" -le 2 ]; check "at most 2 tasks ran at once ($max)" $?
 
 # one array: every task of this test's jobs has the same array job id
-sacct -n -X -P -o JobID,JobName,WorkDir%300 -S now-1hour 2>/dev/null |
-    awk -F'|' -v t="$T" '$2 == "lathe-team-a-arr-array" && index($3, t) == 1' > "$T/sacct.txt"
+sacct_rows 60 3 '$2 == "lathe-team-a-arr-array" && index($3, t) == 1 && $1 ~ /_[0-9]+$/' \
+    -n -X -P -o JobID,JobName,WorkDir%300 -S now-1hour > "$T/sacct.txt"
 arrays=$(cut -d'|' -f1 "$T/sacct.txt" | cut -d_ -f1 | sort -u | wc -l)
 tasks=$(cut -d'|' -f1 "$T/sacct.txt" | grep -c '_')
 [ "$arrays" -eq 1 ] && [ "$tasks" -eq 3 ]; check "one sbatch: one array job with 3 tasks ($arrays arrays, $tasks tasks)" $?
@@ -111,7 +111,8 @@ for round in 1 2 3; do
 done
 for n in ark-r4 ark-r8 ark-r16; do wait_state $n succeeded 240; check "$n succeeded" $?; done
 att=0; for n in ark-r4 ark-r8 ark-r16; do att=$((att + $(job_field $n attempt))); done
-tasks=$(sacct -n -X -P -o JobID,JobName,WorkDir%300 -S now-1hour 2>/dev/null |
-    awk -F'|' -v t="$T" '$2 == "lathe-team-a-ark-array" && index($3, t) == 1' | grep -c '_')
-[ "$tasks" -ge 3 ] && [ "$tasks" -le "$att" ]; check "no attempt went to Slurm twice ($tasks array tasks for $att attempts)" $?
+tasks=$(sacct_rows 60 3 '$2 == "lathe-team-a-ark-array" && index($3, t) == 1 && $1 ~ /_[0-9]+$/' \
+    -n -X -P -o JobID,JobName,WorkDir%300 -S now-1hour | grep -c '_')
+[ "$tasks" -ge 3 ] && [ "$tasks" -le "$att" ]
+check "no attempt went to Slurm twice ($tasks array tasks for $att attempts)" $?
 finish

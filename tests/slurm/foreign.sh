@@ -15,7 +15,7 @@ STEPS=8 write_job four team-a "$(printf '  resources:\n    gpu:\n      count: 4\
 submit "$T/four.yaml"; check "submit a job of 4 GPUs" $?
 wait_state four succeeded 120; check "it succeeded" $?
 id=$(slurm_jobs four | awk '{print $1}' | head -1)
-node=$(sacct -n -X -j "${id:-0}" -o NodeList -P 2>/dev/null | head -1)
+node=$(sacct_rows 30 1 'NF' -n -X -j "${id:-0}" -o NodeList -P | head -1)
 [ "$node" = n2 ]; check "placed on n2, the node with free GPUs ($node)" $?
 scancel "$f"
 wait_for 30 grep -q "node n1: 0 of its 4 GPUs available again" "$T/server.log"

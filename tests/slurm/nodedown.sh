@@ -33,7 +33,7 @@ grep -qiE "lost|requeued" "$T/describe"; check "describe says attempt 1 was lost
 "$LATHE" logs nd --attempt 2 > "$T/a2.log" 2>&1
 grep -q "\[lathe-train\] resume" "$T/a2.log"; check "attempt 2 resumed from the checkpoint" $?
 other=$(slurm_jobs nd | awk '{print $1}' | sort -n | tail -1)
-n2=$(sacct -n -X -j "$other" -o NodeList -P 2>/dev/null | head -1)
+n2=$(sacct_rows 30 1 'NF' -n -X -j "$other" -o NodeList -P | head -1)
 [ -n "$n2" ] && [ "$n2" != "$node" ]; check "attempt 2 ran on the other node ($n2, not $node)" $?
 scontrol update nodename="$node" state=resume; DOWN=
 finish

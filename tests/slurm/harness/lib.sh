@@ -10,6 +10,7 @@
 #   wait_state               tests/common/scenario-lib.bash (shared with the
 #                            other scenario harnesses)
 #   slurm_id NAME [ATTEMPT]  the Slurm job id of an attempt (squeue/sacct by name)
+#   sacct_rows SECS MIN FILTER ARGS...  sacct's rows, asked until MIN come back
 #
 # Every wait is bounded; the EXIT trap kills the server, cancels this
 # test's Slurm jobs and removes the folder.
@@ -17,7 +18,10 @@ set -u
 T=$(mktemp -d /tmp/lathe-slurm-t.XXXXXX)
 chmod 755 "$T"
 . "$(dirname "${BASH_SOURCE[0]}")/../../common/scenario-lib.bash"
-finish_extra() { echo "--- squeue"; squeue 2>&1 | head -20; }
+finish_extra() {
+    echo "--- squeue"; squeue 2>&1 | head -20
+    if [ -s "$T/sacct.err" ]; then echo "--- sacct's errors"; tail -5 "$T/sacct.err"; fi
+}
 cleanup() {
     if [ -n "$SRV_PID" ]; then kill -KILL "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; fi
     # this test's jobs only: their names hold the test's teams, their output is in $T
@@ -147,6 +151,24 @@ ${MAXDUR:+    maxDuration: $MAXDUR}
       LATHE_THREADS: "1"
 $extra
 EOF2
+}
+
+# sacct_rows SECS MIN FILTER SACCT-ARGS...: the rows of `sacct SACCT-ARGS`
+# (use -P) that FILTER keeps (an awk program over '|'-separated fields, with
+# t set to $T), asked again until at least MIN rows come back or SECS pass.
+# slurmdbd records a job a moment after slurmctld runs it, and a busy slurmdbd
+# can refuse a query; sacct's errors are kept in $T/sacct.err.
+sacct_rows() {
+    local secs=$1 min=$2 filter=$3 out
+    shift 3
+    local end=$((SECONDS + secs))
+    while :; do
+        out=$(sacct "$@" 2>>"$T/sacct.err" | awk -F'|' -v t="$T" "$filter")
+        [ "$(printf '%s' "$out" | grep -c .)" -ge "$min" ] && break
+        [ $SECONDS -ge $end ] && break
+        sleep 0.5
+    done
+    [ -z "$out" ] || printf '%s\n' "$out"
 }
 
 # slurm_jobs NAME: "ID STATE" of every Slurm job of lathe job NAME of team-a
