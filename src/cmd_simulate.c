@@ -108,7 +108,8 @@ static int parse_rules(const char *opt, const char *list, unsigned *out)
         else
             rc = cli_usage_error("simulate", "%s: '%s' is not a rule (end-pack, idle-reserve, "
                                  "oldest-head, pool-head, reclaim-borrowed, reclaim-small, "
-                                 "reclaim-backoff, overrun, reclaim-cheap, reclaim-tail, learn-limit, reserve-tail)", opt, parts[i]);
+                                 "reclaim-backoff, overrun, reclaim-cheap, reclaim-tail, learn-limit, reserve-tail, "
+                                 "rent-reserve)", opt, parts[i]);
     }
     str_list_free(parts, k);
     return rc;

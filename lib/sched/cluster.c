@@ -30,7 +30,7 @@ bool sched_policy_parse(const char *s, sched_policy *out)
 static const char *const rule_names[SCHED_N_RULES] = {
     "end-pack", "idle-reserve", "oldest-head", "pool-head", "reclaim-borrowed", "reclaim-small",
     "reclaim-backoff", "overrun", "reclaim-cheap", "reclaim-tail",
-    "learn-limit", "reserve-tail",
+    "learn-limit", "reserve-tail", "rent-reserve",
 };
 
 const char *sched_rule_name(unsigned rule)

@@ -1098,6 +1098,39 @@ static bool try_tail(pass *p, const pclass *pc, int slot, const tried *tr)
     return fits;
 }
 
+/* The rent-reserve rule (lathe): a reservation is bought with idle GPUs
+ * (its drain: the GPU-seconds its reserved GPUs would stand idle until the
+ * reserved start if nothing backfilled them, what shadow() returns), and
+ * waiting without one is rented: each second the job waits costs it its
+ * GPUs. As in the ski-rental problem, the job buys once the rent it has
+ * paid (its GPUs x its wait so far) reaches the price; until then it waits
+ * as under greedy, taking GPUs when they happen to be free, and a later
+ * job whose drain is cheaper may hold the reservation. Buying at the break
+ * even costs at most twice the better of the two choices made knowing the
+ * future, so the job's wait before it holds the reservation is bounded by
+ * the drain it would cause (idle / GPUs <= reserved start - now). Wide,
+ * short jobs (a drain of hundreds of GPUs for a few minutes' run) no
+ * longer make every narrow job wait as soon as they arrive. A due job buys
+ * at once. Only for a job that gives an estimate: a drain computed from
+ * time limits is an upper bound, several times the real one, not a price.
+ * True when the job may hold the reservation now; otherwise the time it
+ * will have paid goes to the result's wake_at. */
+static bool rent_paid(pass *p, pclass *pc, const pjob *pj, int units, double idle)
+{
+    if (!p->lathe || !(p->cfg->rules & SCHED_RULE_RENT_RESERVE) || !(pj->j.est_duration > 0) || is_due(p, pj))
+        return true;
+    double gpus = units < SCHED_SHARE_WHOLE ? units / (double)SCHED_SHARE_WHOLE : (double)pc->g * pc->r;
+    double waited = p->now - pj->j.submit_time;
+    if (gpus * (waited > 0 ? waited : 0) >= idle) return true;
+    double paid = pj->j.submit_time + idle / gpus; /* the next pass then may buy */
+    if (paid < p->out->wake_at) p->out->wake_at = paid;
+    if (pc->why.code == SCHED_WHY_NO_FIT) { /* its reason says when */
+        pc->why.when = paid;
+        pc->why.amount = idle;
+    }
+    return false;
+}
+
 /* Strict FIFO: the team's queue stops behind this job. */
 static int fifo_block(pass *p, const pclass *pc, const pjob *pj, const sched_reason *base)
 {
@@ -1147,6 +1180,13 @@ static int try_job(pass *p, pclass *pc, int slot)
     if (!p->backfill || p->head_set) return R_CLASS_BLOCKED;
     if (!may_hold_head(p, pj)) return skip(p, pc); /* a later job of its class may hold it */
     double idle = shadow(p, pc, tr.admitted);
+    if (!rent_paid(p, pc, pj, tr.units, idle)) { /* not yet: a later job may hold it */
+        free(p->resv);
+        p->resv = NULL;
+        p->nresv = 0;
+        p->S = INFINITY;
+        return skip(p, pc);
+    }
     /* a job that waited long: preempt newer jobs when that costs less (their
      * lost work and their wait in the queue again) than the drain would
      * leave GPUs idle */
@@ -1523,6 +1563,7 @@ void pass_run(sched_state *st, double now, const double *usage, const double *sp
     out->n_start = out->n_preempt = out->n_wait = out->n_reject = 0;
     out->head = 0;
     out->head_start = 0;
+    out->wake_at = INFINITY;
     st->pass_gen++;
     for (int i = 0; i < st->ncls; i++) st_class_sort(st, &st->cls[i]);
     st_rorder_sort(st);

@@ -234,7 +234,16 @@ void sched_reason_format(const sched_cluster *c, const sched_reason *r, double n
         sb_printf(out, "%s already runs %d job%s, its limit", team_name(c, r->team), r->used,
                   r->used == 1 ? "" : "s");
         break;
-    case SCHED_WHY_NO_FIT: fmt_no_fit(c, r, out); break;
+    case SCHED_WHY_NO_FIT:
+        fmt_no_fit(c, r, out);
+        if (r->when > 0) { /* rent-reserve: the reservation is not bought yet */
+            sb_puts(out, "; it takes a reservation ");
+            in_time(r->when, now, out);
+            sb_printf(out, ", once its wait has paid for the %.*f GPU-hours that draining GPUs for it "
+                           "would leave idle",
+                      r->amount >= 360000 ? 0 : 1, r->amount / 3600);
+        }
+        break;
     case SCHED_WHY_RESERVED:
         sb_puts(out, "first in line: GPUs are reserved for it from ");
         in_time(r->when, now, out);

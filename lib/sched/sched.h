@@ -269,12 +269,19 @@ typedef enum {
                                           second it waits moves the end of the busy period,
                                           may start on the head's reserved GPUs when the
                                           head still fits beside it; once per head job */
+    SCHED_RULE_RENT_RESERVE = 1u << 12, /* a job that gives an estimate holds the
+                                          reservation only once the GPU-seconds it has
+                                          waited (its GPUs x its wait) reach the GPU-seconds
+                                          the reservation would leave idle (the drain), or
+                                          when it is due (ski rental: rent until the rent
+                                          paid equals the price of buying); until then it
+                                          waits as under greedy and a later job may hold it */
 } sched_rule;
-#define SCHED_RULES_ALL 0xfffu
+#define SCHED_RULES_ALL 0x1fffu
 /* The rules on by default: all but learn-limit, which is measured but left
  * off (docs/scheduler.md, "Learning from time limits"). */
 #define SCHED_RULES_DEFAULT (SCHED_RULES_ALL & ~SCHED_RULE_LEARN_LIMIT)
-#define SCHED_N_RULES 12
+#define SCHED_N_RULES 13
 #define SCHED_LEARN_WINDOW 32 /* learn-limit: finished jobs remembered per team and overall */
 #define SCHED_LEARN_MIN 8     /* learn-limit: a team's own jobs are used from this many on */
 
@@ -372,8 +379,11 @@ typedef struct sched_reason {
     int best;             /* NO_FIT: most free GPUs on one node (on `node`) */
     int groups;           /* NO_FIT: NVLink groups those GPUs are split across */
     int nodes;            /* NO_FIT: free slots for one replica */
-    double amount, limit_amount; /* BUDGET: spent / budget; PREEMPT: lost GPU-seconds */
-    double when;          /* RESERVED / BEHIND_HEAD / BACKFILL: the reserved start */
+    double amount, limit_amount; /* BUDGET: spent / budget; PREEMPT: lost GPU-seconds;
+                                    NO_FIT with `when`: the drain's idle GPU-seconds */
+    double when;          /* RESERVED / BEHIND_HEAD / BACKFILL: the reserved start;
+                             NO_FIT: when its wait will have paid for a reservation
+                             (rent-reserve; 0: not that rule's doing) */
     int64_t priority;     /* PREEMPT_PRIORITY: the preemptor's priority */
     uint64_t other;       /* the head job, the preemptor, the blocking job */
     const char *other_name;
@@ -401,6 +411,9 @@ typedef struct sched_result {
     int resv_free_gpus;  /* of those, GPUs reserved for the head job (idle while it drains) */
     uint64_t head;       /* the job holding the reservation (0 = none) */
     double head_start;   /* its reserved start time */
+    double wake_at;      /* when a waiting job will have paid for the reservation
+                            (rent-reserve) with nothing else happening: a pass
+                            then may decide otherwise (INFINITY: no such time) */
     size_t n_start, n_preempt, n_wait, n_reject;
 } sched_result;
 

@@ -1,8 +1,10 @@
 /* sim.c: event-driven replay of a trace through a scheduling policy.
  *
  * Events are arrivals (a job's submit time), completions (start + the work
- * it has left) and, when a team has a budget, the start of each 30-day
- * budget month. At each event time the simulator applies every event of
+ * it has left), when a team has a budget the start of each 30-day budget
+ * month, and the time a waiting job will have paid for its reservation by
+ * waiting (the pass's wake_at: lathe's rent-reserve rule; the server's
+ * passes are periodic and need no such event). At each event time the simulator applies every event of
  * that time to a sched_state, runs one scheduling pass (the same code the
  * server runs) and applies its decisions; a pass that preempted is followed
  * by another at the same time, since freed GPUs may serve more jobs.
@@ -260,6 +262,7 @@ typedef struct sim {
     int gpus;            /* on ready nodes */
     double frag;
     double free_whole, resv_free; /* whole GPUs free, and of those reserved, after the last pass */
+    double wake;                  /* the last pass's wake_at: a pass is due then, event or not */
     bool budgets;
     char *err;
     size_t errsz;
@@ -413,6 +416,7 @@ static size_t pass(sim *s, sched_result *res)
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     sched_state_pass(s->st, s->now, s->usage, s->budgets ? s->spent : NULL, res);
+    s->wake = res->wake_at;
     if (explaining) {
         sched_state_set_reasons(s->st, false);
         explain(s, res);
@@ -553,6 +557,7 @@ static double next_event(const sim *s, const arrival *arr, size_t next)
     double t = INFINITY;
     if (next < s->b->n) t = arr[next].t;
     if (s->done.n && s->done.e[0].t < t) t = s->done.e[0].t;
+    if (s->wake > s->now && s->wake < t) t = s->wake; /* a reservation paid for by waiting */
     /* a budget month starts: blocked teams may go on */
     if (s->budgets && (s->in_system > 0 || next < s->b->n)) {
         double m = (floor(s->now / MONTH) + 1) * MONTH;

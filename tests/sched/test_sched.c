@@ -87,6 +87,17 @@ static void decide(run *x, const sched_cluster *c, sched_policy pol, const sched
     decide_cfg(x, c, &cfg, pend, np, runs, nr, now, usage, spent);
 }
 
+/* lathe buying every reservation at once (rent-reserve off): the tests of
+ * the reservation's own mechanics, whose heads have not waited. */
+static void decide_eager(run *x, const sched_cluster *c, const sched_job *pend, size_t np,
+                         const sched_job *runs, size_t nr, double now)
+{
+    sched_config cfg;
+    sched_config_default(&cfg, SCHED_LATHE);
+    cfg.rules &= ~SCHED_RULE_RENT_RESERVE;
+    decide_cfg(x, c, &cfg, pend, np, runs, nr, now, NULL, NULL);
+}
+
 /* lathe's default configuration without some of its rules. */
 static sched_config lathe_without(unsigned rules)
 {
@@ -287,7 +298,7 @@ static void test_gang(void **state)
     done(&x);
     /* 3 replicas x 2 cannot start partly */
     sched_job p2[1] = {job(3, 0, 3, 2, 20, 100)};
-    decide(&x, c, SCHED_LATHE, p2, 1, r, 2, 100, NULL, NULL);
+    decide_eager(&x, c, p2, 1, r, 2, 100);
     expect(&x, 3, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
     assert_int_equal(x.r.n_start, 0);
     done(&x);
@@ -1100,7 +1111,7 @@ static void test_idle_reserve(void **state)
     sched_job p[2] = {job(1, 0, 2, 4, 0, 500), job(2, 0, 1, 4, 5, 1000)};
     p[0].priority = 5; /* the head */
     run x;
-    decide(&x, c, SCHED_LATHE, p, 2, r, 2, 10, NULL, NULL);
+    decide_eager(&x, c, p, 2, r, 2, 10);
     assert_int_equal(x.r.head, 1);
     assert_true(x.r.head_start == 100);
     /* nodes 1 and 2 are reserved (idle 0 before 100); the long job takes node 0 */
@@ -1109,7 +1120,7 @@ static void test_idle_reserve(void **state)
     assert_int_equal(x.r.resv_free_gpus, 0);
     done(&x);
     /* (without reserve-tail, which would let the long job pass once: it ends last) */
-    sched_config cfg = lathe_without(SCHED_RULE_IDLE_RESERVE | SCHED_RULE_RESERVE_TAIL);
+    sched_config cfg = lathe_without(SCHED_RULE_IDLE_RESERVE | SCHED_RULE_RESERVE_TAIL | SCHED_RULE_RENT_RESERVE);
     decide_cfg(&x, c, &cfg, p, 2, r, 2, 10, NULL, NULL);
     /* best fit reserves nodes 0 and 1: node 0 idles 90 s x 4 and the long job waits */
     expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
@@ -1133,7 +1144,7 @@ static void test_reserve_tail(void **state)
                       job(4, 0, 1, 4, 7, 150)};
     p[0].priority = 5; /* the head */
     run x;
-    decide(&x, c, SCHED_LATHE, p, 4, r, 2, 10, NULL, NULL);
+    decide_eager(&x, c, p, 4, r, 2, 10);
     assert_int_equal(x.r.head, 1);
     /* job 2 ends at 1010, after everything else (node 2 at 200, the head at
      * 150 or 250): it takes a reserved node, and the head now fits at 200 on
@@ -1149,7 +1160,7 @@ static void test_reserve_tail(void **state)
     done(&x);
 
     /* without the rule the reservation holds: nothing long starts */
-    sched_config cfg = lathe_without(SCHED_RULE_RESERVE_TAIL);
+    sched_config cfg = lathe_without(SCHED_RULE_RESERVE_TAIL | SCHED_RULE_RENT_RESERVE);
     decide_cfg(&x, c, &cfg, p, 4, r, 2, 10, NULL, NULL);
     assert_true(x.r.head_start == 100);
     expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
@@ -1160,7 +1171,7 @@ static void test_reserve_tail(void **state)
      * 2145 s of work per GPU in all): job 2 does not end the busy period,
      * job 5 does and passes instead */
     sched_job p5[5] = {p[0], p[1], p[2], p[3], job(5, 0, 1, 4, 8, 5000)};
-    decide(&x, c, SCHED_LATHE, p5, 5, r, 2, 10, NULL, NULL);
+    decide_eager(&x, c, p5, 5, r, 2, 10);
     expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
     expect(&x, 5, SCHED_START, SCHED_WHY_TAIL, NULL);
     done(&x);
@@ -1170,7 +1181,7 @@ static void test_reserve_tail(void **state)
      * when the head ends, at 150) */
     sched_job r2[2] = {r[0], running(9, 0, 4, h2, 0, 1000)};
     sched_job p2[2] = {p[0], job(2, 0, 1, 4, 5, 3000)};
-    decide(&x, c, SCHED_LATHE, p2, 2, r2, 2, 10, NULL, NULL);
+    decide_eager(&x, c, p2, 2, r2, 2, 10);
     assert_true(x.r.head_start == 100);
     expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
     done(&x);
@@ -1178,12 +1189,65 @@ static void test_reserve_tail(void **state)
     /* a head of all 4 nodes cannot fit beside any job: the tail job waits
      * and the reservation is as it was */
     p[0].replicas = 4;
-    decide(&x, c, SCHED_LATHE, p, 4, r, 2, 10, NULL, NULL);
+    decide_eager(&x, c, p, 4, r, 2, 10);
     assert_int_equal(x.r.head, 1);
     assert_true(x.r.head_start == 200);
     expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
     expect(&x, 4, SCHED_START, SCHED_WHY_BACKFILL, NULL); /* ends at 160, before 200 */
     assert_int_equal(x.r.resv_free_gpus, 4); /* one free node idles for the head */
+    done(&x);
+    sched_cluster_free(c);
+}
+
+/* rent-reserve: a job buys the reservation once the GPU-seconds it has
+ * waited (its GPUs x its wait) reach the GPU-seconds the drain would leave
+ * idle; until then it waits as under greedy, and the result says when it
+ * will have paid. */
+static void test_rent_reserve(void **state)
+{
+    (void)state;
+    /* 2 nodes of 4: node 1 busy until 1000, GPUs 0-1 until 100, 2-3 free.
+     * W (2 x 4 GPUs, 50 s) cannot start before 1000; N (2 GPUs, 5000 s)
+     * fits on 2-3 now. */
+    sched_cluster *c = make_cluster(2, 4, 0, 0);
+    int h0[2] = {0, 1}, h1[4] = {4, 5, 6, 7};
+    sched_job r[2] = {running(8, 0, 2, h0, 0, 100), running(9, 0, 4, h1, 0, 1000)};
+    sched_job p[2] = {job(1, 0, 2, 4, 0, 50), job(2, 0, 1, 2, 1, 5000)};
+    run x;
+    /* at 10 the drain idles 2 x 990 + 2 x 900 = 3780 GPU-seconds; W has
+     * paid 8 x 10: no reservation, N starts on the free GPUs */
+    decide(&x, c, SCHED_LATHE, p, 2, r, 2, 10, NULL, NULL);
+    assert_int_equal(x.r.head, 0);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_NO_FIT, "it takes a reservation in 7m43s, once its wait has paid for the 1.1 GPU-hours");
+    expect_start(&x, 2, (int[]){2, 3}, 2);
+    assert_true(x.r.wake_at == 3780.0 / 8);
+    done(&x);
+    /* at 500 the drain idles 4 x 500 = 2000 and W has paid 4000: it holds
+     * the reservation and N, which would run past 1000, waits */
+    decide(&x, c, SCHED_LATHE, p, 2, r, 2, 500, NULL, NULL);
+    assert_int_equal(x.r.head, 1);
+    assert_true(x.r.head_start == 1000);
+    expect(&x, 1, SCHED_WAIT, SCHED_WHY_RESERVED, NULL);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    assert_false(isfinite(x.r.wake_at));
+    done(&x);
+    /* without the rule, or for a job that gives only a time limit (a drain
+     * from limits is a bound, not a price), or a due job: bought at once */
+    sched_config cfg = lathe_without(SCHED_RULE_RENT_RESERVE);
+    decide_cfg(&x, c, &cfg, p, 2, r, 2, 10, NULL, NULL);
+    assert_int_equal(x.r.head, 1);
+    expect(&x, 2, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, NULL);
+    done(&x);
+    sched_job q[2] = {p[0], p[1]};
+    q[0].est_duration = 0;
+    q[0].max_duration = 50;
+    decide(&x, c, SCHED_LATHE, q, 2, r, 2, 10, NULL, NULL);
+    assert_int_equal(x.r.head, 1);
+    done(&x);
+    sched_config_default(&cfg, SCHED_LATHE);
+    cfg.starve_after = -3600; /* every job is due */
+    decide_cfg(&x, c, &cfg, p, 2, r, 2, 10, NULL, NULL);
+    assert_int_equal(x.r.head, 1);
     done(&x);
     sched_cluster_free(c);
 }
@@ -1201,12 +1265,13 @@ static void test_long_first(void **state)
     /* one free GPU: a 1 h job submitted first, a 5-day job 100 s later */
     sched_job p[2] = {job(1, 0, 1, 1, 0, H), job(2, 0, 1, 1, 100, 120 * H)};
     run x;
-    decide(&x, c, SCHED_LATHE, p, 2, r, 2, 200, NULL, NULL);
+    decide_eager(&x, c, p, 2, r, 2, 200);
     expect_start(&x, 2, (int[]){7}, 1);
     done(&x);
     sched_config cfg;
     sched_config_default(&cfg, SCHED_LATHE);
     cfg.long_max = 0;
+    cfg.rules &= ~SCHED_RULE_RENT_RESERVE;
     decide_cfg(&x, c, &cfg, p, 2, r, 2, 200, NULL, NULL);
     expect_start(&x, 1, (int[]){7}, 1); /* size order: the short one */
     done(&x);
@@ -1214,14 +1279,14 @@ static void test_long_first(void **state)
     sched_cluster *big = make_cluster(5, 8, 0, 0);
     sched_job rb[1] = {running(9, 0, 7, h0, 0, 1e6)};
     sched_job pb[2] = {job(1, 0, 1, 1, 0, H), job(2, 0, 4, 8, 100, 120 * H)};
-    decide(&x, big, SCHED_LATHE, pb, 2, rb, 1, 200, NULL, NULL);
+    decide_eager(&x, big, pb, 2, rb, 1, 200);
     expect_start(&x, 1, (int[]){7}, 1);
     done(&x);
     sched_cluster_free(big);
     /* neither of two 16-GPU jobs fits; the 5-day one comes first in the order
      * but the reservation goes to the other, which waited longer by its age */
     sched_job q[2] = {job(3, 0, 2, 8, 100, 120 * H), job(4, 0, 2, 8, 200, H)};
-    decide(&x, c, SCHED_LATHE, q, 2, r, 2, 20000, NULL, NULL);
+    decide_eager(&x, c, q, 2, r, 2, 20000);
     assert_int_equal(x.r.head, 4);
     expect(&x, 3, SCHED_WAIT, SCHED_WHY_BEHIND_HEAD, "held for job 4");
     done(&x);
@@ -1404,6 +1469,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_small_and_backoff),
         cmocka_unit_test(test_reclaim_tail),
         cmocka_unit_test(test_reserve_tail),
+        cmocka_unit_test(test_rent_reserve),
         cmocka_unit_test(test_sharing),
         cmocka_unit_test(test_fair_share),
         cmocka_unit_test(test_order_short_first_but_bounded),

@@ -591,22 +591,35 @@ static void test_idle_while_waiting(void **state)
 {
     (void)state;
     /* 4 GPUs. j1: 2 GPUs for 100 s, j2: 4 GPUs for 50 s, both at t=0. j2
-     * waits 0-100 while 2 GPUs are free: lathe and easy reserve them for
-     * it; greedy leaves them free, and no waiting shape fits them. */
+     * waits 0-100 while 2 GPUs are free: easy reserves them for it at once;
+     * greedy leaves them free, and no waiting shape fits them. lathe's
+     * rent-reserve rule buys the reservation (2 GPUs idle for 100 s: 200
+     * GPU-seconds) once j2 has waited that much on its 4 GPUs, at t=50:
+     * free and unusable for 50 s, reserved for the next 50. */
     const char *csv = "job_id,submit_time_s,duration_s,num_gpus\nj1,0,100,2\nj2,0,50,4\n";
     sched_cluster *c = one_node(4);
     sim_trace t;
     sim_bound b;
     load_text(csv, c, &t, &b);
-    sim_stats l, g;
-    simulate(c, &b, SCHED_LATHE, &l);
+    sim_stats l, e, g, r;
+    simulate(c, &b, SCHED_EASY, &e);
     simulate(c, &b, SCHED_GREEDY, &g);
-    assert_true(near(l.waiting, 100) && near(g.waiting, 100));
+    simulate(c, &b, SCHED_LATHE, &r);
+    sched_config eager;
+    sched_config_default(&eager, SCHED_LATHE);
+    eager.rules &= ~SCHED_RULE_RENT_RESERVE;
+    char err[256];
+    assert_int_equal(sim_run(c, &b, &eager, NULL, &l, err, sizeof err), 0);
+    assert_true(near(l.waiting, 100) && near(g.waiting, 100) && near(e.waiting, 100) && near(r.waiting, 100));
     assert_true(near(l.alloc_waiting, 0.5) && near(l.idle_reserved, 0.5));
     assert_true(near(l.idle_shared, 0) && near(l.idle_fragmented, 0) && near(l.idle_other, 0));
+    assert_true(near(e.alloc_waiting, 0.5) && near(e.idle_reserved, 0.5));
     assert_true(near(g.alloc_waiting, 0.5) && near(g.idle_fragmented, 0.5) && near(g.idle_reserved, 0));
+    assert_true(near(r.alloc_waiting, 0.5) && near(r.idle_fragmented, 0.25) && near(r.idle_reserved, 0.25));
     sim_stats_free(&l);
+    sim_stats_free(&e);
     sim_stats_free(&g);
+    sim_stats_free(&r);
     sim_bound_free(&b);
     sim_trace_free(&t);
     sched_cluster_free(c);
