@@ -72,6 +72,11 @@ static const char estimate_help[] =
     "                        prepare_model_for_kbit_training leaves them (default:\n"
     "                        on for hf; off where the recipe casts them back:\n"
     "                        axolotl, the QLoRA paper's qlora.py)\n"
+    "  --ckpt-reentrant on|off  checkpointing through torch.utils.checkpoint's\n"
+    "                        reentrant path (default on, the Hugging Face\n"
+    "                        default); off (use_reentrant=False, as ms-swift 1.x\n"
+    "                        patches it): a bitsandbytes 4-bit base keeps every\n"
+    "                        projection's input until the layer's backward\n"
     "  --gpu-memory SIZE     the GPU's memory (80GiB; a bare number is GiB; an\n"
     "                        \"80GB\" GPU holds 80 GiB): the allocator's cache is\n"
     "                        capped there (default unknown)\n"
@@ -98,7 +103,7 @@ static const char estimate_help[] =
 typedef struct est_args {
     const char *job, *model, *method, *bits, *quant, *rank, *targets, *batch, *seq;
     const char *grad_ckpt, *precision, *optimizer, *gpus, *strategy, *flash_attn;
-    const char *stack, *compile, *chunked_loss, *fused_optimizer, *kbit_fp32, *gpu_memory;
+    const char *stack, *compile, *chunked_loss, *fused_optimizer, *kbit_fp32, *ckpt_reentrant, *gpu_memory;
     const char *seq_mean, *seq_sd, *seq_min, *truncation, *grad_accum, *alloc_conf, *counter;
     bool explain;
     cli_output out;
@@ -119,6 +124,7 @@ static const struct {
     {"--chunked-loss", offsetof(est_args, chunked_loss)},
     {"--fused-optimizer", offsetof(est_args, fused_optimizer)},
     {"--kbit-fp32", offsetof(est_args, kbit_fp32)},
+    {"--ckpt-reentrant", offsetof(est_args, ckpt_reentrant)},
     {"--gpu-memory", offsetof(est_args, gpu_memory)},
     {"--seq-mean", offsetof(est_args, seq_mean)},   {"--seq-sd", offsetof(est_args, seq_sd)},
     {"--seq-min", offsetof(est_args, seq_min)},
@@ -341,6 +347,11 @@ static void apply_flags(const est_args *a, est_input *in, diag_list *d)
     if (a->chunked_loss) parse_on_off("--chunked-loss", a->chunked_loss, &in->chunked_loss, d);
     if (a->fused_optimizer) parse_on_off("--fused-optimizer", a->fused_optimizer, &in->fused_optimizer, d);
     if (a->kbit_fp32) parse_on_off("--kbit-fp32", a->kbit_fp32, &in->kbit_fp32, d);
+    if (a->ckpt_reentrant) {
+        bool reentrant = !in->ckpt_nonreentrant;
+        parse_on_off("--ckpt-reentrant", a->ckpt_reentrant, &reentrant, d);
+        in->ckpt_nonreentrant = !reentrant;
+    }
     if (a->gpu_memory) parse_memory("--gpu-memory", a->gpu_memory, &in->gpu_memory, d);
     if (a->grad_accum) parse_int("--grad-accum", a->grad_accum, 1, 1 << 20, &in->grad_accum, d);
     if (a->seq_mean) parse_real("--seq-mean", a->seq_mean, 1, 1 << 24, &in->seq_mean, d);

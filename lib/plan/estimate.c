@@ -455,6 +455,56 @@ double est_layer_backward_work(const est_ctx *x)
     return work;
 }
 
+/* bitsandbytes' MatMul4Bit.forward (bitsandbytes/autograd/_functions.py,
+ * 0.41.3 @c75b6de and still at 0.43.1) keeps its input as a plain ctx
+ * attribute, `ctx.tensors = (A, B)`, not through save_for_backward, where
+ * A is Linear4bit.forward's `x.to(self.compute_dtype)` (nn/modules.py).
+ * Reentrant checkpointing runs the layer's first forward under no_grad
+ * (no graph, nothing kept); non-reentrant checkpointing
+ * (torch.utils.checkpoint, use_reentrant=False) records the graph and
+ * only replaces the tensors saved through saved_tensors hooks, so A stays
+ * with the graph's node until the layer's backward. A is the module's
+ * input: one tensor per distinct input (the attention input for q, k, v;
+ * the attention output for o; the MLP input for gate and up; the MLP
+ * product for down) when the model is in the compute dtype, a copy per
+ * module when it is not (bnb_input_cast). Answer.AI's train.py
+ * (reentrant_checkpointing: "Setting to True can use less GPU memory with
+ * BNB QLoRA") names the effect. */
+size_t est_ctx_inputs(const est_ctx *x, double bytes[], bool mlp[], bool late[])
+{
+    const est_input *in = x->in;
+    if (!in->grad_ckpt || !in->ckpt_nonreentrant || in->offload_checkpoints) return 0;
+    if (in->quant != QUANT_NF4 && in->quant != QUANT_NF4_DQ) return 0;
+    model_module mods[MODEL_MAX_MODULES];
+    size_t n = model_modules(x->m, mods), k = 0;
+    unsigned seen = 0; /* input groups already kept: 1 attention input, 2 MLP input */
+    for (size_t i = 0; i < n; i++) {
+        if (!mods[i].per_layer) continue;
+        unsigned r = mods[i].roles;
+        bool sharded_in = (r & (MODEL_ROLE_O | MODEL_ROLE_DOWN)) != 0; /* row-parallel inputs */
+        unsigned group = (r & (MODEL_ROLE_Q | MODEL_ROLE_K | MODEL_ROLE_V)) ? 1u
+                         : (r & (MODEL_ROLE_GATE | MODEL_ROLE_UP)) ? 2u : 0u;
+        if (!in->bnb_input_cast && group) {
+            if (seen & group) continue;
+            seen |= group;
+        }
+        bytes[k] = x->a * (double)mods[i].in / (sharded_in ? x->tp : 1);
+        mlp[k] = (r & MODEL_ROLES_MLP) != 0;
+        late[k] = sharded_in;
+        k++;
+    }
+    return k;
+}
+
+double est_ctx_inputs_per_token(const est_ctx *x)
+{
+    double b[MODEL_MAX_MODULES], sum = 0;
+    bool mlp[MODEL_MAX_MODULES], late[MODEL_MAX_MODULES];
+    size_t n = est_ctx_inputs(x, b, mlp, late);
+    for (size_t i = 0; i < n; i++) sum += b[i];
+    return sum;
+}
+
 static void activations(const est_ctx *x, est_result *r)
 {
     double eager = 0, saved = layer_saved_per_token(x, &eager);
@@ -470,7 +520,7 @@ static void activations(const est_ctx *x, est_result *r)
         /* checkpoints offloaded to CPU memory: none stays on the GPU but the
          * layer's in backward */
         int kept = x->in->offload_checkpoints ? 0 : x->layers;
-        r->activations = kept * r->act_checkpoint + head_in;
+        r->activations = kept * (r->act_checkpoint + est_ctx_inputs_per_token(x) * x->tokens) + head_in;
         r->layer_backward = r->act_per_layer + work + (kept ? 0 : r->act_checkpoint);
     } else {
         r->activations = x->layers * r->act_per_layer + head_in;

@@ -258,6 +258,18 @@ static void row_stack(est_row *r, json_t *row)
         contains_ci(src, "axolotl") || contains_ci(src, "llama-factory") ||
         contains_ci(src, "llamafactory") || (q && strcmp(q, "hqq4") == 0))
         r->in.kbit_fp32 = false;
+    /* ms-swift's LLM Benchmark runs (97e4d198b): get_model_tokenizer
+     * patches torch.utils.checkpoint.checkpoint to use_reentrant=False
+     * (fix_gradient_checkpointing_warning, swift/llm/utils/model.py), and
+     * get_model_tokenizer_qwen passes torch_dtype=None to from_pretrained
+     * (the dtype goes into Qwen v1's config.bf16), so transformers (<
+     * 4.37) loads a bitsandbytes Qwen v1 in fp16 while
+     * bnb_4bit_compute_dtype is the run's bf16 (select_bnb) */
+    if (contains_ci(src, "ms-swift") && contains_ci(src, "benchmark")) {
+        r->in.ckpt_nonreentrant = true;
+        r->in.bnb_input_cast = r->in.model && r->in.model->arch == MODEL_ARCH_QWEN;
+    }
+    r->in.ckpt_nonreentrant = jbool(row, "ckpt_nonreentrant", r->in.ckpt_nonreentrant);
     r->in.chunked_loss = jbool(row, "chunked_ce", r->in.chunked_loss);
     r->in.compiled = jbool(row, "compile", r->in.compiled);
 }

@@ -92,6 +92,14 @@ void est_layer_tensors(const est_ctx *x, est_layer *out);
  * the gradients of the MLP's intermediates, of the layer's input and
  * output, and in eager attention the softmax backward's buffers. */
 double est_layer_backward_work(const est_ctx *x);
+/* Bytes per token that one layer's bitsandbytes 4-bit projections keep
+ * from its forward to its backward under non-reentrant checkpointing (0
+ * otherwise); est_ctx_inputs lists them per module (up to
+ * MODEL_MAX_MODULES, in the layer's order), with the half each belongs to
+ * and whether it is made at the half's end (the o and down projections'
+ * inputs), and returns the count. */
+double est_ctx_inputs_per_token(const est_ctx *x);
+size_t est_ctx_inputs(const est_ctx *x, double bytes[], bool mlp[], bool late[]);
 
 /* ---- the loss ---- */
 

@@ -433,6 +433,7 @@ typedef struct rp_step {
     int *saved;     /* per layer: EST_LAYER_MAX handles of its saved tensors */
     int *gather;    /* per layer: FSDP / ZeRO-3 gathered parameters */
     int *wcopy;     /* per layer: amp's 16-bit weight copies */
+    int *ctxin;     /* per layer: MODEL_MAX_MODULES inputs bitsandbytes keeps on ctx (est_ctx_inputs) */
 } rp_step;
 
 static void gather(rp *p, rp_step *s, int l, int dir)
@@ -457,22 +458,39 @@ static void half_temps(rp *p)
 /* One layer's forward. keep: autograd records it, and its saved tensors
  * stay until the layer's backward; else (a checkpointed forward, under
  * no_grad) every tensor dies with its half. */
+/* The inputs a bitsandbytes 4-bit layer keeps on ctx in the layer's first
+ * forward under non-reentrant checkpointing (est_ctx_inputs): those of
+ * one half made at its start (late false) or its end (late true); they
+ * stay until the layer's backward. */
+static void ctx_inputs(rp *p, rp_step *s, int l, bool mlp, bool late)
+{
+    double b[MODEL_MAX_MODULES];
+    bool m[MODEL_MAX_MODULES], lt[MODEL_MAX_MODULES];
+    size_t n = est_ctx_inputs(p->x, b, m, lt);
+    int *h = &s->ctxin[(size_t)l * MODEL_MAX_MODULES];
+    for (size_t i = 0; i < n; i++)
+        if (m[i] == mlp && lt[i] == late && h[i] < 0) h[i] = rp_alloc(p, b[i] * s->n, EST_T_ACTS);
+}
+
 static void layer_forward(rp *p, rp_step *s, int l, bool keep, est_term_tag tag)
 {
     const est_layer *L = &p->layer;
     int *saved = &s->saved[(size_t)l * EST_LAYER_MAX];
     int temp[EST_LAYER_MAX];
-    bool in_mlp = false;
+    bool in_mlp = false, first = !keep && tag == EST_T_ACTS; /* the checkpointed first forward */
     if (s->wcopy[l] < 0) s->wcopy[l] = rp_alloc(p, p->parts.amp_copy_layer, EST_T_WEIGHT_TEMP);
     half_temps(p);
+    if (first) ctx_inputs(p, s, l, false, false);
     for (int i = 0; i < L->n; i++) {
         const est_ltensor *t = &L->t[i];
         if (t->mlp && !in_mlp) { /* the attention half ends with its residual add */
             in_mlp = true;
+            if (first) ctx_inputs(p, s, l, false, true);
             for (int k = 0; k < i; k++)
                 if (L->t[k].dies == EST_DIES_ATTN || (!keep && L->t[k].dies == EST_DIES_BACKWARD && !L->t[k].mlp))
                     rp_free(p, &temp[k]);
             half_temps(p);
+            if (first) ctx_inputs(p, s, l, true, false);
         }
         int h = rp_alloc(p, t->bytes * s->n * (t->eager ? s->scale : 1.0), tag);
         temp[i] = -1;
@@ -482,6 +500,7 @@ static void layer_forward(rp *p, rp_step *s, int l, bool keep, est_term_tag tag)
         else
             temp[i] = h;
     }
+    if (first) ctx_inputs(p, s, l, true, true);
     for (int k = 0; k < L->n; k++) rp_free(p, &temp[k]);
     if (!keep) rp_free(p, &s->wcopy[l]);
 }
@@ -726,6 +745,7 @@ static void layer_backward(rp *p, rp_step *s, int l, int *g)
     rp_free(p, &gn1);
     rp_free(p, &gmid);
     rp_free(p, &s->ckpt[l]);
+    for (int k = 0; k < MODEL_MAX_MODULES; k++) rp_free(p, &s->ctxin[(size_t)l * MODEL_MAX_MODULES + (size_t)k]);
     rp_free(p, &s->wcopy[l]);
     rp_free(p, &s->gather[l]);
     *g = gin;
@@ -736,6 +756,7 @@ static void micro_step(rp *p, rp_step *s)
     const est_ctx *x = p->x;
     for (int l = 0; l < x->layers; l++) s->ckpt[l] = s->gather[l] = s->wcopy[l] = -1;
     for (size_t i = 0; i < (size_t)x->layers * EST_LAYER_MAX; i++) s->saved[i] = -1;
+    for (size_t i = 0; i < (size_t)x->layers * MODEL_MAX_MODULES; i++) s->ctxin[i] = -1;
     p->phase = EST_PHASE_LOSS;
     int batch[3]; /* input_ids, labels, attention_mask: int64 */
     for (int k = 0; k < 3; k++) batch[k] = rp_alloc(p, 8.0 * s->n, EST_T_FRAMEWORK);
@@ -952,6 +973,7 @@ static void run(rp *p)
     s.gather = xmalloc((size_t)x->layers * sizeof *s.gather);
     s.wcopy = xmalloc((size_t)x->layers * sizeof *s.wcopy);
     s.saved = xmalloc((size_t)x->layers * EST_LAYER_MAX * sizeof *s.saved);
+    s.ctxin = xmalloc((size_t)x->layers * MODEL_MAX_MODULES * sizeof *s.ctxin);
     s.samples = x->tokens / in->seq;
     bool varied = in->seq_sd > 0 && in->seq_mean > 0;
     int accum = in->grad_accum > 0 ? in->grad_accum : 1;
@@ -971,6 +993,7 @@ static void run(rp *p)
     free(s.gather);
     free(s.wcopy);
     free(s.saved);
+    free(s.ctxin);
 }
 
 /* What one replay measured. */

@@ -92,8 +92,13 @@ static void state_terms(const est_input *in, const est_result *r, est_term *t, s
 static void activation_terms(const est_input *in, const est_result *r, est_term *t, size_t *n)
 {
     const double *at = r->at_peak;
+    bool ctx_kept = in->grad_ckpt && in->ckpt_nonreentrant && !in->offload_checkpoints &&
+                    (in->quant == QUANT_NF4 || in->quant == QUANT_NF4_DQ); /* est_ctx_inputs */
     add_term(t, n, "activations", "activations (all layers)", at[EST_T_ACTS], r->activations, "%d layers x %s",
-             r->layers_on_gpu, in->grad_ckpt ? "checkpoint" : "saved activations");
+             r->layers_on_gpu,
+             !in->grad_ckpt ? "saved activations"
+             : ctx_kept     ? "(checkpoint + 4-bit inputs kept on ctx)"
+                            : "checkpoint");
     add_term(t, n, "layer_backward", "layer in backward", at[EST_T_LAYER_BWD], r->layer_backward, "%s",
              in->grad_ckpt ? "recomputed activations + gradients" : "gradients of one layer");
     add_term(t, n, "logits_and_loss", "logits and loss", at[EST_T_LOGITS], r->logits,

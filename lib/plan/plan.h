@@ -114,6 +114,15 @@ typedef struct est_input {
     bool loss_shift_copy;     /* transformers 4.46-4.48: ForCausalLMLoss upcasts the 16-bit logits
                                  and shifts the fp32 copy with .contiguous() (from 4.49 it shifts
                                  the labels instead) */
+    bool ckpt_nonreentrant;   /* checkpointing runs torch.utils.checkpoint with use_reentrant=False
+                                 (ms-swift 1.x patches it so): the layer's first forward records
+                                 autograd's graph, so what an autograd Function keeps as a plain
+                                 ctx attribute lives until the layer's backward; bitsandbytes'
+                                 MatMul4Bit (to 0.43 at least) keeps its input so
+                                 (`ctx.tensors = (A, B)`) */
+    bool bnb_input_cast;      /* the model's 16-bit dtype is not bnb_4bit_compute_dtype (transformers
+                                 forces fp16 on a bitsandbytes model loaded without torch_dtype):
+                                 Linear4bit.forward's x.to(compute_dtype) makes a copy per module */
     ca_config alloc;          /* PYTORCH_CUDA_ALLOC_CONF: max_split_size, expandable_segments,
                                  roundup_power2_divisions (the capacity comes from gpu_memory) */
 } est_input;

@@ -56,6 +56,19 @@ on, off = (json.loads(a)["terms_gib"]["base_weights"] for a in sys.argv[1:3])
 assert abs(on - 2 * off) < 1e-6 * on, (on, off)
 P
 
+# --ckpt-reentrant off: bitsandbytes keeps each distinct projection input
+# (q/k/v, o, gate/up, down) on ctx until the layer's backward:
+# 32 layers x 2048 tokens x 2 x (3 x 4096 + 14336) bytes = 3.25 GiB
+re=$("$LATHE" estimate --model Meta-Llama-3-8B --method qlora --quant nf4-dq --counter allocated -o json) || fail "estimate qlora allocated"
+nr=$("$LATHE" estimate --model Meta-Llama-3-8B --method qlora --quant nf4-dq --counter allocated --ckpt-reentrant off -o json) || fail "estimate --ckpt-reentrant off"
+python3 - "$re" "$nr" <<'P' || fail "--ckpt-reentrant"
+import json, sys
+re, nr = (json.loads(a)["terms_gib"]["activations"] for a in sys.argv[1:3])
+want = 32 * 2048 * 2 * (3 * 4096 + 14336) / 2**30
+assert abs(nr - re - want) < 0.01 * want, (re, nr, want)
+P
+"$LATHE" estimate --model Meta-Llama-3-8B --method qlora --ckpt-reentrant maybe > /dev/null 2>&1; [ $? -eq 2 ] || fail "bad --ckpt-reentrant should exit 2"
+
 # usage errors
 "$LATHE" plan > /dev/null 2>&1; [ $? -eq 1 ] || fail "plan without a file should exit 1"
 "$LATHE" plan "$seed" --emit nope > /dev/null 2>&1; [ $? -eq 1 ] || fail "bad --emit should exit 1"

@@ -479,6 +479,61 @@ static void test_nf4_whole(void **state)
     model_shape_free(&m);
 }
 
+/* bitsandbytes' MatMul4Bit keeps its input on ctx (`ctx.tensors = (A, B)`);
+ * under non-reentrant checkpointing that input stays from the layer's
+ * forward to its backward: Qwen-7B (v1) at 2,048 tokens, by hand. Its
+ * projections c_attn (4096 in), attn.c_proj (4096), w1, w2 (4096) and
+ * mlp.c_proj (11008) each cast an fp16 input to bf16 (bnb_input_cast):
+ * 2 x (4 x 4096 + 11008) bytes per token per layer; in the compute dtype
+ * w1 and w2 share theirs: 2 x (3 x 4096 + 11008). Reentrant checkpointing
+ * (no graph in the first forward) and GPTQ bases keep nothing. */
+static void test_bnb_ctx_inputs(void **state)
+{
+    (void)state;
+    model_shape m;
+    est_input in;
+    catalogue_input("Qwen-7B", EST_COUNTER_ALLOCATED, &m, &in);
+    est_input_set_stack(&in, EST_STACK_HF);
+    in.method = METHOD_QLORA;
+    in.quant = QUANT_NF4_DQ;
+    in.bits = 4;
+    in.kbit_fp32 = false;
+    in.seq = 2048;
+    resolve(&in);
+    est_result re, copies, shared, gptq, gptq_nr;
+    est_estimate(&in, &bare, &re);
+    in.ckpt_nonreentrant = true;
+    in.bnb_input_cast = true;
+    est_estimate(&in, &bare, &copies);
+    in.bnb_input_cast = false;
+    est_estimate(&in, &bare, &shared);
+    const double L = 32, T = 2048;
+    const double by_copies = L * T * 2.0 * (4.0 * 4096 + 11008), by_shared = L * T * 2.0 * (3.0 * 4096 + 11008);
+    if (copies.activations - re.activations != by_copies)
+        fail_msg("kept inputs (copies) %.0f, by hand %.0f", copies.activations - re.activations, by_copies);
+    if (shared.activations - re.activations != by_shared)
+        fail_msg("kept inputs (shared) %.0f, by hand %.0f", shared.activations - re.activations, by_shared);
+    /* the replay: all of them alive at the loss peak */
+    if (fabs(copies.at_peak[EST_T_ACTS] - re.at_peak[EST_T_ACTS] - by_copies) > 0.01 * by_copies)
+        fail_msg("replayed kept inputs %.0f, by hand %.0f", copies.at_peak[EST_T_ACTS] - re.at_peak[EST_T_ACTS],
+                 by_copies);
+    if (fabs(shared.at_peak[EST_T_ACTS] - re.at_peak[EST_T_ACTS] - by_shared) > 0.01 * by_shared)
+        fail_msg("replayed kept inputs (shared) %.0f, by hand %.0f",
+                 shared.at_peak[EST_T_ACTS] - re.at_peak[EST_T_ACTS], by_shared);
+    assert_true(copies.allocated - re.allocated > 0.99 * by_copies);
+    /* a GPTQ base saves through autograd: nothing more */
+    in.quant = QUANT_GPTQ4;
+    in.ckpt_nonreentrant = false;
+    resolve(&in);
+    est_estimate(&in, &bare, &gptq);
+    in.ckpt_nonreentrant = true;
+    in.bnb_input_cast = true;
+    est_estimate(&in, &bare, &gptq_nr);
+    assert_true(gptq_nr.activations == gptq.activations);
+    assert_true(gptq_nr.allocated == gptq.allocated);
+    model_shape_free(&m);
+}
+
 /* Unsloth's checkpoints wait in CPU memory: the GPU keeps none but the
  * one of the layer in backward. */
 static void test_offloaded_checkpoints(void **state)
@@ -579,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_offloaded_checkpoints), cmocka_unit_test(test_dropped_lengths), cmocka_unit_test(test_gamma_lengths),
         cmocka_unit_test(test_drop_input), cmocka_unit_test(test_deepspeed_zero2),
         cmocka_unit_test(test_nf4_whole),
+        cmocka_unit_test(test_bnb_ctx_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
