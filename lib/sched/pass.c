@@ -882,6 +882,15 @@ static double shadow(pass *p, const pclass *pc, uint64_t admitted)
     return idle;
 }
 
+/* Forgets the GPUs and start shadow() found, when no job takes them. */
+static void drop_shadow(pass *p)
+{
+    free(p->resv);
+    p->resv = NULL;
+    p->nresv = 0;
+    p->S = INFINITY;
+}
+
 /* Makes a job the head, holding the GPUs shadow() found for the types
  * `types`. */
 static void set_head(pass *p, const pclass *pc, int slot, uint64_t types, bool pool)
@@ -909,9 +918,7 @@ static bool pool_head(pass *p, const pclass *pc, int slot)
     shadow(p, pc, pc->types);
     p->shadow_pj = NULL;
     if (!isfinite(p->S)) {
-        free(p->resv);
-        p->resv = NULL;
-        p->nresv = 0;
+        drop_shadow(p);
         return false;
     }
     set_head(p, pc, slot, pc->types, true);
@@ -1181,20 +1188,14 @@ static int try_job(pass *p, pclass *pc, int slot)
     if (!may_hold_head(p, pj)) return skip(p, pc); /* a later job of its class may hold it */
     double idle = shadow(p, pc, tr.admitted);
     if (!rent_paid(p, pc, pj, tr.units, idle)) { /* not yet: a later job may hold it */
-        free(p->resv);
-        p->resv = NULL;
-        p->nresv = 0;
-        p->S = INFINITY;
+        drop_shadow(p);
         return skip(p, pc);
     }
     /* a job that waited long: preempt newer jobs when that costs less (their
      * lost work and their wait in the queue again) than the drain would
      * leave GPUs idle */
     if (p->lathe && p->cfg->due_preempt && is_due(p, pj) && idle > 0 && try_preempt(p, pc, slot, idle)) {
-        free(p->resv);
-        p->resv = NULL;
-        p->nresv = 0;
-        p->S = INFINITY;
+        drop_shadow(p);
         return R_STARTED;
     }
     set_head(p, pc, slot, tr.admitted, false);
