@@ -4,10 +4,11 @@
  * it has left), when a team has a budget the start of each 30-day budget
  * month, and the time a waiting job will have paid for its reservation by
  * waiting (the pass's wake_at: lathe's rent-reserve rule; the server's
- * passes are periodic and need no such event). At each event time the simulator applies every event of
- * that time to a sched_state, runs one scheduling pass (the same code the
- * server runs) and applies its decisions; a pass that preempted is followed
- * by another at the same time, since freed GPUs may serve more jobs.
+ * passes are periodic and need no such event). At each event time the
+ * simulator applies every event of that time to a sched_state, runs one
+ * scheduling pass (the same code the server runs) and applies its
+ * decisions; a pass that preempted is followed by another at the same
+ * time, since freed GPUs may serve more jobs.
  * Between events nothing changes, so the metrics are exact integrals.
  */
 #include "sim.h"
