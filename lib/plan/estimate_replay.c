@@ -455,9 +455,6 @@ static void half_temps(rp *p)
     rp_free(p, &a);
 }
 
-/* One layer's forward. keep: autograd records it, and its saved tensors
- * stay until the layer's backward; else (a checkpointed forward, under
- * no_grad) every tensor dies with its half. */
 /* The inputs a bitsandbytes 4-bit layer keeps on ctx in the layer's first
  * forward under non-reentrant checkpointing (est_ctx_inputs): those of
  * one half made at its start (late false) or its end (late true); they
@@ -472,6 +469,9 @@ static void ctx_inputs(rp *p, rp_step *s, int l, bool mlp, bool late)
         if (m[i] == mlp && lt[i] == late && h[i] < 0) h[i] = rp_alloc(p, b[i] * s->n, EST_T_ACTS);
 }
 
+/* One layer's forward. keep: autograd records it, and its saved tensors
+ * stay until the layer's backward; else (a checkpointed forward, under
+ * no_grad) every tensor dies with its half. */
 static void layer_forward(rp *p, rp_step *s, int l, bool keep, est_term_tag tag)
 {
     const est_layer *L = &p->layer;
