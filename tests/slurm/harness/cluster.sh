@@ -28,7 +28,7 @@ start)
         exit 0
     fi
     # A daemon that dies while the cluster comes up (CI once saw slurmdbd
-    # exit within 2 s with nothing in its log, on a machine busy building)
+    # exit within 2 s with nothing in its log)
     # gets its logs printed and a clean second and third try: 13 tests hang
     # on this fixture, and a start that works on the next try is not what
     # they test.
