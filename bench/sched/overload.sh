@@ -21,18 +21,18 @@ L=$here/build/lathe
 if [ $# -gt 0 ] && [ -x "$1" ] && [ ! -d "$1" ]; then L=$1; shift; fi
 [ -x "$L" ] || { echo "overload.sh: no lathe at $L (build it first)" >&2; exit 1; }
 w=$(mktemp -d)
-[ "${KEEP:-0}" = 1 ] && echo "work files: $w" || trap 'rm -rf "$w"' EXIT
+if [ "${KEEP:-0}" = 1 ]; then echo "work files: $w"; else trap 'rm -rf "$w"' EXIT; fi
 
-traces=""
+traces=()
 for s in 1 2 3; do
     for load in 1.0 1.3; do
         t=ov-$s-$load
         "$L" trace-gen --jobs 30000 --gpus 1280 --load "$load" --seed "$s" --teams 0 \
             --checkpoint 0 --high-priority 0 -o "$w/$t.csv" > /dev/null
-        traces="$traces $t"
+        traces+=("$t")
     done
 done
-for t in $traces; do
+for t in "${traces[@]}"; do
     for m in exact noise limit; do
         extra=""; [ "$t $m" = "ov-3-1.3 exact" ] && extra="--jobs-out $w/jobs.csv"
         # shellcheck disable=SC2086
@@ -43,7 +43,7 @@ for t in $traces; do
 done
 wait
 
-python3 - "$w" $traces <<'PY'
+python3 - "$w" "${traces[@]}" <<'PY'
 import csv, json, sys, collections
 w, traces = sys.argv[1], sys.argv[2:]
 def h(s): return "%.1f d" % (s / 86400) if s >= 100 * 3600 else "%.2f h" % (s / 3600)

@@ -37,7 +37,7 @@ start)
         tries=$((tries + 1))
         echo "slurm-local start failed (try $tries of 3); its logs:"
         for f in "$SLURM_LOCAL_DIR"/log/*; do
-            [ -s "$f" ] && [ "${f##*/}" != mariadb-install.log ] || continue
+            if [ ! -s "$f" ] || [ "${f##*/}" = mariadb-install.log ]; then continue; fi
             echo "--- $f (last 10 lines)"
             tail -n 10 "$f"
         done
