@@ -17,6 +17,8 @@
 # `--aging 12h`, `--without rent-reserve`). About a minute on 2 cores.
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=bench/sched/lib.sh
+. "$here/bench/sched/lib.sh"
 L=$here/build/lathe
 if [ $# -gt 0 ] && [ -x "$1" ] && [ ! -d "$1" ]; then L=$1; shift; fi
 [ -x "$L" ] || { echo "overload.sh: no lathe at $L (build it first)" >&2; exit 1; }
@@ -38,7 +40,7 @@ for t in "${traces[@]}"; do
         # shellcheck disable=SC2086
         "$L" simulate --nodes 160x8 --trace "$w/$t.csv" --estimate "$m" $extra "$@" -o json \
             > "$w/$t-$m.json" 2> "$w/$t-$m.err" &
-        while [ "$(jobs -r | wc -l)" -ge 2 ]; do sleep 0.2; done
+        two_at_a_time
     done
 done
 wait

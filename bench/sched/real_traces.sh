@@ -15,12 +15,14 @@
 # (kept with KEEP=1). Takes about a minute on 2 cores.
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=bench/sched/lib.sh
+. "$here/bench/sched/lib.sh"
 L=${1:-$here/build/lathe}
 T=${2:-${LATHE_SHARED_DIR:-$here/../shared}/data/traces}
 [ -x "$L" ] || { echo "real_traces.sh: no lathe at $L (build it first)" >&2; exit 1; }
 [ -r "$T/alibaba_lingjun_2023_jobs.csv" ] || { echo "real_traces.sh: no traces in $T" >&2; exit 1; }
 w=$(mktemp -d)
-[ "${KEEP:-0}" = 1 ] && echo "work files: $w" || trap 'rm -rf "$w"' EXIT
+if [ "${KEEP:-0}" = 1 ]; then echo "work files: $w"; else trap 'rm -rf "$w"' EXIT; fi
 
 # the traces in lathe's form, and Helios Venus team quotas given to the Lingjun jobs
 "$L" trace convert --from lingjun "$T/alibaba_lingjun_2023_jobs.csv" "$w/lingjun.csv"
@@ -42,7 +44,7 @@ for r in "${runs[@]}"; do
     for m in $modes; do
         # shellcheck disable=SC2086
         (cd "$w" && "$L" simulate $cl --trace "$trace" --estimate "$m" -o json > "$name-$m.json" 2> "$name-$m.err") &
-        while [ "$(jobs -r | wc -l)" -ge 2 ]; do sleep 0.2; done
+        two_at_a_time
     done
 done
 wait
@@ -115,11 +117,12 @@ for tn in $sweep; do
             opt=""; [ $v = notail ] && opt="--without reserve-tail"
             # shellcheck disable=SC2086
             (cd "$w" && "$L" simulate --nodes "${n}x8" --trace "$t" --estimate "$m" $opt -o json > "sweep-${t%.csv}-$n-$m-$v.json" 2>/dev/null) &
-            while [ "$(jobs -r | wc -l)" -ge 2 ]; do sleep 0.2; done
+            two_at_a_time
         done
     done
 done
 wait
+# shellcheck disable=SC2086 # one argument per trace:size
 python3 - "$w" $sweep <<'PY'
 import json, sys
 w, sweep = sys.argv[1], sys.argv[2:]
@@ -162,7 +165,7 @@ PY
 for n in 120 128 136; do
     for s in 1 2 3 4 5 6; do
         (cd "$w" && "$L" simulate --nodes "${n}x8" --trace lingjun.csv --estimate noise --seed $s -o json > "seed-$n-$s.json" 2>/dev/null) &
-        while [ "$(jobs -r | wc -l)" -ge 2 ]; do sleep 0.2; done
+        two_at_a_time
     done
 done
 wait
