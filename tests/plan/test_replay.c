@@ -41,6 +41,14 @@ static void resolve(est_input *in)
     diag_list_free(&d);
 }
 
+/* Does one of the diagnostics name this option? */
+static bool names_path(const diag_list *d, const char *path)
+{
+    for (size_t i = 0; i < d->len; i++)
+        if (d->items[i].path && strcmp(d->items[i].path, path) == 0) return true;
+    return false;
+}
+
 /* A catalogue model with the estimator's defaults and the counter given. */
 static void catalogue_input(const char *name, est_counter counter, model_shape *m, est_input *in)
 {
@@ -49,6 +57,17 @@ static void catalogue_input(const char *name, est_counter counter, model_shape *
     model_shape_from_catalog(e, m);
     est_input_defaults(in, m);
     in->counter = counter;
+}
+
+/* A catalogue model as QLoRA on an NF4 (double-quantised) base in a
+ * stack, counting the allocated peak. */
+static void qlora_input(const char *name, est_stack stack, model_shape *m, est_input *in)
+{
+    catalogue_input(name, EST_COUNTER_ALLOCATED, m, in);
+    est_input_set_stack(in, stack);
+    in->method = METHOD_QLORA;
+    in->quant = QUANT_NF4_DQ;
+    in->bits = 4;
 }
 
 static void lora_input(est_input *in, const model_shape *m, est_stack stack)
@@ -330,10 +349,7 @@ static void test_gamma_lengths(void **state)
         diag_list d;
         diag_list_init(&d);
         assert_false(est_input_resolve(&bad, &d));
-        bool named = false;
-        for (size_t i = 0; i < d.len; i++)
-            if (d.items[i].path && strcmp(d.items[i].path, "--seq-min") == 0) named = true;
-        assert_true(named);
+        assert_true(names_path(&d, "--seq-min"));
         diag_list_free(&d);
     }
     model_shape_free(&m);
@@ -351,10 +367,7 @@ static void test_drop_input(void **state)
     diag_list d;
     diag_list_init(&d);
     assert_false(est_input_resolve(&in, &d));
-    bool named = false;
-    for (size_t i = 0; i < d.len; i++)
-        if (d.items[i].path && strcmp(d.items[i].path, "--truncation") == 0) named = true;
-    assert_true(named);
+    assert_true(names_path(&d, "--truncation"));
     diag_list_free(&d);
     in.seq_mean = 3234.4;
     in.seq_sd = 2547.5;
@@ -439,13 +452,9 @@ static void test_nf4_whole(void **state)
     (void)state;
     model_shape m;
     est_input in;
-    catalogue_input("Llama-2-7b-hf", EST_COUNTER_ALLOCATED, &m, &in);
-    est_input_set_stack(&in, EST_STACK_TORCHTUNE);
+    qlora_input("Llama-2-7b-hf", EST_STACK_TORCHTUNE, &m, &in);
     assert_true(in.reset_after_load);
     in.reset_after_load = false;
-    in.method = METHOD_QLORA;
-    in.quant = QUANT_NF4_DQ;
-    in.bits = 4;
     in.seq = 64;
     in.nf4_whole = true;
     resolve(&in);
@@ -492,11 +501,7 @@ static void test_bnb_ctx_inputs(void **state)
     (void)state;
     model_shape m;
     est_input in;
-    catalogue_input("Qwen-7B", EST_COUNTER_ALLOCATED, &m, &in);
-    est_input_set_stack(&in, EST_STACK_HF);
-    in.method = METHOD_QLORA;
-    in.quant = QUANT_NF4_DQ;
-    in.bits = 4;
+    qlora_input("Qwen-7B", EST_STACK_HF, &m, &in);
     in.kbit_fp32 = false;
     in.seq = 2048;
     resolve(&in);
