@@ -100,8 +100,13 @@ CPID=$(procs | "$PY" -c 'import json,sys; print(" ".join(str(p["pid"]) for p in 
 if [ -n "$CPID" ]; then
     kill -TERM "$PID"
     wait_for 20 bash -c "! kill -0 $PID" && ok "SIGTERM: the double exits" || fail "SIGTERM: the double exits"
+    # a killed process may take a moment to die and be reaped once its
+    # parent is gone (CI saw one still there right after the double
+    # exited): wait for each to be gone or a zombie
     gone=1
-    for p in $CPID; do kill -0 "$p" 2>/dev/null && gone=0; done
+    for p in $CPID; do
+        wait_for 10 bash -c "! kill -0 $p 2>/dev/null || grep -q '^[^)]*) Z' /proc/$p/stat 2>/dev/null" || gone=0
+    done
     [ $gone -eq 1 ] && ok "SIGTERM: container processes killed" || fail "SIGTERM: container processes killed ($CPID)"
 else
     fail "the sleeper's process"
