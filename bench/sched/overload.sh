@@ -22,8 +22,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 L=$here/build/lathe
 if [ $# -gt 0 ] && [ -x "$1" ] && [ ! -d "$1" ]; then L=$1; shift; fi
 [ -x "$L" ] || { echo "overload.sh: no lathe at $L (build it first)" >&2; exit 1; }
-w=$(mktemp -d)
-if [ "${KEEP:-0}" = 1 ]; then echo "work files: $w"; else trap 'rm -rf "$w"' EXIT; fi
+make_work_dir
 
 traces=()
 for s in 1 2 3; do

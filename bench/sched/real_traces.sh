@@ -21,8 +21,7 @@ L=${1:-$here/build/lathe}
 T=${2:-${LATHE_SHARED_DIR:-$here/../shared}/data/traces}
 [ -x "$L" ] || { echo "real_traces.sh: no lathe at $L (build it first)" >&2; exit 1; }
 [ -r "$T/alibaba_lingjun_2023_jobs.csv" ] || { echo "real_traces.sh: no traces in $T" >&2; exit 1; }
-w=$(mktemp -d)
-if [ "${KEEP:-0}" = 1 ]; then echo "work files: $w"; else trap 'rm -rf "$w"' EXIT; fi
+make_work_dir
 
 # the traces in lathe's form, and Helios Venus team quotas given to the Lingjun jobs
 "$L" trace convert --from lingjun "$T/alibaba_lingjun_2023_jobs.csv" "$w/lingjun.csv"

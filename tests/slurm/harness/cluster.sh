@@ -28,10 +28,9 @@ start)
         exit 0
     fi
     # A daemon that dies while the cluster comes up (CI once saw slurmdbd
-    # exit within 2 s with nothing in its log)
-    # gets its logs printed and a clean second and third try: 13 tests hang
-    # on this fixture, and a start that works on the next try is not what
-    # they test.
+    # exit within 2 s with nothing in its log) gets its logs printed and a
+    # clean second and third try: 13 tests hang on this fixture, and a
+    # start that works on the next try is not what they test.
     tries=0
     until "$TOOL" start; do
         tries=$((tries + 1))
